@@ -1,0 +1,5 @@
+//! One module per `bnn` subcommand.
+
+pub mod bench;
+pub mod data;
+pub mod model;

@@ -1,0 +1,43 @@
+//! `bnn`: sampling-based inference for Bayesian neural networks from the command line.
+
+mod commands;
+mod model_args;
+mod prepared_data;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "bnn", version, about = "Sampling-based inference for Bayesian neural networks (Burn)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Datasets: list the named ones, describe any.
+    #[command(subcommand)]
+    Data(commands::data::DataCommand),
+    /// Models: parameter counts and layouts.
+    #[command(subcommand)]
+    Model(commands::model::ModelCommand),
+    /// Value+gradient microseconds per chain of the benchmark posteriors, as JSON.
+    Bench(commands::bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Data(c) => commands::data::run(c),
+        Command::Model(c) => commands::model::run(c),
+        Command::Bench(a) => commands::bench::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

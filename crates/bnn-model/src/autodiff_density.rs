@@ -1,0 +1,64 @@
+//! Bridges a tensor-valued [`Posterior`] to the sampler's host-side `LogDensity` through Burn's autodiff.
+
+use crate::posterior::Posterior;
+use bnn_sampler::{LogDensity, LogDensityError};
+use burn::tensor::{Tensor, TensorData};
+
+/// Evaluates value and gradient of a [`Posterior`] with one forward and one backward pass per
+/// batch: positions go to the device as `[C, D]`, values `[C]` and gradients `[C, D]` come back.
+pub struct AutodiffLogDensity<P> {
+    posterior: P,
+}
+
+impl<P: Posterior> AutodiffLogDensity<P> {
+    pub fn new(posterior: P) -> Self {
+        Self { posterior }
+    }
+
+    pub fn posterior(&self) -> &P {
+        &self.posterior
+    }
+}
+
+impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
+    fn dim(&self) -> usize {
+        self.posterior.layout().dim()
+    }
+
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        let d = self.dim();
+        let c = log_densities.len();
+        if positions.len() != c * d || gradients.len() != c * d {
+            return Err(LogDensityError::new(format!(
+                "batch of {c} positions in dimension {d} needs {} values, got positions {} and gradients {}",
+                c * d,
+                positions.len(),
+                gradients.len()
+            )));
+        }
+        let dtype = self.posterior.dtype();
+        let data = TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype);
+        let theta = Tensor::<2>::from_data(data, (self.posterior.device(), dtype)).require_grad();
+        let values = self.posterior.log_posterior(theta.clone());
+        let grads = values.clone().sum().backward();
+        let gradient = theta
+            .grad(&grads)
+            .ok_or_else(|| LogDensityError::new("log posterior does not depend on θ"))?;
+        let read = |t: Tensor<2>, out: &mut [f64]| -> Result<(), LogDensityError> {
+            let data = t
+                .try_into_data()
+                .map_err(|e| LogDensityError::new(format!("reading from the device failed: {e:?}")))?;
+            for (o, v) in out.iter_mut().zip(data.iter::<f64>()) {
+                *o = v;
+            }
+            Ok(())
+        };
+        read(values.reshape([1, c]), log_densities)?;
+        read(gradient, gradients)
+    }
+}

@@ -1,0 +1,27 @@
+//! Burn modules, likelihoods, priors, flat parameter vectors and posteriors for Bayesian neural networks.
+
+pub mod activation;
+pub mod autodiff_density;
+pub mod device;
+pub mod flatten;
+pub mod layout;
+pub mod likelihood;
+pub mod mlp;
+pub mod model;
+pub mod module_posterior;
+pub mod observations;
+pub mod posterior;
+pub mod prior;
+
+pub use activation::Activation;
+pub use autodiff_density::AutodiffLogDensity;
+pub use device::DeviceName;
+pub use flatten::{flatten, layout_of, load_flat_tensor, unflatten, LengthMismatch};
+pub use layout::{LayoutEntry, ParameterKind, ParameterLayout};
+pub use likelihood::{Likelihood, LogSigmaPrior, ScaleLink};
+pub use mlp::{Mlp, MlpConfig};
+pub use model::{BnnConfig, BnnModel};
+pub use module_posterior::{ModuleLikelihood, ModulePosterior};
+pub use observations::{DataShapeError, HostData};
+pub use posterior::{MlpPosterior, Posterior, PosteriorError};
+pub use prior::{LayerPrior, Prior, PriorSpec};

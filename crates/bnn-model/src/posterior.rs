@@ -1,0 +1,175 @@
+//! Posteriors over flat parameter vectors: the trait, and the built-in batched MLP posterior.
+
+use crate::flatten::layout_of;
+use crate::layout::{ParameterKind, ParameterLayout};
+use crate::model::BnnConfig;
+use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
+use burn::tensor::{DType, Device, Tensor};
+use std::ops::Range;
+
+/// log p(θ | data) up to a constant, for a batch of flat parameter vectors.
+///
+/// Implementations build the value from Burn tensor operations so that its gradient comes from
+/// Burn's autodiff; [`crate::AutodiffLogDensity`] turns any `Posterior` into the sampler's
+/// `LogDensity`.
+pub trait Posterior: Send + Sync {
+    /// Names, shapes and offsets of the D coordinates.
+    fn layout(&self) -> &ParameterLayout;
+
+    /// The device the evaluation runs on (autodiff enabled).
+    fn device(&self) -> &Device;
+
+    /// The float type positions are converted to before evaluation.
+    fn dtype(&self) -> DType {
+        DType::F32
+    }
+
+    /// `theta`: `[C, D]` (tracked for gradients by the caller) → `[C]` log posterior densities.
+    fn log_posterior(&self, theta: Tensor<2>) -> Tensor<1>;
+}
+
+/// Why a posterior could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PosteriorError {
+    #[error("invalid model config: {0}")]
+    Config(String),
+    #[error("data do not fit the model: {0}")]
+    Data(#[from] DataShapeError),
+    #[error("the device does not support {0:?} arithmetic")]
+    UnsupportedDType(DType),
+}
+
+/// Slices of one dense layer inside θ.
+#[derive(Debug, Clone)]
+struct LayerSlices {
+    weight: Range<usize>,
+    bias: Range<usize>,
+    d_in: usize,
+    d_out: usize,
+}
+
+/// The built-in posterior: an MLP evaluated for C parameter vectors at once with batched
+/// matrix products (`[1, N, d_in] @ [C, d_in, d_out]`), plus the log prior.
+pub struct MlpPosterior {
+    config: BnnConfig,
+    layout: ParameterLayout,
+    device: Device,
+    dtype: DType,
+    data: DeviceData,
+    layers: Vec<LayerSlices>,
+    log_sigma_index: Option<usize>,
+    prior_quadratic: Tensor<2>,
+    prior_absolute: Option<Tensor<2>>,
+    prior_constant: f64,
+}
+
+impl MlpPosterior {
+    /// Builds the posterior on `device` (autodiff is enabled on it here) in float type `dtype`.
+    pub fn new(config: BnnConfig, data: &HostData, device: &Device, dtype: DType) -> Result<Self, PosteriorError> {
+        config.validate().map_err(PosteriorError::Config)?;
+        data.validate(config.d_input, config.n_targets, &config.likelihood)?;
+        let device = device.clone().autodiff();
+        if !device.supports_dtype(dtype) {
+            return Err(PosteriorError::UnsupportedDType(dtype));
+        }
+        // The layout comes from the real Burn module so that it matches `flatten`/`unflatten`.
+        let layout = layout_of(&config.init(&device.clone().without_autodiff()));
+        let mut layers = Vec::new();
+        let mut log_sigma_index = None;
+        let mut entries = layout.entries.iter().peekable();
+        while let Some(entry) = entries.next() {
+            match entry.kind {
+                ParameterKind::Weight => {
+                    let bias = entries.next_if(|e| e.kind == ParameterKind::Bias && e.layer == entry.layer);
+                    let bias = bias.expect("every MLP layer has a bias");
+                    layers.push(LayerSlices {
+                        weight: entry.range(),
+                        bias: bias.range(),
+                        d_in: entry.shape[0],
+                        d_out: entry.shape[1],
+                    });
+                }
+                ParameterKind::Likelihood => log_sigma_index = Some(entry.offset),
+                _ => unreachable!("the MLP has only weights, biases and log σ"),
+            }
+        }
+        let coefficients = config.prior.coefficients(&layout).map_err(PosteriorError::Config)?;
+        let d = layout.dim();
+        let to_row = |v: &[f64]| tensor_from(v, [1, d], &device, dtype);
+        let prior_quadratic = to_row(&coefficients.quadratic);
+        let prior_absolute = coefficients.has_laplace().then(|| to_row(&coefficients.absolute));
+        let data = DeviceData::upload(data, &config.likelihood, &device, dtype);
+        Ok(Self {
+            config,
+            layout,
+            device,
+            dtype,
+            data,
+            layers,
+            log_sigma_index,
+            prior_quadratic,
+            prior_absolute,
+            prior_constant: coefficients.constant,
+        })
+    }
+
+    pub fn config(&self) -> &BnnConfig {
+        &self.config
+    }
+
+    /// Network outputs `[C, N, K]` for a batch θ `[C, D]` on inputs `x` `[N, d_in]`.
+    pub fn forward_batch(&self, theta: &Tensor<2>, x: &Tensor<2>) -> Tensor<3> {
+        let c = theta.dims()[0];
+        let last = self.layers.len() - 1;
+        let mut h: Tensor<3> = x.clone().unsqueeze::<3>();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let w = theta.clone().slice([0..c, layer.weight.clone()]).reshape([c, layer.d_in, layer.d_out]);
+            let b = theta.clone().slice([0..c, layer.bias.clone()]).reshape([c, 1, layer.d_out]);
+            h = h.matmul(w) + b;
+            if i < last {
+                h = self.config.activation.apply(h);
+            }
+        }
+        h
+    }
+
+    /// The learned log σ of each chain, `[C]`, when the likelihood has one.
+    fn log_sigma(&self, theta: &Tensor<2>) -> Option<Tensor<1>> {
+        let c = theta.dims()[0];
+        self.log_sigma_index.map(|i| theta.clone().slice([0..c, i..i + 1]).reshape([c]))
+    }
+
+    /// log prior of the network weights, `[C]` (the log σ prior is part of its likelihood head).
+    pub fn log_prior(&self, theta: &Tensor<2>) -> Tensor<1> {
+        let c = theta.dims()[0];
+        let mut lp = (theta.clone().powi_scalar(2) * self.prior_quadratic.clone()).sum_dim(1).mul_scalar(-0.5);
+        if let Some(absolute) = &self.prior_absolute {
+            lp = lp - (theta.clone().abs() * absolute.clone()).sum_dim(1);
+        }
+        lp.reshape([c]).add_scalar(self.prior_constant)
+    }
+
+    /// Log likelihood of the training data, `[C]`.
+    pub fn log_likelihood(&self, theta: &Tensor<2>) -> Tensor<1> {
+        let outputs = self.forward_batch(theta, &self.data.x);
+        self.config.likelihood.log_likelihood(outputs, &self.data.targets, self.log_sigma(theta))
+    }
+}
+
+impl Posterior for MlpPosterior {
+    fn layout(&self) -> &ParameterLayout {
+        &self.layout
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    fn log_posterior(&self, theta: Tensor<2>) -> Tensor<1> {
+        self.log_prior(&theta) + self.log_likelihood(&theta)
+    }
+}

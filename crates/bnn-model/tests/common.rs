@@ -1,0 +1,189 @@
+//! Shared helpers for the model tests: devices, random data, and an independent host-side
+//! f64 reference of the MLP log posterior.
+#![allow(dead_code)]
+
+use bnn_model::{Activation, BnnConfig, DeviceName, HostData, Likelihood, Prior, ScaleLink};
+use burn::tensor::Device;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::f64::consts::PI;
+
+/// The devices to test on; wgpu only where an adapter exists (the skip reason is printed).
+pub fn devices() -> Vec<(DeviceName, Device)> {
+    let mut out = Vec::new();
+    for name in [DeviceName::Ndarray, DeviceName::Flex, DeviceName::Wgpu] {
+        match name.device() {
+            Ok(d) => out.push((name, d)),
+            Err(e) => eprintln!("skipping {name}: {e}"),
+        }
+    }
+    out
+}
+
+/// Whether the device computes f64 at full precision, transcendental functions included.
+/// (wgpu accepts f64 tensors, but its shaders evaluate exp/tanh/log in f32.)
+pub fn has_full_f64(device: &Device) -> bool {
+    use burn::tensor::{DType, Tensor, TensorData};
+    if !device.supports_dtype(DType::F64) {
+        return false;
+    }
+    let x = [0.3f64, -1.7, 2.2];
+    let t = Tensor::<1>::from_data(TensorData::new(x.to_vec(), [3]), (device, DType::F64));
+    let got: Vec<f64> = (t.clone().tanh() + t.clone().exp() + t.abs().log()).into_data().iter::<f64>().collect();
+    x.iter().zip(&got).all(|(x, g)| (x.tanh() + x.exp() + x.abs().ln() - g).abs() < 1e-12)
+}
+
+pub fn random_data(rows: usize, x_cols: usize, y_cols: usize, likelihood: &Likelihood, seed: u64) -> HostData {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let x: Vec<f64> = (0..rows * x_cols).map(|_| rng.random_range(-1.5..1.5)).collect();
+    let y: Vec<f64> = match likelihood {
+        Likelihood::Categorical { classes } => (0..rows).map(|_| rng.random_range(0..*classes) as f64).collect(),
+        _ => (0..rows * y_cols).map(|_| rng.random_range(-1.0..1.0)).collect(),
+    };
+    let y_cols = if likelihood.is_regression() { y_cols } else { 1 };
+    HostData::new(x, rows, x_cols, y, y_cols)
+}
+
+pub fn random_theta(d: usize, scale: f64, seed: u64) -> Vec<f64> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..d).map(|_| rng.random_range(-scale..scale)).collect()
+}
+
+pub fn all_likelihoods() -> Vec<Likelihood> {
+    vec![
+        Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp },
+        Likelihood::GaussianHeteroscedastic { link: ScaleLink::Softplus },
+        Likelihood::GaussianFixed { sigma: 0.1 },
+        Likelihood::GaussianLearnedSigma { prior: bnn_model::LogSigmaPrior { mean: -1.0, sd: 0.5 } },
+        Likelihood::Categorical { classes: 3 },
+    ]
+}
+
+fn act(a: Activation, x: f64) -> f64 {
+    match a {
+        Activation::Tanh => x.tanh(),
+        Activation::Relu => x.max(0.0),
+        Activation::LeakyRelu => if x > 0.0 { x } else { 0.01 * x },
+        Activation::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Activation::Silu => x / (1.0 + (-x).exp()),
+        Activation::TruncRelu => x.clamp(0.0, 1.0),
+        Activation::Identity => x,
+    }
+}
+
+/// Smallest distance of any hidden pre-activation from a kink of the activation (0 and, for
+/// trunc_relu, 1); `f64::INFINITY` for smooth activations.
+pub fn kink_distance(config: &BnnConfig, data: &HostData, theta: &[f64]) -> f64 {
+    let mut min = f64::INFINITY;
+    forward(config, data, theta, |pre| {
+        if config.activation.is_piecewise_linear() {
+            min = min.min(pre.abs()).min((pre - 1.0).abs());
+        }
+    });
+    min
+}
+
+fn forward(config: &BnnConfig, data: &HostData, theta: &[f64], mut on_pre: impl FnMut(f64)) -> Vec<Vec<f64>> {
+    let widths = config.mlp().widths();
+    let mut outputs = Vec::with_capacity(data.rows);
+    for r in 0..data.rows {
+        let mut h: Vec<f64> = data.x[r * data.x_cols..(r + 1) * data.x_cols].to_vec();
+        let mut offset = 0;
+        for l in 0..widths.len() - 1 {
+            let (din, dout) = (widths[l], widths[l + 1]);
+            let w = &theta[offset..offset + din * dout];
+            let b = &theta[offset + din * dout..offset + din * dout + dout];
+            offset += din * dout + dout;
+            let mut next = vec![0.0; dout];
+            for j in 0..dout {
+                let mut s = b[j];
+                for i in 0..din {
+                    s += h[i] * w[i * dout + j];
+                }
+                if l + 2 < widths.len() {
+                    on_pre(s);
+                    s = act(config.activation, s);
+                }
+                next[j] = s;
+            }
+            h = next;
+        }
+        outputs.push(h);
+    }
+    outputs
+}
+
+/// log prior + log likelihood in f64, written independently of the tensor code.
+pub fn reference_log_posterior(config: &BnnConfig, data: &HostData, theta: &[f64]) -> f64 {
+    let outputs = forward(config, data, theta, |_| {});
+    let half_log_2pi = 0.5 * (2.0 * PI).ln();
+    let mut ll = 0.0;
+    let t = data.y_cols;
+    let d_net = config.mlp().num_params();
+    for (r, out) in outputs.iter().enumerate() {
+        let y = &data.y[r * t..(r + 1) * t];
+        match config.likelihood {
+            Likelihood::GaussianHeteroscedastic { link } => {
+                for k in 0..t {
+                    let o = out[t + k];
+                    let sd = match link {
+                        ScaleLink::Exp => o.exp(),
+                        ScaleLink::Softplus => (1.0 + o.exp()).ln(),
+                    }
+                    .clamp(1e-6, 1e6);
+                    let z = (y[k] - out[k]) / sd;
+                    ll += -0.5 * z * z - sd.ln() - half_log_2pi;
+                }
+            }
+            Likelihood::GaussianFixed { sigma } => {
+                for k in 0..t {
+                    let z = (y[k] - out[k]) / sigma;
+                    ll += -0.5 * z * z - sigma.ln() - half_log_2pi;
+                }
+            }
+            Likelihood::GaussianLearnedSigma { .. } => {
+                let log_sd = theta[d_net];
+                for k in 0..t {
+                    let z = (y[k] - out[k]) / log_sd.exp();
+                    ll += -0.5 * z * z - log_sd - half_log_2pi;
+                }
+            }
+            Likelihood::Categorical { .. } => {
+                let max = out.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let lse = max + out.iter().map(|o| (o - max).exp()).sum::<f64>().ln();
+                ll += out[y[0] as usize] - lse;
+            }
+        }
+    }
+    if let Likelihood::GaussianLearnedSigma { prior } = config.likelihood {
+        let z = (theta[d_net] - prior.mean) / prior.sd;
+        ll += -0.5 * z * z - prior.sd.ln() - half_log_2pi;
+    }
+    // Prior: walk the layers with their own prior.
+    let widths = config.mlp().widths();
+    let mut lp = 0.0;
+    let mut offset = 0;
+    for l in 0..widths.len() - 1 {
+        let (din, dout) = (widths[l], widths[l + 1]);
+        let chosen = config.prior.layers.iter().rev().find(|(i, _)| *i == l).map(|(_, p)| *p);
+        for (count, is_bias) in [(din * dout, false), (dout, true)] {
+            let prior = match chosen {
+                Some(p) if is_bias => p.bias,
+                Some(p) => p.weight,
+                None => config.prior.default,
+            };
+            for v in &theta[offset..offset + count] {
+                lp += match prior {
+                    Prior::Normal { scale } => -0.5 * (v / scale).powi(2) - scale.ln() - half_log_2pi,
+                    Prior::FanInNormal { scale } => {
+                        let s = scale / (din as f64).sqrt();
+                        -0.5 * (v / s).powi(2) - s.ln() - half_log_2pi
+                    }
+                    Prior::Laplace { scale } => -v.abs() / scale - (2.0 * scale).ln(),
+                };
+            }
+            offset += count;
+        }
+    }
+    lp + ll
+}

@@ -1,0 +1,44 @@
+//! Errors a sampler run can report: bad configuration, bad starting points, failed sinks.
+
+use crate::log_density::LogDensityError;
+
+/// Why a chain could not be started at its initial position (before the chain index is known).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StartError {
+    /// The position does not have the density's dimension.
+    WrongDimension { expected: usize, got: usize },
+    /// The log density or one of its gradient entries is not finite at the position.
+    NonFinite { value: f64 },
+    /// The log density could not be evaluated at all.
+    Evaluation(LogDensityError),
+}
+
+impl StartError {
+    /// Attaches the chain index, giving the error the runner reports.
+    pub fn for_chain(self, chain: usize) -> SamplerError {
+        match self {
+            StartError::WrongDimension { expected, got } => {
+                SamplerError::WrongDimension { chain, expected, got }
+            }
+            StartError::NonFinite { value } => SamplerError::NonFiniteStart { chain, value },
+            StartError::Evaluation(source) => SamplerError::StartEvaluation { chain, source },
+        }
+    }
+}
+
+/// Everything that stops a run from starting or finishing.
+#[derive(Debug, thiserror::Error)]
+pub enum SamplerError {
+    #[error("invalid sampler configuration: {0}")]
+    InvalidConfig(String),
+    #[error("chain {chain}: initial position has length {got}, the log density has dimension {expected}")]
+    WrongDimension { chain: usize, expected: usize, got: usize },
+    #[error("chain {chain}: the log density or its gradient is not finite at the initial position (log density = {value})")]
+    NonFiniteStart { chain: usize, value: f64 },
+    #[error("chain {chain}: the log density failed at the initial position: {source}")]
+    StartEvaluation { chain: usize, source: LogDensityError },
+    #[error("chain {chain}: {message}")]
+    InvalidChainStart { chain: usize, message: String },
+    #[error("the draw sink failed: {0}")]
+    Sink(String),
+}

@@ -1,0 +1,73 @@
+//! The transition-kernel interface: `init(position) -> state`, `step(rng, state, params) -> (state, info)`.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::draw_stats::DrawStats;
+use crate::error::StartError;
+use crate::log_density::LogDensity;
+use crate::mass_matrix::DiagonalMassMatrix;
+
+/// The state a kernel carries from one transition to the next (BlackJAX's `HMCState`): the
+/// position with its log density and gradient cached, so no transition re-evaluates its start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelState {
+    pub position: Vec<f64>,
+    pub log_density: f64,
+    /// `∇ log p(position)`.
+    pub gradient: Vec<f64>,
+    /// Momentum carried between transitions; only HMC with partial momentum refresh uses it
+    /// (`None` means "draw a fresh one").
+    pub momentum: Option<Vec<f64>>,
+}
+
+impl KernelState {
+    /// Evaluates the log density at `position`; the start must have the right length and a finite
+    /// log density and gradient.
+    pub fn init<L: LogDensity + ?Sized>(density: &L, position: Vec<f64>) -> Result<Self, StartError> {
+        let dim = density.dim();
+        if position.len() != dim {
+            return Err(StartError::WrongDimension { expected: dim, got: position.len() });
+        }
+        if position.iter().any(|x| !x.is_finite()) {
+            return Err(StartError::NonFinite { value: f64::NAN });
+        }
+        let mut gradient = vec![0.0; dim];
+        let log_density = density.evaluate(&position, &mut gradient).map_err(StartError::Evaluation)?;
+        if !log_density.is_finite() || gradient.iter().any(|g| !g.is_finite()) {
+            return Err(StartError::NonFinite { value: log_density });
+        }
+        Ok(Self { position, log_density, gradient, momentum: None })
+    }
+
+    pub fn dim(&self) -> usize {
+        self.position.len()
+    }
+}
+
+/// The tuning parameters of one transition, passed explicitly so the same kernel serves warmup
+/// (where they change every iteration) and sampling.
+#[derive(Clone, Copy, Debug)]
+pub struct StepParams<'a> {
+    /// Leapfrog step size ε (random-walk Metropolis: the proposal scale multiplier).
+    pub step_size: f64,
+    pub metric: &'a DiagonalMassMatrix,
+}
+
+/// A Markov transition kernel. Implementations own only scratch buffers (allocated once per
+/// chain); everything that defines the chain lives in `KernelState` and `StepParams`.
+pub trait Kernel {
+    /// Whether the kernel integrates Hamiltonian dynamics, so the warmup may pick an initial step
+    /// size with the one-leapfrog-step heuristic (Hoffman & Gelman 2014, Alg. 4).
+    fn uses_leapfrog(&self) -> bool;
+
+    /// One transition from `state`. Evaluation failures and non-finite log densities count as
+    /// divergences (the chain stays put); they never panic or abort the run.
+    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+        &mut self,
+        density: &L,
+        rng: &mut R,
+        state: KernelState,
+        params: StepParams<'_>,
+    ) -> (KernelState, DrawStats);
+}

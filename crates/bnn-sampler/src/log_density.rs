@@ -1,0 +1,83 @@
+//! The one interface every sampler uses: value and gradient of a log density for a batch of positions.
+
+use std::fmt;
+
+/// Why a log density could not be evaluated (as opposed to evaluating to `-inf` or NaN,
+/// which the samplers treat as a divergence).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogDensityError {
+    pub message: String,
+}
+
+impl LogDensityError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self { message: message.into() }
+    }
+}
+
+impl fmt::Display for LogDensityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for LogDensityError {}
+
+/// A differentiable (unnormalized) log density over `R^D`, evaluated for `C` positions in one call.
+///
+/// Positions, gradients and values live on the host in `f64`: the sampler's own arithmetic
+/// (leapfrog updates, energies, U-turn checks, accumulators) needs the precision, and an
+/// implementation backed by Burn tensors copies the `[C, D]` batch to its device once per call.
+/// Batching lets one call advance many chains (one GEMM instead of C small ones, or one GPU
+/// launch).
+pub trait LogDensity: Send + Sync {
+    /// Dimension `D` of one position.
+    fn dim(&self) -> usize;
+
+    /// Evaluates the log density and its gradient for a row-major `[C, D]` batch.
+    ///
+    /// `positions.len() == C * D`, `log_densities.len() == C`, `gradients.len() == C * D`.
+    /// Non-finite values are allowed in the output (the sampler rejects such points); an `Err`
+    /// means the evaluation itself failed.
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError>;
+
+    /// One position: returns `log p(q)` and writes `∇ log p(q)` into `gradient`.
+    fn evaluate(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, LogDensityError> {
+        let mut value = [0.0];
+        self.log_density_and_gradient(position, &mut value, gradient)?;
+        Ok(value[0])
+    }
+}
+
+impl<T: LogDensity + ?Sized> LogDensity for &T {
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        (**self).log_density_and_gradient(positions, log_densities, gradients)
+    }
+}
+
+impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
+    fn dim(&self) -> usize {
+        (**self).dim()
+    }
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        (**self).log_density_and_gradient(positions, log_densities, gradients)
+    }
+}

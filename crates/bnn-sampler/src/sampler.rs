@@ -1,0 +1,374 @@
+//! Running many chains: configuration, initialization, parallel or batched execution, cancellation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use burn::config::Config;
+
+use crate::adaptation::step_size_search::find_reasonable_step_size;
+use crate::adaptation::warmup::{WarmupConfig, WarmupState};
+use crate::chain::{chain_rng, ChainStart, ChainState};
+use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
+use crate::draw_stats::DrawStats;
+use crate::error::SamplerError;
+use crate::hmc::{HmcChain, HmcConfig};
+use crate::kernel::{Kernel, KernelState, StepParams};
+use crate::log_density::LogDensity;
+use crate::mass_matrix::DiagonalMassMatrix;
+use crate::nuts::NutsConfig;
+use crate::random_walk::RandomWalkConfig;
+
+/// Which transition kernel the chains use.
+#[derive(Config, Debug)]
+pub enum AlgorithmConfig {
+    Nuts(NutsConfig),
+    Hmc(HmcConfig),
+    RandomWalk(RandomWalkConfig),
+}
+
+impl AlgorithmConfig {
+    fn validate(&self) -> Result<(), SamplerError> {
+        match self {
+            AlgorithmConfig::Nuts(config) => config.validate(),
+            AlgorithmConfig::Hmc(config) => config.validate(),
+            AlgorithmConfig::RandomWalk(config) => config.validate(),
+        }
+    }
+
+    /// The acceptance statistic the step-size adaptation aims for.
+    pub fn target_accept(&self) -> f64 {
+        match self {
+            AlgorithmConfig::Nuts(config) => config.target_accept,
+            AlgorithmConfig::Hmc(config) => config.target_accept,
+            AlgorithmConfig::RandomWalk(config) => config.target_accept,
+        }
+    }
+
+    /// Whether the kernel integrates Hamiltonian dynamics (and can use the step-size heuristic).
+    pub fn uses_leapfrog(&self) -> bool {
+        !matches!(self, AlgorithmConfig::RandomWalk(_))
+    }
+
+    /// The step size a chain starts from when none is given: 1 for the leapfrog kernels (then the
+    /// heuristic search), `2.38/sqrt(D)` for random-walk Metropolis.
+    pub fn default_step_size(&self, dim: usize) -> f64 {
+        match self {
+            AlgorithmConfig::RandomWalk(_) => RandomWalkConfig::default_scale(dim),
+            _ => 1.0,
+        }
+    }
+}
+
+impl From<NutsConfig> for AlgorithmConfig {
+    fn from(config: NutsConfig) -> Self {
+        AlgorithmConfig::Nuts(config)
+    }
+}
+
+impl From<HmcConfig> for AlgorithmConfig {
+    fn from(config: HmcConfig) -> Self {
+        AlgorithmConfig::Hmc(config)
+    }
+}
+
+impl From<RandomWalkConfig> for AlgorithmConfig {
+    fn from(config: RandomWalkConfig) -> Self {
+        AlgorithmConfig::RandomWalk(config)
+    }
+}
+
+/// A full sampler run: kernel, warmup, lengths, seed and execution.
+#[derive(Config, Debug)]
+pub struct SamplerConfig {
+    /// The transition kernel.
+    pub algorithm: AlgorithmConfig,
+    /// Warmup adaptation settings.
+    #[config(default = "WarmupConfig::new()")]
+    pub warmup: WarmupConfig,
+    /// Warmup iterations per chain (adapting, not kept as draws).
+    #[config(default = 1000)]
+    pub num_warmup: usize,
+    /// Sampling iterations per chain.
+    #[config(default = 1000)]
+    pub num_draws: usize,
+    /// Seed of the run; chain `c` uses stream `c` of this seed.
+    #[config(default = 0)]
+    pub seed: u64,
+    /// Worker threads for running chains in parallel; `None` uses the available parallelism.
+    /// The draws do not depend on it.
+    pub threads: Option<usize>,
+    /// Advance all chains in lockstep with one `[C, D]` log-density call per leapfrog step
+    /// (HMC only), on the calling thread.
+    #[config(default = false)]
+    pub batched: bool,
+    /// Step size every chain starts from unless its `ChainStart` gives one; `None` uses the
+    /// algorithm's default.
+    pub initial_step_size: Option<f64>,
+}
+
+impl SamplerConfig {
+    /// Validates the configuration and builds the runner.
+    pub fn init(&self) -> Result<Sampler, SamplerError> {
+        self.algorithm.validate()?;
+        self.warmup.validate()?;
+        if self.threads == Some(0) {
+            return Err(SamplerError::InvalidConfig("threads must be at least 1".into()));
+        }
+        if self.batched && !matches!(self.algorithm, AlgorithmConfig::Hmc(_)) {
+            return Err(SamplerError::InvalidConfig("batched execution is implemented for HMC only".into()));
+        }
+        if let Some(step_size) = self.initial_step_size {
+            check_step_size(step_size).map_err(SamplerError::InvalidConfig)?;
+        }
+        Ok(Sampler { config: self.clone() })
+    }
+}
+
+fn check_step_size(step_size: f64) -> Result<(), String> {
+    if step_size > 0.0 && step_size.is_finite() {
+        Ok(())
+    } else {
+        Err(format!("step size must be positive and finite, got {step_size}"))
+    }
+}
+
+/// How a call to `Sampler::run` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Every chain completed its warmup and draws.
+    Finished,
+    /// The stop flag was raised; the chain states are consistent and can be resumed.
+    Stopped,
+}
+
+/// Runs chains of a validated `SamplerConfig`.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    config: SamplerConfig,
+}
+
+impl Sampler {
+    pub fn config(&self) -> &SamplerConfig {
+        &self.config
+    }
+
+    fn search_step_size(&self) -> bool {
+        self.config.warmup.adapt_step_size && self.config.warmup.find_initial_step_size && self.config.algorithm.uses_leapfrog()
+    }
+
+    /// Creates one chain per start: evaluates the start (a non-finite value or a failure is an
+    /// error naming the chain), seeds the chain's stream and picks the initial step size.
+    pub fn init_chains<L: LogDensity + ?Sized>(&self, density: &L, starts: &[ChainStart]) -> Result<Vec<ChainState>, SamplerError> {
+        if starts.is_empty() {
+            return Err(SamplerError::InvalidConfig("at least one chain start is needed".into()));
+        }
+        let dim = density.dim();
+        let config = &self.config;
+        starts
+            .iter()
+            .enumerate()
+            .map(|(chain, start)| {
+                let kernel = KernelState::init(density, start.position.clone()).map_err(|e| e.for_chain(chain))?;
+                let invalid = |message: String| SamplerError::InvalidChainStart { chain, message };
+                let metric = match &start.inverse_mass_diag {
+                    Some(diag) if diag.len() != dim => {
+                        return Err(invalid(format!("inverse mass diagonal has length {}, expected {dim}", diag.len())))
+                    }
+                    Some(diag) => DiagonalMassMatrix::new(diag.clone()).map_err(|e| invalid(e.to_string()))?,
+                    None => DiagonalMassMatrix::identity(dim),
+                };
+                let step_size = start
+                    .step_size
+                    .or(config.initial_step_size)
+                    .unwrap_or_else(|| config.algorithm.default_step_size(dim));
+                check_step_size(step_size).map_err(invalid)?;
+                let mut rng = chain_rng(config.seed, chain);
+                let step_size = if self.search_step_size() && config.num_warmup > 0 {
+                    find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size)
+                } else {
+                    step_size
+                };
+                let warmup = WarmupState::new(&config.warmup, config.num_warmup, dim, config.algorithm.target_accept(), step_size);
+                Ok(ChainState { chain, iteration: 0, kernel, step_size, metric, warmup, rng })
+            })
+            .collect()
+    }
+
+    /// Advances every chain until it has done its warmup and `num_draws` draws, handing each draw
+    /// to `sink` as it is made, or until `stop` is raised (checked between draws). The states
+    /// are updated in place, so a stopped run resumes by calling `run` again with them (also
+    /// after serializing them).
+    pub fn run<L: LogDensity + ?Sized>(
+        &self,
+        density: &L,
+        chains: &mut [ChainState],
+        sink: &mut (dyn DrawSink + Send),
+        stop: &AtomicBool,
+    ) -> Result<RunStatus, SamplerError> {
+        for chain in chains.iter() {
+            if chain.kernel.dim() != density.dim() || chain.metric.dim() != density.dim() {
+                return Err(SamplerError::WrongDimension { chain: chain.chain, expected: density.dim(), got: chain.kernel.dim() });
+            }
+        }
+        match &self.config.algorithm {
+            AlgorithmConfig::Hmc(config) if self.config.batched => self.run_batched(density, config, chains, sink, stop)?,
+            AlgorithmConfig::Nuts(config) => {
+                let dim = density.dim();
+                self.run_threaded(density, || config.init(dim), chains, sink, stop)?
+            }
+            AlgorithmConfig::Hmc(config) => self.run_threaded(density, || config.init(), chains, sink, stop)?,
+            AlgorithmConfig::RandomWalk(config) => self.run_threaded(density, || config.init(), chains, sink, stop)?,
+        }
+        let total = |chain: &ChainState| chain.warmup.num_warmup() + self.config.num_draws;
+        if chains.iter().all(|chain| chain.iteration >= total(chain)) {
+            Ok(RunStatus::Finished)
+        } else {
+            Ok(RunStatus::Stopped)
+        }
+    }
+
+    /// Initializes chains at `starts`, runs them to the end and keeps the sampling draws in memory.
+    pub fn sample<L: LogDensity + ?Sized>(&self, density: &L, starts: &[ChainStart]) -> Result<CollectedDraws, SamplerError> {
+        let mut chains = self.init_chains(density, starts)?;
+        let mut draws = CollectedDraws::new(chains.len(), density.dim());
+        self.run(density, &mut chains, &mut draws, &AtomicBool::new(false))?;
+        Ok(draws)
+    }
+
+    /// Chains on worker threads; each worker owns one kernel (its buffers) and takes whole chains
+    /// from a shared queue. A chain's draws depend only on its own stream, not on the schedule.
+    fn run_threaded<L, K, F>(
+        &self,
+        density: &L,
+        make_kernel: F,
+        chains: &mut [ChainState],
+        sink: &mut (dyn DrawSink + Send),
+        stop: &AtomicBool,
+    ) -> Result<(), SamplerError>
+    where
+        L: LogDensity + ?Sized,
+        K: Kernel,
+        F: Fn() -> Result<K, SamplerError> + Sync,
+    {
+        let threads = self
+            .config
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, chains.len().max(1));
+        let queue = Mutex::new(chains.iter_mut());
+        let sink = Mutex::new(sink);
+        let abort = AtomicBool::new(false);
+        let failure: Mutex<Option<SamplerError>> = Mutex::new(None);
+        let search = self.search_step_size();
+        let num_draws = self.config.num_draws;
+        std::thread::scope(|scope| {
+            for _ in 0..threads {
+                scope.spawn(|| {
+                    let result = make_kernel().and_then(|mut kernel| loop {
+                        let next = lock(&queue).next();
+                        let Some(chain) = next else { break Ok(()) };
+                        advance_chain(&mut kernel, density, chain, num_draws, search, &sink, stop, &abort)?;
+                    });
+                    if let Err(error) = result {
+                        abort.store(true, Ordering::Relaxed);
+                        lock(&failure).get_or_insert(error);
+                    }
+                });
+            }
+        });
+        match failure.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
+    }
+
+    /// All chains in lockstep on this thread, one `[C, D]` evaluation per leapfrog step.
+    fn run_batched<L: LogDensity + ?Sized>(
+        &self,
+        density: &L,
+        config: &HmcConfig,
+        chains: &mut [ChainState],
+        sink: &mut (dyn DrawSink + Send),
+        stop: &AtomicBool,
+    ) -> Result<(), SamplerError> {
+        let mut hmc = config.init()?;
+        let search = self.search_step_size();
+        let num_draws = self.config.num_draws;
+        let mut stats = Vec::with_capacity(chains.len());
+        let mut running = Vec::with_capacity(chains.len());
+        while !stop.load(Ordering::Relaxed) {
+            running.clear();
+            let mut members: Vec<HmcChain<'_, _>> = Vec::with_capacity(chains.len());
+            for (i, chain) in chains.iter_mut().enumerate() {
+                if chain.iteration < chain.warmup.num_warmup() + num_draws {
+                    running.push(i);
+                    let ChainState { rng, kernel, step_size, metric, .. } = chain;
+                    members.push(HmcChain { rng, state: kernel, step_size: *step_size, metric });
+                }
+            }
+            if members.is_empty() {
+                break;
+            }
+            hmc.step_batch(density, &mut members, &mut stats);
+            drop(members);
+            for (&i, draw_stats) in running.iter().zip(&stats) {
+                let chain = &mut chains[i];
+                let (warmup, index) = finish_transition(density, chain, draw_stats, search);
+                let draw = Draw { chain: chain.chain, index, warmup, position: &chain.kernel.position, stats: draw_stats };
+                sink.record(&draw).map_err(|e| SamplerError::Sink(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs one chain until it is done or stopped.
+#[allow(clippy::too_many_arguments)]
+fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
+    kernel: &mut K,
+    density: &L,
+    chain: &mut ChainState,
+    num_draws: usize,
+    search: bool,
+    sink: &Mutex<&mut (dyn DrawSink + Send)>,
+    stop: &AtomicBool,
+    abort: &AtomicBool,
+) -> Result<(), SamplerError> {
+    let total = chain.warmup.num_warmup() + num_draws;
+    while chain.iteration < total {
+        if stop.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let state = std::mem::take(&mut chain.kernel);
+        let params = StepParams { step_size: chain.step_size, metric: &chain.metric };
+        let (state, stats) = kernel.step(density, &mut chain.rng, state, params);
+        chain.kernel = state;
+        let (warmup, index) = finish_transition(density, chain, &stats, search);
+        let draw = Draw { chain: chain.chain, index, warmup, position: &chain.kernel.position, stats: &stats };
+        lock(sink).record(&draw).map_err(|e| SamplerError::Sink(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Feeds a transition to the chain's warmup (if still warming up) and counts it. Returns the
+/// phase and the draw's index within it.
+fn finish_transition<L: LogDensity + ?Sized>(density: &L, chain: &mut ChainState, stats: &DrawStats, search: bool) -> (bool, usize) {
+    let warmup = chain.in_warmup();
+    let index = if warmup { chain.iteration } else { chain.iteration - chain.warmup.num_warmup() };
+    if warmup {
+        let ChainState { kernel, rng, warmup, step_size, metric, .. } = chain;
+        warmup.observe(&kernel.position, stats, step_size, metric, |metric, step_size| {
+            if search {
+                find_reasonable_step_size(density, rng, kernel, metric, step_size)
+            } else {
+                step_size
+            }
+        });
+    }
+    chain.iteration += 1;
+    (warmup, index)
+}

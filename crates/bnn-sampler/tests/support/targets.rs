@@ -1,0 +1,182 @@
+//! Target densities with known (or independently computable) answers.
+
+use bnn_sampler::{LogDensity, LogDensityError};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+
+/// Independent zero-mean normals with the given standard deviations.
+pub struct IidGaussian {
+    pub scales: Vec<f64>,
+}
+
+impl IidGaussian {
+    /// Standard deviations log-spaced from 1e-2 to 1e2 (a single coordinate gets 1e2).
+    pub fn log_spaced(dim: usize) -> Self {
+        let scales = if dim == 1 {
+            vec![1e2]
+        } else {
+            (0..dim).map(|i| 10f64.powf(-2.0 + 4.0 * i as f64 / (dim - 1) as f64)).collect()
+        };
+        Self { scales }
+    }
+}
+
+impl LogDensity for IidGaussian {
+    fn dim(&self) -> usize {
+        self.scales.len()
+    }
+
+    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+        let d = self.dim();
+        for ((q, g), v) in positions.chunks_exact(d).zip(gradients.chunks_exact_mut(d)).zip(values.iter_mut()) {
+            let mut sum = 0.0;
+            for ((x, g), s) in q.iter().zip(g.iter_mut()).zip(&self.scales) {
+                let z = x / s;
+                *g = -z / s;
+                sum += z * z;
+            }
+            *v = -0.5 * sum;
+        }
+        Ok(())
+    }
+}
+
+/// A bivariate normal with zero means, standard deviations `sd` and correlation `rho`.
+pub struct CorrelatedGaussian {
+    pub sd: [f64; 2],
+    pub rho: f64,
+}
+
+impl LogDensity for CorrelatedGaussian {
+    fn dim(&self) -> usize {
+        2
+    }
+
+    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+        let one_minus = 1.0 - self.rho * self.rho;
+        for ((q, g), v) in positions.chunks_exact(2).zip(gradients.chunks_exact_mut(2)).zip(values.iter_mut()) {
+            let (a, b) = (q[0] / self.sd[0], q[1] / self.sd[1]);
+            *v = -0.5 * (a * a - 2.0 * self.rho * a * b + b * b) / one_minus;
+            g[0] = -(a - self.rho * b) / one_minus / self.sd[0];
+            g[1] = -(b - self.rho * a) / one_minus / self.sd[1];
+        }
+        Ok(())
+    }
+}
+
+/// A one-dimensional mixture of normals.
+pub struct GaussianMixture {
+    pub weights: Vec<f64>,
+    pub means: Vec<f64>,
+    pub sds: Vec<f64>,
+}
+
+impl LogDensity for GaussianMixture {
+    fn dim(&self) -> usize {
+        1
+    }
+
+    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+        for ((x, g), v) in positions.iter().zip(gradients.iter_mut()).zip(values.iter_mut()) {
+            let terms: Vec<f64> = (0..self.weights.len())
+                .map(|k| {
+                    let z = (x - self.means[k]) / self.sds[k];
+                    self.weights[k].ln() - self.sds[k].ln() - 0.5 * z * z
+                })
+                .collect();
+            let max = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let total: f64 = terms.iter().map(|t| (t - max).exp()).sum();
+            *v = max + total.ln();
+            *g = (0..self.weights.len())
+                .map(|k| (terms[k] - *v).exp() * -(x - self.means[k]) / (self.sds[k] * self.sds[k]))
+                .sum();
+        }
+        Ok(())
+    }
+}
+
+/// Neal's funnel: `v ~ N(0, 3²)`, `x_i | v ~ N(0, e^v)` for the other coordinates, not
+/// reparameterized, so the neck needs step sizes far smaller than the mouth.
+pub struct Funnel {
+    pub dim: usize,
+}
+
+impl LogDensity for Funnel {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+        let d = self.dim;
+        let n = (d - 1) as f64;
+        for ((q, g), value) in positions.chunks_exact(d).zip(gradients.chunks_exact_mut(d)).zip(values.iter_mut()) {
+            let v = q[0];
+            let inv = (-v).exp();
+            let sum_sq: f64 = q[1..].iter().map(|x| x * x).sum();
+            *value = -v * v / 18.0 - 0.5 * inv * sum_sq - 0.5 * n * v;
+            g[0] = -v / 9.0 + 0.5 * inv * sum_sq - 0.5 * n;
+            for (gi, x) in g[1..].iter_mut().zip(&q[1..]) {
+                *gi = -x * inv;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bayesian logistic regression with an intercept and `N(0, prior_sd²)` priors, on synthetic data.
+pub struct LogisticRegression {
+    /// Row-major `[n, k]` design matrix, first column all ones.
+    pub x: Vec<f64>,
+    pub y: Vec<f64>,
+    pub k: usize,
+    pub prior_sd: f64,
+}
+
+impl LogisticRegression {
+    /// `n` observations of `k - 1` standard-normal covariates plus an intercept, labels drawn
+    /// from the model with coefficients `beta`.
+    pub fn synthetic(n: usize, beta: &[f64], prior_sd: f64, seed: u64) -> Self {
+        let k = beta.len();
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut x = Vec::with_capacity(n * k);
+        let mut y = Vec::with_capacity(n);
+        for _ in 0..n {
+            let row: Vec<f64> = (0..k).map(|j| if j == 0 { 1.0 } else { StandardNormal.sample(&mut rng) }).collect();
+            let eta: f64 = row.iter().zip(beta).map(|(a, b)| a * b).sum();
+            y.push(if rng.random::<f64>() < 1.0 / (1.0 + (-eta).exp()) { 1.0 } else { 0.0 });
+            x.extend(row);
+        }
+        Self { x, y, k, prior_sd }
+    }
+}
+
+impl LogDensity for LogisticRegression {
+    fn dim(&self) -> usize {
+        self.k
+    }
+
+    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+        let k = self.k;
+        let precision = 1.0 / (self.prior_sd * self.prior_sd);
+        for ((beta, g), value) in positions.chunks_exact(k).zip(gradients.chunks_exact_mut(k)).zip(values.iter_mut()) {
+            let mut lp = 0.0;
+            for (gj, b) in g.iter_mut().zip(beta) {
+                *gj = -precision * b;
+                lp -= 0.5 * precision * b * b;
+            }
+            for (row, y) in self.x.chunks_exact(k).zip(&self.y) {
+                let eta: f64 = row.iter().zip(beta).map(|(a, b)| a * b).sum();
+                // log σ(η) = -log(1 + e^{-η}), computed stably for both signs.
+                let log1p_exp = if eta > 0.0 { eta + (-eta).exp().ln_1p() } else { eta.exp().ln_1p() };
+                lp += y * eta - log1p_exp;
+                let p = 1.0 / (1.0 + (-eta).exp());
+                for (gj, a) in g.iter_mut().zip(row) {
+                    *gj += (y - p) * a;
+                }
+            }
+            *value = lp;
+        }
+        Ok(())
+    }
+}
