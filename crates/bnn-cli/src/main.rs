@@ -1,6 +1,7 @@
 //! `bnn`: sampling-based inference for Bayesian neural networks from the command line.
 
 mod commands;
+mod draw_files;
 mod model_args;
 mod prepared_data;
 
@@ -24,6 +25,8 @@ enum Command {
     Model(commands::model::ModelCommand),
     /// Value+gradient microseconds per chain of the benchmark posteriors, as JSON.
     Bench(commands::bench::BenchArgs),
+    /// Sample a BNN posterior (NUTS, HMC or random-walk Metropolis) from a cold start.
+    Sample(commands::sample::SampleArgs),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
         Command::Data(c) => commands::data::run(c),
         Command::Model(c) => commands::model::run(c),
         Command::Bench(a) => commands::bench::run(a),
+        Command::Sample(a) => commands::sample::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

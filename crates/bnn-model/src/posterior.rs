@@ -117,6 +117,16 @@ impl MlpPosterior {
         &self.config
     }
 
+    /// Number of sampled parameters D.
+    pub fn layout_dim(&self) -> usize {
+        self.layout.dim()
+    }
+
+    /// Position of the learned log σ in θ, when the likelihood has one.
+    pub fn log_sigma_index(&self) -> Option<usize> {
+        self.log_sigma_index
+    }
+
     /// Network outputs `[C, N, K]` for a batch θ `[C, D]` on inputs `x` `[N, d_in]`.
     pub fn forward_batch(&self, theta: &Tensor<2>, x: &Tensor<2>) -> Tensor<3> {
         let c = theta.dims()[0];

@@ -33,7 +33,11 @@ pub struct ChainStart {
 
 impl ChainStart {
     pub fn at(position: Vec<f64>) -> Self {
-        Self { position, step_size: None, inverse_mass_diag: None }
+        Self {
+            position,
+            step_size: None,
+            inverse_mass_diag: None,
+        }
     }
 
     pub fn with_step_size(mut self, step_size: f64) -> Self {

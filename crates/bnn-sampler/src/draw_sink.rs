@@ -42,7 +42,11 @@ pub struct CollectedDraws {
 
 impl CollectedDraws {
     pub fn new(num_chains: usize, dim: usize) -> Self {
-        Self { dim, keep_warmup: false, chains: vec![ChainDraws::default(); num_chains] }
+        Self {
+            dim,
+            keep_warmup: false,
+            chains: vec![ChainDraws::default(); num_chains],
+        }
     }
 
     /// Also keep the warmup draws.
@@ -82,7 +86,13 @@ impl CollectedDraws {
     pub fn map<F: Fn(&[f64]) -> f64>(&self, f: F) -> Vec<Vec<f64>> {
         self.chains
             .iter()
-            .map(|chain| chain.positions.chunks_exact(self.dim.max(1)).map(&f).collect())
+            .map(|chain| {
+                chain
+                    .positions
+                    .chunks_exact(self.dim.max(1))
+                    .map(&f)
+                    .collect()
+            })
             .collect()
     }
 
@@ -93,14 +103,22 @@ impl CollectedDraws {
 
     /// A statistic of every sampling draw, one series per chain.
     pub fn stat<F: Fn(&DrawStats) -> f64>(&self, f: F) -> Vec<Vec<f64>> {
-        self.chains.iter().map(|chain| chain.stats.iter().map(&f).collect()).collect()
+        self.chains
+            .iter()
+            .map(|chain| chain.stats.iter().map(&f).collect())
+            .collect()
     }
 }
 
 impl DrawSink for CollectedDraws {
     fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError> {
         if draw.position.len() != self.dim {
-            return Err(format!("draw has {} coordinates, the collector expects {}", draw.position.len(), self.dim).into());
+            return Err(format!(
+                "draw has {} coordinates, the collector expects {}",
+                draw.position.len(),
+                self.dim
+            )
+            .into());
         }
         if draw.chain >= self.chains.len() {
             self.chains.resize(draw.chain + 1, ChainDraws::default());

@@ -17,9 +17,11 @@ impl StartError {
     /// Attaches the chain index, giving the error the runner reports.
     pub fn for_chain(self, chain: usize) -> SamplerError {
         match self {
-            StartError::WrongDimension { expected, got } => {
-                SamplerError::WrongDimension { chain, expected, got }
-            }
+            StartError::WrongDimension { expected, got } => SamplerError::WrongDimension {
+                chain,
+                expected,
+                got,
+            },
             StartError::NonFinite { value } => SamplerError::NonFiniteStart { chain, value },
             StartError::Evaluation(source) => SamplerError::StartEvaluation { chain, source },
         }
@@ -32,11 +34,20 @@ pub enum SamplerError {
     #[error("invalid sampler configuration: {0}")]
     InvalidConfig(String),
     #[error("chain {chain}: initial position has length {got}, the log density has dimension {expected}")]
-    WrongDimension { chain: usize, expected: usize, got: usize },
-    #[error("chain {chain}: the log density or its gradient is not finite at the initial position (log density = {value})")]
+    WrongDimension {
+        chain: usize,
+        expected: usize,
+        got: usize,
+    },
+    #[error(
+        "chain {chain}: the log density or its gradient is not finite at the initial position (log density = {value})"
+    )]
     NonFiniteStart { chain: usize, value: f64 },
     #[error("chain {chain}: the log density failed at the initial position: {source}")]
-    StartEvaluation { chain: usize, source: LogDensityError },
+    StartEvaluation {
+        chain: usize,
+        source: LogDensityError,
+    },
     #[error("chain {chain}: {message}")]
     InvalidChainStart { chain: usize, message: String },
     #[error("the draw sink failed: {0}")]

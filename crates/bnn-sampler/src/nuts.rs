@@ -1,10 +1,4 @@
 //! The No-U-Turn Sampler: multinomial NUTS with the generalized U-turn criterion, iterative.
-//!
-//! Hoffman & Gelman (2014) build a trajectory by repeated doubling in a random direction until it
-//! turns back on itself; this follows Betancourt (2017, App. A) as Stan does: proposals are drawn
-//! multinomially from the trajectory (weights `exp(-H)`) instead of by slice sampling, with biased
-//! progressive sampling across doublings, and termination uses the momentum-sum criterion with the
-//! extra checks across subtree seams. The tree itself lives in `trajectory.rs`.
 
 use burn::config::Config;
 use rand::Rng;
@@ -71,6 +65,12 @@ impl NutsConfig {
 }
 
 /// The NUTS kernel of one chain: settings plus reusable trajectory buffers.
+///
+/// Hoffman & Gelman (2014) build a trajectory by repeated doubling in a random direction until it
+/// turns back on itself; this follows Betancourt (2017, App. A) as Stan does: proposals are drawn
+/// multinomially from the trajectory (weights `exp(-H)`) instead of by slice sampling, with biased
+/// progressive sampling across doublings, and termination uses the momentum-sum criterion with the
+/// extra checks across subtree seams. The tree itself lives in `trajectory.rs`.
 #[derive(Clone, Debug)]
 pub struct Nuts {
     max_tree_depth: u32,
@@ -111,7 +111,15 @@ impl Kernel for Nuts {
         let mut depth = 0;
         while depth < self.max_tree_depth {
             let forward: bool = rng.random();
-            match trajectory.extend(density, metric, params.step_size, forward, depth, self.max_energy_error, rng) {
+            match trajectory.extend(
+                density,
+                metric,
+                params.step_size,
+                forward,
+                depth,
+                self.max_energy_error,
+                rng,
+            ) {
                 Extension::Invalid => break,
                 Extension::Turned => {
                     depth += 1;

@@ -24,8 +24,17 @@ impl LogDensity for StandardNormalDensity {
         self.dim
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], log_densities: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        for ((q, g), lp) in positions.chunks_exact(self.dim).zip(gradients.chunks_exact_mut(self.dim)).zip(log_densities.iter_mut()) {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        for ((q, g), lp) in positions
+            .chunks_exact(self.dim)
+            .zip(gradients.chunks_exact_mut(self.dim))
+            .zip(log_densities.iter_mut())
+        {
             let mut sum = 0.0;
             for (x, g) in q.iter().zip(g.iter_mut()) {
                 *g = -x;
@@ -76,11 +85,17 @@ pub struct OverheadMeasurement {
 /// sampling transitions with full adaptation, on a `dim`-dimensional standard normal on one
 /// thread, and reports the time per leapfrog step with the density's own cost subtracted.
 /// For the 2×16 MLP on concrete's 8 features with a heteroscedastic head, `dim = 450`.
-pub fn measure_sampler_overhead(dim: usize, num_draws: usize, seed: u64) -> Vec<OverheadMeasurement> {
+pub fn measure_sampler_overhead(
+    dim: usize,
+    num_draws: usize,
+    seed: u64,
+) -> Vec<OverheadMeasurement> {
     let density = StandardNormalDensity { dim };
     let density_us = time_density(&density);
-    let algorithms: [(&str, AlgorithmConfig); 2] =
-        [("nuts", NutsConfig::new().into()), ("hmc", HmcConfig::new().with_num_steps(16).into())];
+    let algorithms: [(&str, AlgorithmConfig); 2] = [
+        ("nuts", NutsConfig::new().into()),
+        ("hmc", HmcConfig::new().with_num_steps(16).into()),
+    ];
     algorithms
         .into_iter()
         .filter_map(|(name, algorithm)| {
@@ -91,10 +106,14 @@ pub fn measure_sampler_overhead(dim: usize, num_draws: usize, seed: u64) -> Vec<
                 .with_threads(Some(1));
             let sampler = config.init().ok()?;
             let start: Vec<f64> = (0..dim).map(|i| ((i % 7) as f64 - 3.0) * 0.3).collect();
-            let mut chains = sampler.init_chains(&density, &[ChainStart::at(start)]).ok()?;
+            let mut chains = sampler
+                .init_chains(&density, &[ChainStart::at(start)])
+                .ok()?;
             let mut counter = LeapfrogCounter::default();
             let began = Instant::now();
-            sampler.run(&density, &mut chains, &mut counter, &AtomicBool::new(false)).ok()?;
+            sampler
+                .run(&density, &mut chains, &mut counter, &AtomicBool::new(false))
+                .ok()?;
             let seconds = began.elapsed().as_secs_f64();
             let per_leapfrog = 1e6 * seconds / counter.n_leapfrog.max(1) as f64;
             Some(OverheadMeasurement {

@@ -1,11 +1,4 @@
 //! Random-walk Metropolis with a Gaussian proposal shaped by the metric and an adapted scale.
-//!
-//! The proposal is `q' = q + s · sqrt(M⁻¹) ⊙ n`, `n ~ N(0, I)`: the per-coordinate posterior
-//! standard deviations estimated by the warmup's diagonal metric, times a global scale `s`. The
-//! scale plays the role of the step size: the warmup adapts it with the same dual averaging
-//! (on `log s`) toward an acceptance rate of 0.234, the optimum for high-dimensional product
-//! targets (Roberts, Gelman & Gilks 1997). Dual averaging was chosen over Robbins–Monro because
-//! it is already tuned for this job, and its averaged iterate `s̄` is a stable final value.
 
 use burn::config::Config;
 use rand::Rng;
@@ -39,7 +32,10 @@ impl RandomWalkConfig {
     /// Builds the kernel; buffers are sized on first use and reused afterwards.
     pub fn init(&self) -> Result<RandomWalk, SamplerError> {
         self.validate()?;
-        Ok(RandomWalk { proposal: Vec::new(), gradient: Vec::new() })
+        Ok(RandomWalk {
+            proposal: Vec::new(),
+            gradient: Vec::new(),
+        })
     }
 
     /// The usual starting scale `2.38 / sqrt(D)` (Gelman, Roberts & Gilks 1996).
@@ -49,6 +45,13 @@ impl RandomWalkConfig {
 }
 
 /// The random-walk Metropolis kernel: reusable proposal buffers.
+///
+/// The proposal is `q' = q + s · sqrt(M⁻¹) ⊙ n`, `n ~ N(0, I)`: the per-coordinate posterior
+/// standard deviations estimated by the warmup's diagonal metric, times a global scale `s`. The
+/// scale plays the role of the step size: the warmup adapts it with the same dual averaging
+/// (on `log s`) toward an acceptance rate of 0.234, the optimum for high-dimensional product
+/// targets (Roberts, Gelman & Gilks 1997). Dual averaging was chosen over Robbins–Monro because
+/// it is already tuned for this job, and its averaged iterate `s̄` is a stable final value.
 #[derive(Clone, Debug)]
 pub struct RandomWalk {
     proposal: Vec<f64>,
@@ -72,15 +75,26 @@ impl Kernel for RandomWalk {
         self.proposal.resize(dim, 0.0);
         self.gradient.resize(dim, 0.0);
         let scale = params.step_size;
-        for ((proposed, q), sd) in self.proposal.iter_mut().zip(&state.position).zip(params.metric.sqrt_inverse_diag()) {
+        for ((proposed, q), sd) in self
+            .proposal
+            .iter_mut()
+            .zip(&state.position)
+            .zip(params.metric.sqrt_inverse_diag())
+        {
             let z: f64 = StandardNormal.sample(rng);
             *proposed = q + scale * sd * z;
         }
         // The gradient is computed by the interface anyway; keeping it keeps the state consistent.
-        let log_density = density.evaluate(&self.proposal, &mut self.gradient).unwrap_or(f64::NAN);
+        let log_density = density
+            .evaluate(&self.proposal, &mut self.gradient)
+            .unwrap_or(f64::NAN);
         let log_ratio = log_density - state.log_density;
         let divergent = !log_density.is_finite();
-        let accept_prob = if divergent { 0.0 } else { log_ratio.exp().min(1.0) };
+        let accept_prob = if divergent {
+            0.0
+        } else {
+            log_ratio.exp().min(1.0)
+        };
         let u: f64 = rng.random();
         if !divergent && u < accept_prob {
             std::mem::swap(&mut state.position, &mut self.proposal);

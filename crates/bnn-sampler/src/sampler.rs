@@ -112,15 +112,21 @@ impl SamplerConfig {
         self.algorithm.validate()?;
         self.warmup.validate()?;
         if self.threads == Some(0) {
-            return Err(SamplerError::InvalidConfig("threads must be at least 1".into()));
+            return Err(SamplerError::InvalidConfig(
+                "threads must be at least 1".into(),
+            ));
         }
         if self.batched && !matches!(self.algorithm, AlgorithmConfig::Hmc(_)) {
-            return Err(SamplerError::InvalidConfig("batched execution is implemented for HMC only".into()));
+            return Err(SamplerError::InvalidConfig(
+                "batched execution is implemented for HMC only".into(),
+            ));
         }
         if let Some(step_size) = self.initial_step_size {
             check_step_size(step_size).map_err(SamplerError::InvalidConfig)?;
         }
-        Ok(Sampler { config: self.clone() })
+        Ok(Sampler {
+            config: self.clone(),
+        })
     }
 }
 
@@ -128,7 +134,9 @@ fn check_step_size(step_size: f64) -> Result<(), String> {
     if step_size > 0.0 && step_size.is_finite() {
         Ok(())
     } else {
-        Err(format!("step size must be positive and finite, got {step_size}"))
+        Err(format!(
+            "step size must be positive and finite, got {step_size}"
+        ))
     }
 }
 
@@ -153,14 +161,22 @@ impl Sampler {
     }
 
     fn search_step_size(&self) -> bool {
-        self.config.warmup.adapt_step_size && self.config.warmup.find_initial_step_size && self.config.algorithm.uses_leapfrog()
+        self.config.warmup.adapt_step_size
+            && self.config.warmup.find_initial_step_size
+            && self.config.algorithm.uses_leapfrog()
     }
 
     /// Creates one chain per start: evaluates the start (a non-finite value or a failure is an
     /// error naming the chain), seeds the chain's stream and picks the initial step size.
-    pub fn init_chains<L: LogDensity + ?Sized>(&self, density: &L, starts: &[ChainStart]) -> Result<Vec<ChainState>, SamplerError> {
+    pub fn init_chains<L: LogDensity + ?Sized>(
+        &self,
+        density: &L,
+        starts: &[ChainStart],
+    ) -> Result<Vec<ChainState>, SamplerError> {
         if starts.is_empty() {
-            return Err(SamplerError::InvalidConfig("at least one chain start is needed".into()));
+            return Err(SamplerError::InvalidConfig(
+                "at least one chain start is needed".into(),
+            ));
         }
         let dim = density.dim();
         let config = &self.config;
@@ -168,13 +184,19 @@ impl Sampler {
             .iter()
             .enumerate()
             .map(|(chain, start)| {
-                let kernel = KernelState::init(density, start.position.clone()).map_err(|e| e.for_chain(chain))?;
+                let kernel = KernelState::init(density, start.position.clone())
+                    .map_err(|e| e.for_chain(chain))?;
                 let invalid = |message: String| SamplerError::InvalidChainStart { chain, message };
                 let metric = match &start.inverse_mass_diag {
                     Some(diag) if diag.len() != dim => {
-                        return Err(invalid(format!("inverse mass diagonal has length {}, expected {dim}", diag.len())))
+                        return Err(invalid(format!(
+                            "inverse mass diagonal has length {}, expected {dim}",
+                            diag.len()
+                        )))
                     }
-                    Some(diag) => DiagonalMassMatrix::new(diag.clone()).map_err(|e| invalid(e.to_string()))?,
+                    Some(diag) => {
+                        DiagonalMassMatrix::new(diag.clone()).map_err(|e| invalid(e.to_string()))?
+                    }
                     None => DiagonalMassMatrix::identity(dim),
                 };
                 let step_size = start
@@ -188,8 +210,22 @@ impl Sampler {
                 } else {
                     step_size
                 };
-                let warmup = WarmupState::new(&config.warmup, config.num_warmup, dim, config.algorithm.target_accept(), step_size);
-                Ok(ChainState { chain, iteration: 0, kernel, step_size, metric, warmup, rng })
+                let warmup = WarmupState::new(
+                    &config.warmup,
+                    config.num_warmup,
+                    dim,
+                    config.algorithm.target_accept(),
+                    step_size,
+                );
+                Ok(ChainState {
+                    chain,
+                    iteration: 0,
+                    kernel,
+                    step_size,
+                    metric,
+                    warmup,
+                    rng,
+                })
             })
             .collect()
     }
@@ -205,19 +241,35 @@ impl Sampler {
         sink: &mut (dyn DrawSink + Send),
         stop: &AtomicBool,
     ) -> Result<RunStatus, SamplerError> {
+        let dim = density.dim();
         for chain in chains.iter() {
-            if chain.kernel.dim() != density.dim() || chain.metric.dim() != density.dim() {
-                return Err(SamplerError::WrongDimension { chain: chain.chain, expected: density.dim(), got: chain.kernel.dim() });
+            for got in [
+                chain.kernel.dim(),
+                chain.kernel.gradient.len(),
+                chain.metric.dim(),
+            ] {
+                if got != dim {
+                    return Err(SamplerError::WrongDimension {
+                        chain: chain.chain,
+                        expected: dim,
+                        got,
+                    });
+                }
             }
         }
         match &self.config.algorithm {
-            AlgorithmConfig::Hmc(config) if self.config.batched => self.run_batched(density, config, chains, sink, stop)?,
+            AlgorithmConfig::Hmc(config) if self.config.batched => {
+                self.run_batched(density, config, chains, sink, stop)?
+            }
             AlgorithmConfig::Nuts(config) => {
-                let dim = density.dim();
                 self.run_threaded(density, || config.init(dim), chains, sink, stop)?
             }
-            AlgorithmConfig::Hmc(config) => self.run_threaded(density, || config.init(), chains, sink, stop)?,
-            AlgorithmConfig::RandomWalk(config) => self.run_threaded(density, || config.init(), chains, sink, stop)?,
+            AlgorithmConfig::Hmc(config) => {
+                self.run_threaded(density, || config.init(), chains, sink, stop)?
+            }
+            AlgorithmConfig::RandomWalk(config) => {
+                self.run_threaded(density, || config.init(), chains, sink, stop)?
+            }
         }
         let total = |chain: &ChainState| chain.warmup.num_warmup() + self.config.num_draws;
         if chains.iter().all(|chain| chain.iteration >= total(chain)) {
@@ -228,7 +280,11 @@ impl Sampler {
     }
 
     /// Initializes chains at `starts`, runs them to the end and keeps the sampling draws in memory.
-    pub fn sample<L: LogDensity + ?Sized>(&self, density: &L, starts: &[ChainStart]) -> Result<CollectedDraws, SamplerError> {
+    pub fn sample<L: LogDensity + ?Sized>(
+        &self,
+        density: &L,
+        starts: &[ChainStart],
+    ) -> Result<CollectedDraws, SamplerError> {
         let mut chains = self.init_chains(density, starts)?;
         let mut draws = CollectedDraws::new(chains.len(), density.dim());
         self.run(density, &mut chains, &mut draws, &AtomicBool::new(false))?;
@@ -267,7 +323,16 @@ impl Sampler {
                     let result = make_kernel().and_then(|mut kernel| loop {
                         let next = lock(&queue).next();
                         let Some(chain) = next else { break Ok(()) };
-                        advance_chain(&mut kernel, density, chain, num_draws, search, &sink, stop, &abort)?;
+                        advance_chain(
+                            &mut kernel,
+                            density,
+                            chain,
+                            num_draws,
+                            search,
+                            &sink,
+                            stop,
+                            &abort,
+                        )?;
                     });
                     if let Err(error) = result {
                         abort.store(true, Ordering::Relaxed);
@@ -276,7 +341,10 @@ impl Sampler {
                 });
             }
         });
-        match failure.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner()) {
+        match failure
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        {
             Some(error) => Err(error),
             None => Ok(()),
         }
@@ -302,8 +370,19 @@ impl Sampler {
             for (i, chain) in chains.iter_mut().enumerate() {
                 if chain.iteration < chain.warmup.num_warmup() + num_draws {
                     running.push(i);
-                    let ChainState { rng, kernel, step_size, metric, .. } = chain;
-                    members.push(HmcChain { rng, state: kernel, step_size: *step_size, metric });
+                    let ChainState {
+                        rng,
+                        kernel,
+                        step_size,
+                        metric,
+                        ..
+                    } = chain;
+                    members.push(HmcChain {
+                        rng,
+                        state: kernel,
+                        step_size: *step_size,
+                        metric,
+                    });
                 }
             }
             if members.is_empty() {
@@ -314,8 +393,15 @@ impl Sampler {
             for (&i, draw_stats) in running.iter().zip(&stats) {
                 let chain = &mut chains[i];
                 let (warmup, index) = finish_transition(density, chain, draw_stats, search);
-                let draw = Draw { chain: chain.chain, index, warmup, position: &chain.kernel.position, stats: draw_stats };
-                sink.record(&draw).map_err(|e| SamplerError::Sink(e.to_string()))?;
+                let draw = Draw {
+                    chain: chain.chain,
+                    index,
+                    warmup,
+                    position: &chain.kernel.position,
+                    stats: draw_stats,
+                };
+                sink.record(&draw)
+                    .map_err(|e| SamplerError::Sink(e.to_string()))?;
             }
         }
         Ok(())
@@ -323,7 +409,9 @@ impl Sampler {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Runs one chain until it is done or stopped.
@@ -344,30 +432,63 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
             return Ok(());
         }
         let state = std::mem::take(&mut chain.kernel);
-        let params = StepParams { step_size: chain.step_size, metric: &chain.metric };
+        let params = StepParams {
+            step_size: chain.step_size,
+            metric: &chain.metric,
+        };
         let (state, stats) = kernel.step(density, &mut chain.rng, state, params);
         chain.kernel = state;
         let (warmup, index) = finish_transition(density, chain, &stats, search);
-        let draw = Draw { chain: chain.chain, index, warmup, position: &chain.kernel.position, stats: &stats };
-        lock(sink).record(&draw).map_err(|e| SamplerError::Sink(e.to_string()))?;
+        let draw = Draw {
+            chain: chain.chain,
+            index,
+            warmup,
+            position: &chain.kernel.position,
+            stats: &stats,
+        };
+        lock(sink)
+            .record(&draw)
+            .map_err(|e| SamplerError::Sink(e.to_string()))?;
     }
     Ok(())
 }
 
 /// Feeds a transition to the chain's warmup (if still warming up) and counts it. Returns the
 /// phase and the draw's index within it.
-fn finish_transition<L: LogDensity + ?Sized>(density: &L, chain: &mut ChainState, stats: &DrawStats, search: bool) -> (bool, usize) {
+fn finish_transition<L: LogDensity + ?Sized>(
+    density: &L,
+    chain: &mut ChainState,
+    stats: &DrawStats,
+    search: bool,
+) -> (bool, usize) {
     let warmup = chain.in_warmup();
-    let index = if warmup { chain.iteration } else { chain.iteration - chain.warmup.num_warmup() };
+    let index = if warmup {
+        chain.iteration
+    } else {
+        chain.iteration - chain.warmup.num_warmup()
+    };
     if warmup {
-        let ChainState { kernel, rng, warmup, step_size, metric, .. } = chain;
-        warmup.observe(&kernel.position, stats, step_size, metric, |metric, step_size| {
-            if search {
-                find_reasonable_step_size(density, rng, kernel, metric, step_size)
-            } else {
-                step_size
-            }
-        });
+        let ChainState {
+            kernel,
+            rng,
+            warmup,
+            step_size,
+            metric,
+            ..
+        } = chain;
+        warmup.observe(
+            &kernel.position,
+            stats,
+            step_size,
+            metric,
+            |metric, step_size| {
+                if search {
+                    find_reasonable_step_size(density, rng, kernel, metric, step_size)
+                } else {
+                    step_size
+                }
+            },
+        );
     }
     chain.iteration += 1;
     (warmup, index)

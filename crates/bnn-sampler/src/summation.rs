@@ -1,12 +1,12 @@
 //! Deterministic four-lane summation for the hot dot products.
-//!
-//! A plain left-to-right sum of `D` terms is one chain of dependent additions (about four cycles
-//! each), which dominated the sampler's own cost at `D` in the hundreds. Here term `i` goes to
-//! lane `i mod 4`, each lane sums in index order, and the total is `(l0 + l1) + (l2 + l3)`:
-//! four independent chains, and a fixed order, so every caller that follows this definition gets
-//! bit-identical results (the fast NUTS, its recursive oracle, the batched HMC).
 
 /// Four interleaved partial sums.
+///
+/// A plain left-to-right sum of `D` terms is one chain of dependent additions (about four cycles
+/// each), which dominated the sampler's own cost at `D` in the hundreds. Here term `i` goes to
+/// lane `i mod 4`, each lane sums in index order, and the total is `(l0 + l1) + (l2 + l3)`:
+/// four independent chains, and a fixed order, so every caller that follows this definition gets
+/// bit-identical results (the fast NUTS, its recursive oracle, the batched HMC).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LaneSum {
     lanes: [f64; 4],

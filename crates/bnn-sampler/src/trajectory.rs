@@ -1,12 +1,4 @@
 //! The NUTS trajectory built iteratively: doubling, multinomial proposals and U-turn checkpoints.
-//!
-//! The textbook `build_tree` recursion (Hoffman & Gelman 2014, Alg. 3/6) visits leaves left to
-//! right and merges sibling subtrees in post-order. Here the same post-order is produced by a loop
-//! over the leaves of a new subtree: after leaf `k`, the number of merges equals the number of
-//! trailing one bits of `k` (a binary counter), and each level of the counter keeps one pending
-//! left sibling. So the random numbers are drawn in the same order as the recursion and the two
-//! agree draw for draw, while every buffer is allocated once per chain and merges swap buffers
-//! instead of copying them.
 
 use std::mem::swap;
 
@@ -45,7 +37,12 @@ pub(crate) struct Proposal {
 
 impl Proposal {
     fn new(dim: usize) -> Self {
-        Self { position: vec![0.0; dim], gradient: vec![0.0; dim], log_density: 0.0, energy: 0.0 }
+        Self {
+            position: vec![0.0; dim],
+            gradient: vec![0.0; dim],
+            log_density: 0.0,
+            energy: 0.0,
+        }
     }
 
     fn set(&mut self, point: &PhasePoint, energy: f64) {
@@ -136,6 +133,14 @@ pub(crate) enum Extension {
 }
 
 /// The NUTS trajectory workspace of one chain. Created once; every transition reuses its buffers.
+///
+/// The textbook `build_tree` recursion (Hoffman & Gelman 2014, Alg. 3/6) visits leaves left to
+/// right and merges sibling subtrees in post-order. Here the same post-order is produced by a loop
+/// over the leaves of a new subtree: after leaf `k`, the number of merges equals the number of
+/// trailing one bits of `k` (a binary counter), and each level of the counter keeps one pending
+/// left sibling. So the random numbers are drawn in the same order as the recursion and the two
+/// agree draw for draw, while every buffer is allocated once per chain and merges swap buffers
+/// instead of copying them.
 #[derive(Clone, Debug)]
 pub(crate) struct Trajectory {
     /// The two end points, `[backward, forward]` in time; the next subtree is integrated from one.
@@ -218,10 +223,20 @@ impl Trajectory {
     ) -> Extension {
         let near = usize::from(forward);
         let far = 1 - near;
-        self.seam_momentum.copy_from_slice(&self.ends[near].momentum);
-        self.seam_velocity.copy_from_slice(&self.ends[near].velocity);
+        self.seam_momentum
+            .copy_from_slice(&self.ends[near].momentum);
+        self.seam_velocity
+            .copy_from_slice(&self.ends[near].velocity);
         let signed_step = if forward { step_size } else { -step_size };
-        if !self.build_subtree(density, metric, signed_step, depth, near, max_energy_error, rng) {
+        if !self.build_subtree(
+            density,
+            metric,
+            signed_step,
+            depth,
+            near,
+            max_energy_error,
+            rng,
+        ) {
             return Extension::Invalid;
         }
         let new = &mut self.current;
@@ -275,9 +290,17 @@ impl Trajectory {
             point.leapfrog(density, metric, signed_step);
             self.n_leapfrog += 1;
             let energy = point.hamiltonian();
-            let energy = if energy.is_finite() { energy } else { f64::INFINITY };
+            let energy = if energy.is_finite() {
+                energy
+            } else {
+                f64::INFINITY
+            };
             let log_weight = h0 - energy;
-            self.sum_accept += if log_weight > 0.0 { 1.0 } else { log_weight.exp() };
+            self.sum_accept += if log_weight > 0.0 {
+                1.0
+            } else {
+                log_weight.exp()
+            };
             // Divergence: the energy error exceeds the threshold (Stan: 1000) or is not finite.
             if energy - h0 > max_energy_error {
                 self.divergent = true;

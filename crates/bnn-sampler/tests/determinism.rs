@@ -5,8 +5,8 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bnn_sampler::{
-    AlgorithmConfig, ChainStart, ChainState, CollectedDraws, Draw, DrawSink, HmcConfig, NutsConfig, RandomWalkConfig,
-    RunStatus, SamplerConfig, SinkError,
+    AlgorithmConfig, ChainStart, ChainState, CollectedDraws, Draw, DrawSink, HmcConfig, NutsConfig,
+    RandomWalkConfig, RunStatus, SamplerConfig, SinkError,
 };
 use support::targets::{CorrelatedGaussian, IidGaussian};
 use support::uniform_starts;
@@ -16,7 +16,12 @@ fn collect(config: SamplerConfig, starts: &[ChainStart], dim: usize) -> Collecte
     let sampler = config.init().unwrap();
     let mut chains = sampler.init_chains(&target, starts).unwrap();
     let mut draws = CollectedDraws::new(starts.len(), dim).with_warmup(true);
-    assert_eq!(sampler.run(&target, &mut chains, &mut draws, &AtomicBool::new(false)).unwrap(), RunStatus::Finished);
+    assert_eq!(
+        sampler
+            .run(&target, &mut chains, &mut draws, &AtomicBool::new(false))
+            .unwrap(),
+        RunStatus::Finished
+    );
     draws
 }
 
@@ -25,10 +30,19 @@ fn same_seed_same_draws_whatever_the_thread_count() {
     let starts = uniform_starts(5, 6, 1.0, 1);
     for algorithm in [
         AlgorithmConfig::from(NutsConfig::new()),
-        HmcConfig::new().with_trajectory_length(Some(1.5)).with_jitter(0.3).into(),
+        HmcConfig::new()
+            .with_trajectory_length(Some(1.5))
+            .with_jitter(0.3)
+            .into(),
         RandomWalkConfig::new().into(),
     ] {
-        let config = |threads| SamplerConfig::new(algorithm.clone()).with_num_warmup(150).with_num_draws(100).with_seed(9).with_threads(Some(threads));
+        let config = |threads| {
+            SamplerConfig::new(algorithm.clone())
+                .with_num_warmup(150)
+                .with_num_draws(100)
+                .with_seed(9)
+                .with_threads(Some(threads))
+        };
         let one = collect(config(1), &starts, 6);
         assert_eq!(one, collect(config(2), &starts, 6));
         assert_eq!(one, collect(config(4), &starts, 6));
@@ -46,10 +60,17 @@ fn batched_hmc_equals_unbatched() {
     starts[1].step_size = Some(0.05);
     starts[3].inverse_mass_diag = Some(vec![2.0; 6]);
     for hmc in [
-        HmcConfig::new().with_trajectory_length(Some(1.5)).with_jitter(0.5),
-        HmcConfig::new().with_num_steps(5).with_refresh_angle(Some(0.3)),
+        HmcConfig::new()
+            .with_trajectory_length(Some(1.5))
+            .with_jitter(0.5),
+        HmcConfig::new()
+            .with_num_steps(5)
+            .with_refresh_angle(Some(0.3)),
     ] {
-        let config = SamplerConfig::new(hmc.into()).with_num_warmup(150).with_num_draws(100).with_seed(3);
+        let config = SamplerConfig::new(hmc.into())
+            .with_num_warmup(150)
+            .with_num_draws(100)
+            .with_seed(3);
         let separate = collect(config.clone().with_threads(Some(2)), &starts, 6);
         let batched = collect(config.with_batched(true), &starts, 6);
         assert_eq!(separate, batched);
@@ -81,37 +102,79 @@ impl DrawSink for StopAfter<'_> {
 /// all survive the round trip).
 #[test]
 fn checkpoint_and_resume_continue_bit_for_bit() {
-    let target = CorrelatedGaussian { sd: [1.0, 3.0], rho: 0.5 };
+    let target = CorrelatedGaussian {
+        sd: [1.0, 3.0],
+        rho: 0.5,
+    };
     let starts = uniform_starts(3, 2, 1.0, 4);
-    for algorithm in [AlgorithmConfig::from(NutsConfig::new()), HmcConfig::new().with_refresh_angle(Some(0.5)).into()] {
-        let sampler = SamplerConfig::new(algorithm).with_num_warmup(200).with_num_draws(100).with_seed(5).with_threads(Some(2)).init().unwrap();
+    for algorithm in [
+        AlgorithmConfig::from(NutsConfig::new()),
+        HmcConfig::new().with_refresh_angle(Some(0.5)).into(),
+    ] {
+        let sampler = SamplerConfig::new(algorithm)
+            .with_num_warmup(200)
+            .with_num_draws(100)
+            .with_seed(5)
+            .with_threads(Some(2))
+            .init()
+            .unwrap();
 
         let mut chains = sampler.init_chains(&target, &starts).unwrap();
         let mut whole = CollectedDraws::new(3, 2).with_warmup(true);
-        sampler.run(&target, &mut chains, &mut whole, &AtomicBool::new(false)).unwrap();
+        sampler
+            .run(&target, &mut chains, &mut whole, &AtomicBool::new(false))
+            .unwrap();
 
         let stop = AtomicBool::new(false);
         let mut chains = sampler.init_chains(&target, &starts).unwrap();
-        let mut first = StopAfter { inner: CollectedDraws::new(3, 2).with_warmup(true), after: 120, seen: 0, stop: &stop };
-        assert_eq!(sampler.run(&target, &mut chains, &mut first, &stop).unwrap(), RunStatus::Stopped);
+        let mut first = StopAfter {
+            inner: CollectedDraws::new(3, 2).with_warmup(true),
+            after: 120,
+            seen: 0,
+            stop: &stop,
+        };
+        assert_eq!(
+            sampler
+                .run(&target, &mut chains, &mut first, &stop)
+                .unwrap(),
+            RunStatus::Stopped
+        );
         assert!(chains[0].iteration >= 120 && chains[0].iteration < 300);
 
         let json = serde_json::to_string(&chains).unwrap();
         let mut resumed: Vec<ChainState> = serde_json::from_str(&json).unwrap();
         assert_eq!(resumed, chains);
         let mut rest = first.inner;
-        assert_eq!(sampler.run(&target, &mut resumed, &mut rest, &AtomicBool::new(false)).unwrap(), RunStatus::Finished);
+        assert_eq!(
+            sampler
+                .run(&target, &mut resumed, &mut rest, &AtomicBool::new(false))
+                .unwrap(),
+            RunStatus::Finished
+        );
         assert_eq!(rest, whole);
     }
 }
 
 #[test]
 fn raised_stop_flag_returns_before_any_draw() {
-    let target = IidGaussian { scales: vec![1.0; 2] };
-    let sampler = SamplerConfig::new(NutsConfig::new().into()).with_num_warmup(10).with_num_draws(10).init().unwrap();
-    let mut chains = sampler.init_chains(&target, &uniform_starts(2, 2, 1.0, 6)).unwrap();
+    let target = IidGaussian {
+        scales: vec![1.0; 2],
+    };
+    let sampler = SamplerConfig::new(NutsConfig::new().into())
+        .with_num_warmup(10)
+        .with_num_draws(10)
+        .init()
+        .unwrap();
+    let mut chains = sampler
+        .init_chains(&target, &uniform_starts(2, 2, 1.0, 6))
+        .unwrap();
     let mut draws = CollectedDraws::new(2, 2).with_warmup(true);
-    assert_eq!(sampler.run(&target, &mut chains, &mut draws, &AtomicBool::new(true)).unwrap(), RunStatus::Stopped);
+    assert_eq!(
+        sampler
+            .run(&target, &mut chains, &mut draws, &AtomicBool::new(true))
+            .unwrap(),
+        RunStatus::Stopped
+    );
     assert!(chains.iter().all(|c| c.iteration == 0));
     assert_eq!(draws, CollectedDraws::new(2, 2).with_warmup(true));
 }
@@ -126,14 +189,33 @@ fn sink_receives_every_draw_in_order() {
             Ok(())
         }
     }
-    let target = IidGaussian { scales: vec![1.0; 2] };
-    let sampler = SamplerConfig::new(NutsConfig::new().into()).with_num_warmup(7).with_num_draws(5).with_threads(Some(2)).init().unwrap();
-    let mut chains = sampler.init_chains(&target, &uniform_starts(3, 2, 1.0, 7)).unwrap();
+    let target = IidGaussian {
+        scales: vec![1.0; 2],
+    };
+    let sampler = SamplerConfig::new(NutsConfig::new().into())
+        .with_num_warmup(7)
+        .with_num_draws(5)
+        .with_threads(Some(2))
+        .init()
+        .unwrap();
+    let mut chains = sampler
+        .init_chains(&target, &uniform_starts(3, 2, 1.0, 7))
+        .unwrap();
     let mut recorder = Recorder(Vec::new());
-    sampler.run(&target, &mut chains, &mut recorder, &AtomicBool::new(false)).unwrap();
+    sampler
+        .run(&target, &mut chains, &mut recorder, &AtomicBool::new(false))
+        .unwrap();
     for chain in 0..3 {
-        let seen: Vec<(usize, bool)> = recorder.0.iter().filter(|r| r.0 == chain).map(|r| (r.1, r.2)).collect();
-        let expected: Vec<(usize, bool)> = (0..7).map(|i| (i, true)).chain((0..5).map(|i| (i, false))).collect();
+        let seen: Vec<(usize, bool)> = recorder
+            .0
+            .iter()
+            .filter(|r| r.0 == chain)
+            .map(|r| (r.1, r.2))
+            .collect();
+        let expected: Vec<(usize, bool)> = (0..7)
+            .map(|i| (i, true))
+            .chain((0..5).map(|i| (i, false)))
+            .collect();
         assert_eq!(seen, expected);
     }
 }

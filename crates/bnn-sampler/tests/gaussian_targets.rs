@@ -12,24 +12,50 @@ mod support;
 
 use bnn_sampler::{AlgorithmConfig, HmcConfig, NutsConfig, SamplerConfig};
 use support::targets::IidGaussian;
-use support::{divergences, mcse_mean, mcse_multiplier, mcse_quantile, mcse_sd, pooled_mean, pooled_quantile, pooled_sd, uniform_starts, Checks};
+use support::{
+    divergences, mcse_mean, mcse_multiplier, mcse_quantile, mcse_sd, pooled_mean, pooled_quantile,
+    pooled_sd, uniform_starts, Checks,
+};
 
 const Z95: f64 = 1.644_853_626_951_472_2;
 
 fn check_gaussian(name: &str, algorithm: AlgorithmConfig, dim: usize, seed: u64) {
     let target = IidGaussian::log_spaced(dim);
-    let sampler = SamplerConfig::new(algorithm).with_num_warmup(1000).with_num_draws(1000).with_seed(seed).init().unwrap();
-    let draws = sampler.sample(&target, &uniform_starts(4, dim, 1.0, seed)).unwrap();
+    let sampler = SamplerConfig::new(algorithm)
+        .with_num_warmup(1000)
+        .with_num_draws(5000)
+        .with_seed(seed)
+        .init()
+        .unwrap();
+    let draws = sampler
+        .sample(&target, &uniform_starts(4, dim, 1.0, seed))
+        .unwrap();
     let k = mcse_multiplier(dim);
     let mut checks = Checks::default();
     for (d, scale) in target.scales.iter().enumerate() {
         let x = draws.coordinate(d);
-        checks.within(&format!("mean[{d}]"), pooled_mean(&x), 0.0, mcse_mean(&x), k);
+        checks.within(
+            &format!("mean[{d}]"),
+            pooled_mean(&x),
+            0.0,
+            mcse_mean(&x),
+            k,
+        );
         checks.within(&format!("sd[{d}]"), pooled_sd(&x), *scale, mcse_sd(&x), k);
-        checks.within(&format!("q95[{d}]"), pooled_quantile(&x, 0.95), Z95 * scale, mcse_quantile(&x, 0.95), k);
+        checks.within(
+            &format!("q95[{d}]"),
+            pooled_quantile(&x, 0.95),
+            Z95 * scale,
+            mcse_quantile(&x, 0.95),
+            k,
+        );
     }
     let n_divergent = divergences(&draws);
-    checks.require("divergences", n_divergent == 0, format!("{n_divergent} divergent sampling draws"));
+    checks.require(
+        "divergences",
+        n_divergent == 0,
+        format!("{n_divergent} divergent sampling draws"),
+    );
     checks.assert_all(&format!("{name}, D = {dim}"));
 }
 
@@ -40,7 +66,10 @@ fn nuts() -> AlgorithmConfig {
 /// Trajectory length jittered in [1, 3] (in metric-whitened units) so fixed-length HMC does not
 /// resonate with the Gaussian's period.
 fn hmc() -> AlgorithmConfig {
-    HmcConfig::new().with_trajectory_length(Some(2.0)).with_jitter(0.5).into()
+    HmcConfig::new()
+        .with_trajectory_length(Some(2.0))
+        .with_jitter(0.5)
+        .into()
 }
 
 #[test]

@@ -6,7 +6,9 @@
 
 mod support;
 
-use bnn_sampler::{chain_rng, DiagonalMassMatrix, HmcConfig, Kernel, KernelState, PhasePoint, StepParams};
+use bnn_sampler::{
+    chain_rng, DiagonalMassMatrix, HmcConfig, Kernel, KernelState, PhasePoint, StepParams,
+};
 use rand::Rng;
 use support::targets::IidGaussian;
 
@@ -21,7 +23,13 @@ fn closed_form(q: f64, p: f64, eps: f64) -> (f64, f64, f64) {
 fn one_leapfrog_step_matches_the_closed_form() {
     let density = IidGaussian { scales: vec![1.0] };
     let metric = DiagonalMassMatrix::identity(1);
-    for &(q, p, eps) in &[(0.3, -1.2, 0.1), (1.5, 0.7, 0.5), (-2.0, 2.5, 1.3), (0.0, 1.0, 1.9), (0.8, 0.4, -0.7)] {
+    for &(q, p, eps) in &[
+        (0.3, -1.2, 0.1),
+        (1.5, 0.7, 0.5),
+        (-2.0, 2.5, 1.3),
+        (0.0, 1.0, 1.9),
+        (0.8, 0.4, -0.7),
+    ] {
         let mut point = PhasePoint::new(1);
         point.position[0] = q;
         point.momentum[0] = p;
@@ -31,8 +39,16 @@ fn one_leapfrog_step_matches_the_closed_form() {
         let h0 = point.hamiltonian();
         point.leapfrog(&density, &metric, eps);
         let (q1, p1, delta_h) = closed_form(q, p, eps);
-        assert!((point.position[0] - q1).abs() < 1e-12, "q' = {} vs {q1}", point.position[0]);
-        assert!((point.momentum[0] - p1).abs() < 1e-12, "p' = {} vs {p1}", point.momentum[0]);
+        assert!(
+            (point.position[0] - q1).abs() < 1e-12,
+            "q' = {} vs {q1}",
+            point.position[0]
+        );
+        assert!(
+            (point.momentum[0] - p1).abs() < 1e-12,
+            "p' = {} vs {p1}",
+            point.momentum[0]
+        );
         assert!((point.gradient[0] + q1).abs() < 1e-12);
         assert!((point.hamiltonian() - h0 - delta_h).abs() < 1e-12);
     }
@@ -45,7 +61,10 @@ fn hmc_acceptance_probability_matches_the_closed_form() {
     let mut hmc = HmcConfig::new().with_num_steps(1).init().unwrap();
     let mut accepted = 0;
     let mut rejected = 0;
-    for (case, &(q, eps)) in [(0.3, 0.4), (1.5, 1.1), (-2.0, 1.7), (0.1, 1.95), (2.5, 1.5)].iter().enumerate() {
+    for (case, &(q, eps)) in [(0.3, 0.4), (1.5, 1.1), (-2.0, 1.7), (0.1, 1.95), (2.5, 1.5)]
+        .iter()
+        .enumerate()
+    {
         for seed in 0..20u64 {
             let state = KernelState::init(&density, vec![q]).unwrap();
             let mut rng = chain_rng(seed, case);
@@ -57,8 +76,20 @@ fn hmc_acceptance_probability_matches_the_closed_form() {
             let (q1, _, delta_h) = closed_form(q, p[0], eps);
             let accept = (-delta_h).exp().min(1.0);
 
-            let (next, stats) = hmc.step(&density, &mut rng, state, StepParams { step_size: eps, metric: &metric });
-            assert!((stats.accept_stat - accept).abs() < 1e-12, "acceptance {} vs {accept}", stats.accept_stat);
+            let (next, stats) = hmc.step(
+                &density,
+                &mut rng,
+                state,
+                StepParams {
+                    step_size: eps,
+                    metric: &metric,
+                },
+            );
+            assert!(
+                (stats.accept_stat - accept).abs() < 1e-12,
+                "acceptance {} vs {accept}",
+                stats.accept_stat
+            );
             assert!((stats.energy_error - delta_h).abs() < 1e-12);
             assert_eq!(stats.n_leapfrog, 1);
             if u < accept {
@@ -68,8 +99,14 @@ fn hmc_acceptance_probability_matches_the_closed_form() {
                 rejected += 1;
                 assert_eq!(next.position[0], q);
             }
-            assert_eq!(rng, replay, "the kernel must draw exactly one normal and one uniform");
+            assert_eq!(
+                rng, replay,
+                "the kernel must draw exactly one normal and one uniform"
+            );
         }
     }
-    assert!(accepted > 0 && rejected > 0, "both branches exercised: {accepted} accepted, {rejected} rejected");
+    assert!(
+        accepted > 0 && rejected > 0,
+        "both branches exercised: {accepted} accepted, {rejected} rejected"
+    );
 }

@@ -3,3 +3,4 @@
 pub mod bench;
 pub mod data;
 pub mod model;
+pub mod sample;

@@ -61,14 +61,19 @@ impl DualAveraging {
 
     /// Feeds one acceptance statistic (clamped to `[0, 1]`, NaN as 0) and returns the next `ε`.
     pub fn update(&mut self, accept_stat: f64) -> f64 {
-        let accept = if accept_stat.is_nan() { 0.0 } else { accept_stat.clamp(0.0, 1.0) };
+        let accept = if accept_stat.is_nan() {
+            0.0
+        } else {
+            accept_stat.clamp(0.0, 1.0)
+        };
         self.count += 1;
         let m = self.count as f64;
         let eta = 1.0 / (m + self.t0);
         self.error_average = (1.0 - eta) * self.error_average + eta * (self.target - accept);
         self.log_step_size = self.mu - m.sqrt() / self.gamma * self.error_average;
         let weight = m.powf(-self.kappa);
-        self.log_step_size_average = weight * self.log_step_size + (1.0 - weight) * self.log_step_size_average;
+        self.log_step_size_average =
+            weight * self.log_step_size + (1.0 - weight) * self.log_step_size_average;
         self.log_step_size.exp()
     }
 
@@ -113,6 +118,10 @@ mod tests {
         for _ in 0..5000 {
             eps = da.update((-eps).exp());
         }
-        assert!((da.averaged_step_size() + 0.8f64.ln()).abs() < 1e-2, "{}", da.averaged_step_size());
+        assert!(
+            (da.averaged_step_size() + 0.8f64.ln()).abs() < 1e-2,
+            "{}",
+            da.averaged_step_size()
+        );
     }
 }

@@ -47,12 +47,20 @@ pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
     let mut step_size = initial_step_size;
     let grow = log_ratio(step_size) > log_half;
     for _ in 0..MAX_TRIES {
-        let next = if grow { 2.0 * step_size } else { 0.5 * step_size };
+        let next = if grow {
+            2.0 * step_size
+        } else {
+            0.5 * step_size
+        };
         if !(next.is_finite() && next > 0.0) {
             break;
         }
         step_size = next;
-        let crossed = if grow { log_ratio(step_size) <= log_half } else { log_ratio(step_size) > log_half };
+        let crossed = if grow {
+            log_ratio(step_size) <= log_half
+        } else {
+            log_ratio(step_size) > log_half
+        };
         if crossed {
             break;
         }

@@ -54,7 +54,10 @@ impl WarmupConfig {
             return invalid(format!("warmup gamma must be positive, got {}", self.gamma));
         }
         if !(self.kappa > 0.5 && self.kappa <= 1.0) {
-            return invalid(format!("warmup kappa must lie in (0.5, 1], got {}", self.kappa));
+            return invalid(format!(
+                "warmup kappa must lie in (0.5, 1], got {}",
+                self.kappa
+            ));
         }
         if !(self.t0 >= 0.0 && self.t0.is_finite()) {
             return invalid(format!("warmup t0 must be non-negative, got {}", self.t0));
@@ -76,13 +79,30 @@ pub struct WarmupState {
 }
 
 impl WarmupState {
-    pub fn new(config: &WarmupConfig, num_warmup: usize, dim: usize, target_accept: f64, initial_step_size: f64) -> Self {
+    pub fn new(
+        config: &WarmupConfig,
+        num_warmup: usize,
+        dim: usize,
+        target_accept: f64,
+        initial_step_size: f64,
+    ) -> Self {
         Self {
             iteration: 0,
             adapt_step_size: config.adapt_step_size,
             adapt_metric: config.adapt_metric,
-            schedule: WindowSchedule::new(num_warmup, config.init_buffer, config.term_buffer, config.base_window),
-            dual_averaging: DualAveraging::new(target_accept, config.gamma, config.kappa, config.t0, initial_step_size),
+            schedule: WindowSchedule::new(
+                num_warmup,
+                config.init_buffer,
+                config.term_buffer,
+                config.base_window,
+            ),
+            dual_averaging: DualAveraging::new(
+                target_accept,
+                config.gamma,
+                config.kappa,
+                config.t0,
+                initial_step_size,
+            ),
             variances: WelfordVariance::new(dim),
         }
     }

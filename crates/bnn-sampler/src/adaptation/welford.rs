@@ -13,7 +13,11 @@ pub struct WelfordVariance {
 
 impl WelfordVariance {
     pub fn new(dim: usize) -> Self {
-        Self { count: 0, mean: vec![0.0; dim], sum_sq: vec![0.0; dim] }
+        Self {
+            count: 0,
+            mean: vec![0.0; dim],
+            sum_sq: vec![0.0; dim],
+        }
     }
 
     pub fn count(&self) -> u64 {

@@ -21,7 +21,12 @@ pub struct WindowSchedule {
 
 impl WindowSchedule {
     /// `base_window` must be at least 1.
-    pub fn new(num_warmup: usize, init_buffer: usize, term_buffer: usize, base_window: usize) -> Self {
+    pub fn new(
+        num_warmup: usize,
+        init_buffer: usize,
+        term_buffer: usize,
+        base_window: usize,
+    ) -> Self {
         let mut windows = Vec::new();
         if num_warmup >= 20 && base_window > 0 {
             let (init, term, base) = if init_buffer + base_window + term_buffer > num_warmup {
@@ -46,7 +51,10 @@ impl WindowSchedule {
                 end = next;
             }
         }
-        Self { num_warmup, windows }
+        Self {
+            num_warmup,
+            windows,
+        }
     }
 
     pub fn num_warmup(&self) -> usize {
@@ -60,7 +68,9 @@ impl WindowSchedule {
 
     /// Whether the draw of warmup iteration `iteration` (0-based) feeds the variance estimate.
     pub fn collects(&self, iteration: usize) -> bool {
-        self.windows.iter().any(|&(start, end)| (start..end).contains(&iteration))
+        self.windows
+            .iter()
+            .any(|&(start, end)| (start..end).contains(&iteration))
     }
 
     /// Whether the metric is updated after warmup iteration `iteration`.
@@ -76,7 +86,10 @@ mod tests {
     #[test]
     fn stan_default_windows_for_1000_iterations() {
         let s = WindowSchedule::new(1000, 75, 50, 25);
-        assert_eq!(s.windows(), &[(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]);
+        assert_eq!(
+            s.windows(),
+            &[(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
+        );
     }
 
     #[test]
@@ -90,8 +103,14 @@ mod tests {
 
     #[test]
     fn tight_second_window_is_stretched() {
-        assert_eq!(WindowSchedule::new(200, 75, 50, 25).windows(), &[(75, 100), (100, 150)]);
-        assert_eq!(WindowSchedule::new(160, 75, 50, 25).windows(), &[(75, 100), (100, 110)]);
+        assert_eq!(
+            WindowSchedule::new(200, 75, 50, 25).windows(),
+            &[(75, 100), (100, 150)]
+        );
+        assert_eq!(
+            WindowSchedule::new(160, 75, 50, 25).windows(),
+            &[(75, 100), (100, 110)]
+        );
         assert!(WindowSchedule::new(1000, 75, 50, 25).ends_window(949));
         assert!(!WindowSchedule::new(1000, 75, 50, 25).collects(950));
     }

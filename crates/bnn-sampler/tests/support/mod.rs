@@ -23,7 +23,8 @@ fn erfc(x: f64) -> f64 {
                 + t * (0.096_784_18
                     + t * (-0.186_288_06
                         + t * (0.278_868_07
-                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
+                            + t * (-1.135_203_98
+                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
     let r = t * poly.exp();
     if x >= 0.0 {
         r
@@ -72,7 +73,13 @@ pub fn pooled_mean(chains: &[Vec<f64>]) -> f64 {
 pub fn pooled_sd(chains: &[Vec<f64>]) -> f64 {
     let mean = pooled_mean(chains);
     let n: usize = chains.iter().map(Vec::len).sum();
-    (chains.iter().flatten().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+    (chains
+        .iter()
+        .flatten()
+        .map(|x| (x - mean).powi(2))
+        .sum::<f64>()
+        / (n - 1) as f64)
+        .sqrt()
 }
 
 pub fn mcse_mean(chains: &[Vec<f64>]) -> f64 {
@@ -100,8 +107,10 @@ impl Checks {
         self.count += 1;
         let z = (estimate - truth) / mcse;
         if !(z.abs() < k) {
-            self.failures
-                .push(format!("{name}: estimate {estimate:.6} vs {truth:.6}, MCSE {mcse:.3e}, |z| = {:.2} ≥ {k:.2}", z.abs()));
+            self.failures.push(format!(
+                "{name}: estimate {estimate:.6} vs {truth:.6}, MCSE {mcse:.3e}, |z| = {:.2} ≥ {k:.2}",
+                z.abs()
+            ));
         }
     }
 
@@ -127,7 +136,13 @@ impl Checks {
 pub fn uniform_starts(chains: usize, dim: usize, spread: f64, seed: u64) -> Vec<ChainStart> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     (0..chains)
-        .map(|_| ChainStart::at((0..dim).map(|_| spread * (2.0 * rng.random::<f64>() - 1.0)).collect()))
+        .map(|_| {
+            ChainStart::at(
+                (0..dim)
+                    .map(|_| spread * (2.0 * rng.random::<f64>() - 1.0))
+                    .collect(),
+            )
+        })
         .collect()
 }
 
@@ -137,5 +152,7 @@ pub fn mean_accept(draws: &CollectedDraws) -> f64 {
 }
 
 pub fn divergences(draws: &CollectedDraws) -> usize {
-    (0..draws.num_chains()).map(|c| draws.stats(c).iter().filter(|s| s.divergent).count()).sum()
+    (0..draws.num_chains())
+        .map(|c| draws.stats(c).iter().filter(|s| s.divergent).count())
+        .sum()
 }

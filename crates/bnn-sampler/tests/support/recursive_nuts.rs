@@ -78,9 +78,17 @@ fn build_tree<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         z.leapfrog(ctx.density, ctx.metric, direction * ctx.step_size);
         ctx.n_leapfrog += 1;
         let energy = z.hamiltonian();
-        let energy = if energy.is_finite() { energy } else { f64::INFINITY };
+        let energy = if energy.is_finite() {
+            energy
+        } else {
+            f64::INFINITY
+        };
         let log_weight = ctx.initial_energy - energy;
-        ctx.sum_accept += if log_weight > 0.0 { 1.0 } else { log_weight.exp() };
+        ctx.sum_accept += if log_weight > 0.0 {
+            1.0
+        } else {
+            log_weight.exp()
+        };
         if energy - ctx.initial_energy > ctx.max_energy_error {
             ctx.divergent = true;
             return None;
@@ -92,18 +100,35 @@ fn build_tree<L: LogDensity + ?Sized, R: Rng + ?Sized>(
             momentum_end: z.momentum.clone(),
             velocity_end: z.velocity.clone(),
             log_weight,
-            sample: Sample { position: z.position.clone(), gradient: z.gradient.clone(), log_density: z.log_density, energy },
+            sample: Sample {
+                position: z.position.clone(),
+                gradient: z.gradient.clone(),
+                log_density: z.log_density,
+                energy,
+            },
         });
     }
     let first = build_tree(ctx, z, depth - 1, direction)?;
     let second = build_tree(ctx, z, depth - 1, direction)?;
     let log_weight = log_sum_exp(first.log_weight, second.log_weight);
     let u: f64 = ctx.rng.random();
-    let sample = if u < (second.log_weight - log_weight).exp() { second.sample } else { first.sample };
+    let sample = if u < (second.log_weight - log_weight).exp() {
+        second.sample
+    } else {
+        first.sample
+    };
     let rho = add(&first.rho, &second.rho);
     let whole = no_u_turn(&first.velocity_begin, &second.velocity_end, &rho);
-    let seam_a = no_u_turn(&first.velocity_begin, &second.velocity_begin, &add(&first.rho, &second.momentum_begin));
-    let seam_b = no_u_turn(&first.velocity_end, &second.velocity_end, &add(&first.momentum_end, &second.rho));
+    let seam_a = no_u_turn(
+        &first.velocity_begin,
+        &second.velocity_begin,
+        &add(&first.rho, &second.momentum_begin),
+    );
+    let seam_b = no_u_turn(
+        &first.velocity_end,
+        &second.velocity_end,
+        &add(&first.momentum_end, &second.rho),
+    );
     if !(whole && seam_a && seam_b) {
         return None;
     }
@@ -176,31 +201,39 @@ impl RecursiveNuts {
             }
             log_weight = log_sum_exp(log_weight, tree.log_weight);
             // Left (earlier in time) and right spans: rho, and momentum/velocity at both ends.
-            let (left_rho, left_back_v, left_fwd_p, left_fwd_v, right_rho, right_back_p, right_back_v, right_fwd_v) =
-                if go_forward {
-                    (
-                        rho.clone(),
-                        old_back_v,
-                        old_fwd_p,
-                        old_fwd_v,
-                        tree.rho.clone(),
-                        tree.momentum_begin.clone(),
-                        tree.velocity_begin.clone(),
-                        tree.velocity_end.clone(),
-                    )
-                } else {
-                    // A backward subtree, reversed in time: its end is the earliest point.
-                    (
-                        tree.rho.clone(),
-                        tree.velocity_end.clone(),
-                        tree.momentum_begin.clone(),
-                        tree.velocity_begin.clone(),
-                        rho.clone(),
-                        old_back_p,
-                        old_back_v,
-                        old_fwd_v,
-                    )
-                };
+            let (
+                left_rho,
+                left_back_v,
+                left_fwd_p,
+                left_fwd_v,
+                right_rho,
+                right_back_p,
+                right_back_v,
+                right_fwd_v,
+            ) = if go_forward {
+                (
+                    rho.clone(),
+                    old_back_v,
+                    old_fwd_p,
+                    old_fwd_v,
+                    tree.rho.clone(),
+                    tree.momentum_begin.clone(),
+                    tree.velocity_begin.clone(),
+                    tree.velocity_end.clone(),
+                )
+            } else {
+                // A backward subtree, reversed in time: its end is the earliest point.
+                (
+                    tree.rho.clone(),
+                    tree.velocity_end.clone(),
+                    tree.momentum_begin.clone(),
+                    tree.velocity_begin.clone(),
+                    rho.clone(),
+                    old_back_p,
+                    old_back_v,
+                    old_fwd_v,
+                )
+            };
             rho = add(&left_rho, &right_rho);
             let whole = no_u_turn(&left_back_v, &right_fwd_v, &rho);
             let seam_a = no_u_turn(&left_back_v, &right_back_v, &add(&left_rho, &right_back_p));
@@ -219,7 +252,12 @@ impl RecursiveNuts {
             energy: sample.energy,
             energy_error: sample.energy - initial_energy,
         };
-        let next = KernelState { position: sample.position, log_density: sample.log_density, gradient: sample.gradient, momentum: None };
+        let next = KernelState {
+            position: sample.position,
+            log_density: sample.log_density,
+            gradient: sample.gradient,
+            momentum: None,
+        };
         (next, stats)
     }
 }

@@ -16,7 +16,9 @@ impl IidGaussian {
         let scales = if dim == 1 {
             vec![1e2]
         } else {
-            (0..dim).map(|i| 10f64.powf(-2.0 + 4.0 * i as f64 / (dim - 1) as f64)).collect()
+            (0..dim)
+                .map(|i| 10f64.powf(-2.0 + 4.0 * i as f64 / (dim - 1) as f64))
+                .collect()
         };
         Self { scales }
     }
@@ -27,9 +29,18 @@ impl LogDensity for IidGaussian {
         self.scales.len()
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let d = self.dim();
-        for ((q, g), v) in positions.chunks_exact(d).zip(gradients.chunks_exact_mut(d)).zip(values.iter_mut()) {
+        for ((q, g), v) in positions
+            .chunks_exact(d)
+            .zip(gradients.chunks_exact_mut(d))
+            .zip(values.iter_mut())
+        {
             let mut sum = 0.0;
             for ((x, g), s) in q.iter().zip(g.iter_mut()).zip(&self.scales) {
                 let z = x / s;
@@ -53,9 +64,18 @@ impl LogDensity for CorrelatedGaussian {
         2
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let one_minus = 1.0 - self.rho * self.rho;
-        for ((q, g), v) in positions.chunks_exact(2).zip(gradients.chunks_exact_mut(2)).zip(values.iter_mut()) {
+        for ((q, g), v) in positions
+            .chunks_exact(2)
+            .zip(gradients.chunks_exact_mut(2))
+            .zip(values.iter_mut())
+        {
             let (a, b) = (q[0] / self.sd[0], q[1] / self.sd[1]);
             *v = -0.5 * (a * a - 2.0 * self.rho * a * b + b * b) / one_minus;
             g[0] = -(a - self.rho * b) / one_minus / self.sd[0];
@@ -77,8 +97,17 @@ impl LogDensity for GaussianMixture {
         1
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        for ((x, g), v) in positions.iter().zip(gradients.iter_mut()).zip(values.iter_mut()) {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        for ((x, g), v) in positions
+            .iter()
+            .zip(gradients.iter_mut())
+            .zip(values.iter_mut())
+        {
             let terms: Vec<f64> = (0..self.weights.len())
                 .map(|k| {
                     let z = (x - self.means[k]) / self.sds[k];
@@ -107,10 +136,19 @@ impl LogDensity for Funnel {
         self.dim
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let d = self.dim;
         let n = (d - 1) as f64;
-        for ((q, g), value) in positions.chunks_exact(d).zip(gradients.chunks_exact_mut(d)).zip(values.iter_mut()) {
+        for ((q, g), value) in positions
+            .chunks_exact(d)
+            .zip(gradients.chunks_exact_mut(d))
+            .zip(values.iter_mut())
+        {
             let v = q[0];
             let inv = (-v).exp();
             let sum_sq: f64 = q[1..].iter().map(|x| x * x).sum();
@@ -142,9 +180,21 @@ impl LogisticRegression {
         let mut x = Vec::with_capacity(n * k);
         let mut y = Vec::with_capacity(n);
         for _ in 0..n {
-            let row: Vec<f64> = (0..k).map(|j| if j == 0 { 1.0 } else { StandardNormal.sample(&mut rng) }).collect();
+            let row: Vec<f64> = (0..k)
+                .map(|j| {
+                    if j == 0 {
+                        1.0
+                    } else {
+                        StandardNormal.sample(&mut rng)
+                    }
+                })
+                .collect();
             let eta: f64 = row.iter().zip(beta).map(|(a, b)| a * b).sum();
-            y.push(if rng.random::<f64>() < 1.0 / (1.0 + (-eta).exp()) { 1.0 } else { 0.0 });
+            y.push(if rng.random::<f64>() < 1.0 / (1.0 + (-eta).exp()) {
+                1.0
+            } else {
+                0.0
+            });
             x.extend(row);
         }
         Self { x, y, k, prior_sd }
@@ -156,10 +206,19 @@ impl LogDensity for LogisticRegression {
         self.k
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let k = self.k;
         let precision = 1.0 / (self.prior_sd * self.prior_sd);
-        for ((beta, g), value) in positions.chunks_exact(k).zip(gradients.chunks_exact_mut(k)).zip(values.iter_mut()) {
+        for ((beta, g), value) in positions
+            .chunks_exact(k)
+            .zip(gradients.chunks_exact_mut(k))
+            .zip(values.iter_mut())
+        {
             let mut lp = 0.0;
             for (gj, b) in g.iter_mut().zip(beta) {
                 *gj = -precision * b;
@@ -168,7 +227,11 @@ impl LogDensity for LogisticRegression {
             for (row, y) in self.x.chunks_exact(k).zip(&self.y) {
                 let eta: f64 = row.iter().zip(beta).map(|(a, b)| a * b).sum();
                 // log σ(η) = -log(1 + e^{-η}), computed stably for both signs.
-                let log1p_exp = if eta > 0.0 { eta + (-eta).exp().ln_1p() } else { eta.exp().ln_1p() };
+                let log1p_exp = if eta > 0.0 {
+                    eta + (-eta).exp().ln_1p()
+                } else {
+                    eta.exp().ln_1p()
+                };
                 lp += y * eta - log1p_exp;
                 let p = 1.0 / (1.0 + (-eta).exp());
                 for (gj, a) in g.iter_mut().zip(row) {
