@@ -302,7 +302,7 @@ impl Hmc {
             (-energy_error).exp().min(1.0)
         };
         let u: f64 = chain.rng.random();
-        let accepted = !divergent || u > 2.0;
+        let accepted = !divergent && u < accept_prob;
         let state = &mut *chain.state;
         let partial = self.config.refresh_angle.is_some();
         let energy = if accepted {
