@@ -69,7 +69,7 @@ impl DualAveraging {
         self.count += 1;
         let m = self.count as f64;
         let eta = 1.0 / (m + self.t0);
-        self.error_average = (1.0 - eta) * self.error_average + eta * (accept - self.target);
+        self.error_average = (1.0 - eta) * self.error_average + eta * (self.target - accept);
         self.log_step_size = self.mu - m.sqrt() / self.gamma * self.error_average;
         let weight = m.powf(-self.kappa);
         self.log_step_size_average =
