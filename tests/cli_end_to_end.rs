@@ -140,3 +140,39 @@ fn wgpu_device_samples_or_explains() {
         eprintln!("skipping the wgpu run: {message}");
     }
 }
+
+#[test]
+fn diagnose_matches_arviz_on_a_fixture_and_reads_run_dirs() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/diagnostics");
+    let fixtures = std::env::var_os("BNN_FIXTURES_DIR").map(PathBuf::from).unwrap_or(fixtures);
+    let dir = temp_dir("diagnose");
+    let json = dir.join("ar1.json");
+    let o = bnn(&["diagnose", "--draws-csv", fixtures.join("ar1.draws.csv").to_str().unwrap(), "--json", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ours: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let expected: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("ar1.expected.json")).unwrap()).unwrap();
+    for (name, e) in expected["parameters"].as_object().unwrap() {
+        let got = &ours["parameters"][name];
+        // Tolerances of the fixtures' README: R-hat 1e-9 absolute, ESS 1e-8 relative.
+        assert!((got["rhat"].as_f64().unwrap() - e["rhat"].as_f64().unwrap()).abs() < 1e-9, "{name} rhat");
+        let (g, x) = (got["ess_bulk"].as_f64().unwrap(), e["ess_bulk"].as_f64().unwrap());
+        assert!((g - x).abs() < 1e-8 * x, "{name} ess_bulk {g} vs {x}");
+        assert_eq!(got["crhat"].as_array().unwrap().len(), 4);
+    }
+
+    let run = dir.join("run");
+    let o = sample(&run, "2");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = bnn(&["diagnose", run.to_str().unwrap(), "--json", dir.join("run.json").to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    assert_eq!(report["parameters"].as_object().unwrap().len(), 34 + 1); // parameters + lp__
+    // A truncated chain file is refused with a message, not a panic.
+    let chain1 = run.join("draws_chain_1.csv");
+    let text = std::fs::read_to_string(&chain1).unwrap();
+    std::fs::write(&chain1, &text[..text.len() / 2]).unwrap();
+    let o = bnn(&["diagnose", run.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("draws_chain_1.csv"), "{}", stderr(&o));
+}

@@ -25,6 +25,8 @@ enum Command {
     Model(commands::model::ModelCommand),
     /// Value+gradient microseconds per chain of the benchmark posteriors, as JSON.
     Bench(commands::bench::BenchArgs),
+    /// Convergence diagnostics of a run directory or of a long-format draws CSV.
+    Diagnose(commands::diagnose::DiagnoseArgs),
     /// Sample a BNN posterior (NUTS, HMC or random-walk Metropolis) from a cold start.
     Sample(commands::sample::SampleArgs),
 }
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::Model(c) => commands::model::run(c),
         Command::Bench(a) => commands::bench::run(a),
         Command::Sample(a) => commands::sample::run(a),
+        Command::Diagnose(a) => commands::diagnose::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

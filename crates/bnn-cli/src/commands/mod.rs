@@ -2,5 +2,6 @@
 
 pub mod bench;
 pub mod data;
+pub mod diagnose;
 pub mod model;
 pub mod sample;

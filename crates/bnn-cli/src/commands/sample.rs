@@ -67,6 +67,10 @@ pub struct SampleArgs {
     /// Worker threads for the chains (the draws do not depend on it).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// HMC only: advance all chains in lockstep with one [C, D] gradient call per leapfrog step
+    /// (one batched matrix product instead of C small ones; the GPU-friendly mode).
+    #[arg(long)]
+    pub batched: bool,
     /// Output directory for draws and summary.json.
     #[arg(long, default_value = "runs/sample")]
     pub out: PathBuf,
@@ -130,6 +134,7 @@ pub fn run(args: SampleArgs) -> Result<()> {
         .with_num_draws(args.draws)
         .with_seed(args.seed)
         .with_threads(args.threads)
+        .with_batched(args.batched)
         .init()?;
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;

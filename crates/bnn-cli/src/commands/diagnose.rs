@@ -1,0 +1,151 @@
+//! `bnn diagnose`: convergence diagnostics (R-hat, ESS, MCSE, chain-wise cR-hat) of a run's draws
+//! or of any long-format draws CSV.
+
+use anyhow::{bail, Context, Result};
+use bnn_diagnostics::{read_long_draws_csv, summarize_all, ParameterSummary};
+use clap::Args;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// R-hat above this suggests the chains have not mixed (Vehtari et al. 2021).
+const RHAT_WARN: f64 = 1.01;
+/// Bulk or tail ESS below this makes quantile and interval estimates unreliable.
+const ESS_WARN: f64 = 400.0;
+
+#[derive(Args, Debug)]
+pub struct DiagnoseArgs {
+    /// A run directory written by `bnn sample` (its draws_chain_<c>.csv files).
+    pub run_dir: Option<PathBuf>,
+    /// Instead: draws from any source in long format (columns chain,draw,<param>...).
+    #[arg(long)]
+    pub draws_csv: Option<PathBuf>,
+    /// Write the diagnostics as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Rows of the table to print (worst R-hat first); the JSON always has every parameter.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+}
+
+/// Names and `[param][chain][draw]` values.
+struct Draws {
+    names: Vec<String>,
+    values: Vec<Vec<Vec<f64>>>,
+}
+
+/// Reads `draws_chain_<c>.csv` (CmdStan-style: statistics columns ending in `__`, then parameters).
+fn read_run_dir(dir: &Path) -> Result<Draws> {
+    let mut files = Vec::new();
+    for chain in 0.. {
+        let path = dir.join(format!("draws_chain_{chain}.csv"));
+        if !path.is_file() {
+            break;
+        }
+        files.push(path);
+    }
+    if files.is_empty() {
+        bail!("{} has no draws_chain_0.csv: is it a `bnn sample` output directory?", dir.display());
+    }
+    let mut names: Vec<String> = Vec::new();
+    let mut values: Vec<Vec<Vec<f64>>> = Vec::new();
+    for (chain, path) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().map(|h| h.split(',').collect()).unwrap_or_default();
+        // Keep lp__ as a parameter-like quantity; drop the other sampler statistics.
+        let keep: Vec<usize> = (0..header.len()).filter(|&i| !header[i].ends_with("__") || header[i] == "lp__").collect();
+        let chain_names: Vec<String> = keep.iter().map(|&i| header[i].to_string()).collect();
+        if chain == 0 {
+            names = chain_names;
+            values = vec![vec![Vec::new(); files.len()]; names.len()];
+        } else if chain_names != names {
+            bail!("{}: columns differ from chain 0's", path.display());
+        }
+        for (line_no, line) in lines.enumerate() {
+            let cells: Vec<&str> = line.split(',').collect();
+            if cells.len() != header.len() {
+                bail!("{} line {}: expected {} fields, found {}", path.display(), line_no + 2, header.len(), cells.len());
+            }
+            for (p, &i) in keep.iter().enumerate() {
+                let v: f64 = cells[i].trim().parse().with_context(|| {
+                    format!("{} line {}, column {} ({}): '{}' is not a number", path.display(), line_no + 2, i + 1, header[i], cells[i])
+                })?;
+                values[p][chain].push(v);
+            }
+        }
+    }
+    let lengths: Vec<usize> = values[0].iter().map(Vec::len).collect();
+    if let Some(short) = (0..lengths.len()).find(|&c| lengths[c] != lengths[0]) {
+        bail!(
+            "{} has {} draws but draws_chain_0.csv has {}: chains of unequal length (an interrupted run?)",
+            files[short].display(),
+            lengths[short],
+            lengths[0]
+        );
+    }
+    Ok(Draws { names, values })
+}
+
+fn fmt(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+pub fn run(args: DiagnoseArgs) -> Result<()> {
+    let draws = match (&args.run_dir, &args.draws_csv) {
+        (Some(dir), None) => read_run_dir(dir)?,
+        (None, Some(path)) => {
+            let long = read_long_draws_csv(path).with_context(|| format!("reading {}", path.display()))?;
+            Draws { names: long.parameter_names.clone(), values: long.draws }
+        }
+        _ => bail!("give either a run directory or --draws-csv <file>"),
+    };
+    if draws.values.first().and_then(|p| p.first()).is_none_or(|c| c.len() < 4) {
+        bail!("at least 4 draws per chain are needed for R-hat and ESS");
+    }
+    let summaries: Vec<ParameterSummary> = summarize_all(&draws.values);
+    let mut order: Vec<usize> = (0..summaries.len()).collect();
+    order.sort_by(|&a, &b| summaries[b].rhat.total_cmp(&summaries[a].rhat));
+
+    println!("{} parameters, {} chains x {} draws", draws.names.len(), draws.values[0].len(), draws.values[0][0].len());
+    println!("{:<28} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10}", "parameter", "mean", "sd", "R-hat", "ESS bulk", "ESS tail", "MCSE", "cR-hat avg");
+    for &i in order.iter().take(args.top) {
+        let s = &summaries[i];
+        let crhat = s.crhat.iter().sum::<f64>() / s.crhat.len() as f64;
+        println!(
+            "{:<28} {:>9} {:>9} {:>7} {:>9.0} {:>9.0} {:>9} {:>10}",
+            draws.names[i], fmt(s.mean), fmt(s.sd), fmt(s.rhat), s.ess_bulk, s.ess_tail, fmt(s.mcse_mean), fmt(crhat)
+        );
+    }
+    let high_rhat = summaries.iter().filter(|s| s.rhat > RHAT_WARN).count();
+    let low_ess = summaries.iter().filter(|s| s.ess_bulk.min(s.ess_tail) < ESS_WARN).count();
+    if high_rhat > 0 {
+        println!("warning: {high_rhat} of {} parameters have R-hat > {RHAT_WARN} (BNN weights often do, through symmetries; check function-space R-hat too)", summaries.len());
+    }
+    if low_ess > 0 {
+        println!("warning: {low_ess} parameters have bulk or tail ESS < {ESS_WARN}");
+    }
+    if let Some(path) = args.json {
+        let parameters: serde_json::Map<String, serde_json::Value> = draws
+            .names
+            .iter()
+            .zip(&summaries)
+            .map(|(name, s)| {
+                (name.clone(), json!({
+                    "mean": s.mean, "sd": s.sd, "rhat": s.rhat, "rhat_split": s.rhat_split,
+                    "ess_bulk": s.ess_bulk, "ess_tail": s.ess_tail, "mcse_mean": s.mcse_mean,
+                    "mcse_sd": s.mcse_sd, "crhat": s.crhat,
+                }))
+            })
+            .collect();
+        let report = json!({
+            "parameters": parameters,
+            "warnings": { "rhat_above_1_01": high_rhat, "ess_below_400": low_ess },
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
