@@ -27,58 +27,150 @@ pub fn log_sum_exp(values: &[f64]) -> f64 {
     max + values.iter().map(|v| (v - max).exp()).sum::<f64>().ln()
 }
 
+/// Streams draws into running sums, so metrics over many draws and test points need memory for
+/// one draw's predictions only (`O(N)`, not `O(S·N)`).
+#[derive(Debug, Clone)]
+pub struct PredictiveAccumulator {
+    /// Targets, row-major, `y_cols` per point (labels for classification).
+    y: Vec<f64>,
+    y_cols: usize,
+    draws: usize,
+    /// Per point: running max and scaled sum of exp(log-likelihood) for a stable logsumexp.
+    log_lik_max: Vec<f64>,
+    log_lik_scaled_sum: Vec<f64>,
+    /// Σ over draws and points of −log p.
+    nll_sum: f64,
+    /// Per point and target: Σ over draws of the predictive mean (regression) or class
+    /// probability (classification).
+    moment_sum: Vec<f64>,
+    is_regression: Option<bool>,
+}
+
+impl PredictiveAccumulator {
+    pub fn new(y: &[f64], y_cols: usize) -> Self {
+        let n = y.len() / y_cols.max(1);
+        Self {
+            y: y.to_vec(),
+            y_cols,
+            draws: 0,
+            log_lik_max: vec![f64::NEG_INFINITY; n],
+            log_lik_scaled_sum: vec![0.0; n],
+            nll_sum: 0.0,
+            moment_sum: Vec::new(),
+            is_regression: None,
+        }
+    }
+
+    /// Adds one draw's predictions for every point.
+    pub fn add_draw(&mut self, predictions: &[PointPrediction]) {
+        let n = self.log_lik_max.len();
+        assert_eq!(predictions.len(), n, "one prediction per test point");
+        for (i, prediction) in predictions.iter().enumerate() {
+            let yi = &self.y[i * self.y_cols..(i + 1) * self.y_cols];
+            let ll = prediction.log_likelihood(yi);
+            self.nll_sum -= ll;
+            // Running logsumexp: rescale the sum when a new maximum arrives.
+            if ll > self.log_lik_max[i] {
+                self.log_lik_scaled_sum[i] = self.log_lik_scaled_sum[i] * (self.log_lik_max[i] - ll).exp() + 1.0;
+                self.log_lik_max[i] = ll;
+            } else {
+                self.log_lik_scaled_sum[i] += (ll - self.log_lik_max[i]).exp();
+            }
+            let values: &[f64] = match prediction {
+                PointPrediction::Gaussian { mean, .. } => mean,
+                PointPrediction::Categorical { probabilities } => probabilities,
+            };
+            if self.moment_sum.is_empty() {
+                self.moment_sum = vec![0.0; n * values.len()];
+                self.is_regression = Some(matches!(prediction, PointPrediction::Gaussian { .. }));
+            }
+            let k = values.len();
+            self.moment_sum[i * k..(i + 1) * k].iter_mut().zip(values).for_each(|(a, v)| *a += v);
+        }
+        self.draws += 1;
+    }
+
+    pub fn finish(&self) -> PredictiveMetrics {
+        let n = self.log_lik_max.len();
+        let s = self.draws as f64;
+        let nf = n as f64;
+        let lppd = (0..n).map(|i| self.log_lik_max[i] + self.log_lik_scaled_sum[i].ln() - s.ln()).sum::<f64>() / nf;
+        let k = if n == 0 { 0 } else { self.moment_sum.len() / n };
+        let (mut sq_err, mut correct) = (0.0, 0usize);
+        for i in 0..n {
+            let avg = &self.moment_sum[i * k..(i + 1) * k];
+            if self.is_regression == Some(true) {
+                for (j, a) in avg.iter().enumerate() {
+                    sq_err += (self.y[i * self.y_cols + j] - a / s).powi(2);
+                }
+            } else {
+                let best = (0..k).max_by(|&a, &b| avg[a].total_cmp(&avg[b])).unwrap_or(0);
+                correct += usize::from(best == self.y[i * self.y_cols] as usize);
+            }
+        }
+        let regression = self.is_regression == Some(true);
+        PredictiveMetrics {
+            rmse: if regression { (sq_err / (nf * self.y_cols as f64)).sqrt() } else { f64::NAN },
+            lppd,
+            nll: self.nll_sum / (s * nf),
+            accuracy: if regression { f64::NAN } else { correct as f64 / nf },
+            n_points: n,
+            n_draws: self.draws,
+        }
+    }
+}
+
 /// Metrics of predictions `[S][N]` (draws × points) against targets `y` (row-major, `y_cols`
 /// per point; labels for classification).
 pub fn predictive_metrics(predictions: &[Vec<PointPrediction>], y: &[f64], y_cols: usize) -> PredictiveMetrics {
-    let s = predictions.len();
-    let n = predictions.first().map_or(0, Vec::len);
-    let mut sq_err = 0.0;
-    let mut lppd = 0.0;
-    let mut nll = 0.0;
-    let mut correct = 0usize;
-    let mut is_regression = true;
-    let mut log_liks = vec![0.0; s];
-    for i in 0..n {
-        let yi = &y[i * y_cols..(i + 1) * y_cols];
-        for (draw, preds) in predictions.iter().enumerate() {
-            log_liks[draw] = preds[i].log_likelihood(yi);
-        }
-        lppd += log_sum_exp(&log_liks) - (s as f64).ln();
-        nll -= log_liks.iter().sum::<f64>() / s as f64;
-        match &predictions[0][i] {
-            PointPrediction::Gaussian { mean, .. } => {
-                for k in 0..mean.len() {
-                    let m = predictions
-                        .iter()
-                        .map(|p| match &p[i] {
-                            PointPrediction::Gaussian { mean, .. } => mean[k],
-                            PointPrediction::Categorical { .. } => unreachable!(),
-                        })
-                        .sum::<f64>()
-                        / s as f64;
-                    sq_err += (yi[k] - m).powi(2);
-                }
-            }
-            PointPrediction::Categorical { probabilities } => {
-                is_regression = false;
-                let mut avg = vec![0.0; probabilities.len()];
-                for p in predictions {
-                    if let PointPrediction::Categorical { probabilities } = &p[i] {
-                        avg.iter_mut().zip(probabilities).for_each(|(a, q)| *a += q);
-                    }
-                }
-                let best = (0..avg.len()).max_by(|&a, &b| avg[a].total_cmp(&avg[b])).unwrap_or(0);
-                correct += usize::from(best == yi[0] as usize);
-            }
-        }
+    let mut accumulator = PredictiveAccumulator::new(y, y_cols);
+    for draw in predictions {
+        accumulator.add_draw(draw);
     }
-    let nf = n as f64;
-    PredictiveMetrics {
-        rmse: if is_regression { (sq_err / (nf * y_cols as f64)).sqrt() } else { f64::NAN },
-        lppd: lppd / nf,
-        nll: nll / nf,
-        accuracy: if is_regression { f64::NAN } else { correct as f64 / nf },
-        n_points: n,
-        n_draws: s,
+    accumulator.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_lppd_equals_direct_logsumexp() {
+        // Two draws, two points, Gaussian predictions: compare with the formula written out.
+        let y = [0.3, -1.0];
+        let draws = vec![
+            vec![
+                PointPrediction::Gaussian { mean: vec![0.0], sd: vec![1.0] },
+                PointPrediction::Gaussian { mean: vec![-2.0], sd: vec![0.5] },
+            ],
+            vec![
+                PointPrediction::Gaussian { mean: vec![1.0], sd: vec![0.2] },
+                PointPrediction::Gaussian { mean: vec![-1.0], sd: vec![2.0] },
+            ],
+        ];
+        let m = predictive_metrics(&draws, &y, 1);
+        let mut lppd = 0.0;
+        let mut nll = 0.0;
+        for i in 0..2 {
+            let lls: Vec<f64> = draws.iter().map(|d| d[i].log_likelihood(&y[i..i + 1])).collect();
+            lppd += log_sum_exp(&lls) - 2f64.ln();
+            nll -= lls.iter().sum::<f64>() / 2.0;
+        }
+        assert!((m.lppd - lppd / 2.0).abs() < 1e-12);
+        assert!((m.nll - nll / 2.0).abs() < 1e-12);
+        let rmse = (((0.3 - 0.5f64).powi(2) + (-1.0 - -1.5f64).powi(2)) / 2.0).sqrt();
+        assert!((m.rmse - rmse).abs() < 1e-12);
+    }
+
+    #[test]
+    fn classification_accuracy_uses_averaged_probabilities() {
+        let y = [1.0];
+        let draws = vec![
+            vec![PointPrediction::Categorical { probabilities: vec![0.6, 0.4] }],
+            vec![PointPrediction::Categorical { probabilities: vec![0.1, 0.9] }],
+        ];
+        let m = predictive_metrics(&draws, &y, 1);
+        assert_eq!(m.accuracy, 1.0);
+        assert!((m.lppd - (0.65f64).ln()).abs() < 1e-12);
     }
 }

@@ -86,6 +86,77 @@ fn read_run_dir(dir: &Path) -> Result<Draws> {
     Ok(Draws { names, values })
 }
 
+/// Summary of all scalars of one tensor (e.g. `layer1_weight`): the per-layer view of
+/// Sommer et al. 2024, where weights and biases are reported apart.
+#[derive(serde::Serialize)]
+struct GroupSummary {
+    name: String,
+    count: usize,
+    rhat_mean: f64,
+    rhat_median: f64,
+    rhat_max: f64,
+    crhat_mean: f64,
+    crhat_max: f64,
+    ess_bulk_min: f64,
+    ess_bulk_median: f64,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| !x.is_nan());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) }
+}
+
+fn mean_max(v: &[f64]) -> (f64, f64) {
+    let finite: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    if finite.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    (finite.iter().sum::<f64>() / finite.len() as f64, finite.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
+
+/// Groups scalars by tensor: the CmdStan name up to its first index (`layer0_weight.3.1`).
+fn group_summaries(names: &[String], summaries: &[ParameterSummary]) -> Vec<GroupSummary> {
+    let mut order: Vec<String> = Vec::new();
+    for name in names {
+        let base = name.split('.').next().unwrap_or(name).to_string();
+        if !order.contains(&base) {
+            order.push(base);
+        }
+    }
+    order
+        .into_iter()
+        .map(|base| {
+            let members: Vec<&ParameterSummary> = names
+                .iter()
+                .zip(summaries)
+                .filter(|(n, _)| n.split('.').next() == Some(base.as_str()))
+                .map(|(_, s)| s)
+                .collect();
+            let rhats: Vec<f64> = members.iter().map(|s| s.rhat).collect();
+            let crhats: Vec<f64> = members.iter().flat_map(|s| s.crhat.iter().copied()).collect();
+            let ess: Vec<f64> = members.iter().map(|s| s.ess_bulk).collect();
+            let (rhat_mean, rhat_max) = mean_max(&rhats);
+            let (crhat_mean, crhat_max) = mean_max(&crhats);
+            GroupSummary {
+                name: base,
+                count: members.len(),
+                rhat_mean,
+                rhat_median: median(rhats),
+                rhat_max,
+                crhat_mean,
+                crhat_max,
+                ess_bulk_min: ess.iter().copied().fold(f64::INFINITY, f64::min),
+                ess_bulk_median: median(ess),
+            }
+        })
+        .collect()
+}
+
 fn fmt(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
@@ -120,6 +191,15 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             draws.names[i], fmt(s.mean), fmt(s.sd), fmt(s.rhat), s.ess_bulk, s.ess_tail, fmt(s.mcse_mean), fmt(crhat)
         );
     }
+    let groups = group_summaries(&draws.names, &summaries);
+    println!("\nper tensor (weights and biases of each layer apart):");
+    println!("{:<20} {:>6} {:>11} {:>11} {:>9} {:>11} {:>10} {:>10}", "tensor", "count", "R-hat mean", "R-hat med", "R-hat max", "cR-hat mean", "cR-hat max", "ESS min");
+    for g in &groups {
+        println!(
+            "{:<20} {:>6} {:>11} {:>11} {:>9} {:>11} {:>10} {:>10.0}",
+            g.name, g.count, fmt(g.rhat_mean), fmt(g.rhat_median), fmt(g.rhat_max), fmt(g.crhat_mean), fmt(g.crhat_max), g.ess_bulk_min
+        );
+    }
     let high_rhat = summaries.iter().filter(|s| s.rhat > RHAT_WARN).count();
     let low_ess = summaries.iter().filter(|s| s.ess_bulk.min(s.ess_tail) < ESS_WARN).count();
     if high_rhat > 0 {
@@ -143,6 +223,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             .collect();
         let report = json!({
             "parameters": parameters,
+            "groups": groups,
             "warnings": { "rhat_above_1_01": high_rhat, "ess_below_400": low_ess },
         });
         std::fs::write(&path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;

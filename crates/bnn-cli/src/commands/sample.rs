@@ -5,7 +5,7 @@ use crate::draw_files::DrawFiles;
 use crate::model_args::ModelArgs;
 use crate::prepared_data::{prepare, Preparation};
 use anyhow::{anyhow, bail, Context, Result};
-use bnn_model::{predictive_metrics, AutodiffLogDensity, DeviceName, MlpPosterior, ParameterLayout, Posterior};
+use bnn_model::{AutodiffLogDensity, PredictiveAccumulator, DeviceName, MlpPosterior, ParameterLayout, Posterior};
 use bnn_sampler::{AlgorithmConfig, ChainStart, HmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig};
 use burn::tensor::DType;
 use clap::{Args, ValueEnum};
@@ -150,14 +150,25 @@ pub fn run(args: SampleArgs) -> Result<()> {
     files.finish()?;
     let seconds = start.elapsed().as_secs_f64();
 
-    // Predictive metrics of the pooled chains and of each chain, on the standardized scale.
+    // Predictive metrics of the pooled chains and of each chain, on the standardized scale,
+    // streamed over chunks of draws so memory stays O(chunk · N_test).
+    const CHUNK: usize = 64;
     let collected = &files.collected;
     let posterior = density.posterior();
-    let all_draws: Vec<f64> = (0..args.chains).flat_map(|c| collected.chain(c).positions.clone()).collect();
-    let pooled = predictive_metrics(&posterior.predictions(&all_draws, &data.test), &data.test.y, data.test.y_cols);
-    let per_chain: Vec<_> = (0..args.chains)
-        .map(|c| predictive_metrics(&posterior.predictions(&collected.chain(c).positions, &data.test), &data.test.y, data.test.y_cols))
-        .collect();
+    let d = layout.dim();
+    let mut pooled = PredictiveAccumulator::new(&data.test.y, data.test.y_cols);
+    let mut per_chain = Vec::with_capacity(args.chains);
+    for c in 0..args.chains {
+        let mut chain_metrics = PredictiveAccumulator::new(&data.test.y, data.test.y_cols);
+        for chunk in collected.chain(c).positions.chunks(CHUNK * d) {
+            for draw in posterior.predictions(chunk, &data.test) {
+                pooled.add_draw(&draw);
+                chain_metrics.add_draw(&draw);
+            }
+        }
+        per_chain.push(chain_metrics.finish());
+    }
+    let pooled = pooled.finish();
     let stats: Vec<_> = (0..args.chains).flat_map(|c| collected.stats(c).to_vec()).collect();
     let divergences = stats.iter().filter(|s| s.divergent).count();
     let mean_accept = stats.iter().map(|s| s.accept_stat).sum::<f64>() / stats.len() as f64;
