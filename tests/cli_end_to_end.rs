@@ -87,7 +87,7 @@ fn sample_writes_draws_and_summary_reproducibly() {
     assert_eq!(summary["n_params"], 8 + 8 + 8 * 2 + 2);
     assert_eq!(summary["n_train"], 80);
     assert_eq!(summary["chains"], 2);
-    for key in ["rmse", "lppd", "nll", "mean_accept_stat", "max_rhat"] {
+    for key in ["rmse", "lppd", "nll", "mean_accept_stat", "max_rhat", "rhat_test_loglik", "rhat_test_rmse", "pointwise_predictive_rhat_max"] {
         assert!(summary[key].as_f64().is_some_and(f64::is_finite), "{key}: {}", summary[key]);
     }
     // The fit must be informative: the standardized cos(2x) target has sd 1, noise ~0.14.

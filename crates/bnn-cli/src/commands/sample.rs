@@ -5,7 +5,7 @@ use crate::draw_files::DrawFiles;
 use crate::model_args::ModelArgs;
 use crate::prepared_data::{prepare, Preparation};
 use anyhow::{anyhow, bail, Context, Result};
-use bnn_model::{AutodiffLogDensity, PredictiveAccumulator, DeviceName, MlpPosterior, ParameterLayout, Posterior};
+use bnn_model::{AutodiffLogDensity, PointPrediction, PredictiveAccumulator, DeviceName, MlpPosterior, ParameterLayout, Posterior};
 use bnn_sampler::{AlgorithmConfig, ChainStart, HmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig};
 use burn::tensor::DType;
 use clap::{Args, ValueEnum};
@@ -158,16 +158,45 @@ pub fn run(args: SampleArgs) -> Result<()> {
     let d = layout.dim();
     let mut pooled = PredictiveAccumulator::new(&data.test.y, data.test.y_cols);
     let mut per_chain = Vec::with_capacity(args.chains);
+    // Function-space diagnostics (Sommer et al. 2024): per-draw test log likelihood and RMSE,
+    // and the predictive mean at up to POINTWISE test points, each as [chain][draw].
+    const POINTWISE: usize = 100;
+    let (n_test, t) = (data.test.rows, data.test.y_cols);
+    let watched = n_test.min(POINTWISE);
+    let mut draw_loglik = vec![Vec::new(); args.chains];
+    let mut draw_rmse = vec![Vec::new(); args.chains];
+    let mut point_means = vec![vec![Vec::new(); args.chains]; watched];
     for c in 0..args.chains {
         let mut chain_metrics = PredictiveAccumulator::new(&data.test.y, data.test.y_cols);
         for chunk in collected.chain(c).positions.chunks(CHUNK * d) {
             for draw in posterior.predictions(chunk, &data.test) {
                 pooled.add_draw(&draw);
                 chain_metrics.add_draw(&draw);
+                let mut loglik = 0.0;
+                let mut sq = 0.0;
+                for (i, p) in draw.iter().enumerate() {
+                    let yi = &data.test.y[i * t..(i + 1) * t];
+                    loglik += p.log_likelihood(yi);
+                    if let PointPrediction::Gaussian { mean, .. } = p {
+                        sq += mean.iter().zip(yi).map(|(m, y)| (m - y).powi(2)).sum::<f64>();
+                        if i < watched {
+                            point_means[i][c].push(mean[0]);
+                        }
+                    }
+                }
+                draw_loglik[c].push(loglik);
+                draw_rmse[c].push((sq / (n_test * t) as f64).sqrt());
             }
         }
         per_chain.push(chain_metrics.finish());
     }
+    let function_rhat = |chains: &[Vec<f64>]| if chains[0].len() >= 4 { bnn_diagnostics::rhat_split(chains) } else { f64::NAN };
+    let rhat_test_loglik = function_rhat(&draw_loglik);
+    let rhat_test_rmse = function_rhat(&draw_rmse);
+    let pointwise_rhats: Vec<f64> =
+        point_means.iter().filter(|m| !m[0].is_empty()).map(|m| function_rhat(m)).filter(|r| r.is_finite()).collect();
+    let pointwise_rhat_max = pointwise_rhats.iter().cloned().fold(f64::NAN, f64::max);
+    let pointwise_rhat_mean = pointwise_rhats.iter().sum::<f64>() / pointwise_rhats.len() as f64;
     let pooled = pooled.finish();
     let stats: Vec<_> = (0..args.chains).flat_map(|c| collected.stats(c).to_vec()).collect();
     let divergences = stats.iter().filter(|s| s.divergent).count();
@@ -203,19 +232,26 @@ pub fn run(args: SampleArgs) -> Result<()> {
         "mean_leapfrog_per_draw": mean_leapfrog,
         "max_rhat": max_rhat,
         "rhat_log_density": lp_rhat,
+        "rhat_test_loglik": rhat_test_loglik,
+        "rhat_test_rmse": rhat_test_rmse,
+        "pointwise_predictive_rhat_max": pointwise_rhat_max,
+        "pointwise_predictive_rhat_mean": pointwise_rhat_mean,
         "seconds_sampling": seconds,
         "draw_files": files.paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
     });
     let path = args.out.join("summary.json");
     std::fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", path.display()))?;
     println!(
-        "test RMSE {:.4} (original units {:.4}), test LPPD {:.4}, divergences {divergences}, mean accept {:.3}, max R-hat {:.3}, {:.1} s",
+        "test RMSE {:.4} (original units {:.4}), test LPPD {:.4}, divergences {divergences}, mean accept {:.3}, {:.1} s",
         pooled.rmse,
         pooled.rmse * y_sd,
         pooled.lppd,
         mean_accept,
-        max_rhat,
         seconds
+    );
+    println!(
+        "R-hat: parameters max {:.3}; function space: test log-lik {:.3}, test RMSE {:.3}, pointwise predictive max {:.3}",
+        max_rhat, rhat_test_loglik, rhat_test_rmse, pointwise_rhat_max
     );
     println!("wrote {} and {} draw files", path.display(), args.chains);
     Ok(())
