@@ -130,11 +130,31 @@ impl MlpPosterior {
     /// Network outputs `[C, N, K]` for a batch θ `[C, D]` on inputs `x` `[N, d_in]`.
     pub fn forward_batch(&self, theta: &Tensor<2>, x: &Tensor<2>) -> Tensor<3> {
         let c = theta.dims()[0];
+        if c == 1 {
+            // One chain: plain 2-D products skip the batch broadcasting (measurably cheaper on
+            // the CPU backends for the small matrices of BNN regression).
+            return self.forward_single(theta, x).unsqueeze::<3>();
+        }
         let last = self.layers.len() - 1;
         let mut h: Tensor<3> = x.clone().unsqueeze::<3>();
         for (i, layer) in self.layers.iter().enumerate() {
             let w = theta.clone().slice([0..c, layer.weight.clone()]).reshape([c, layer.d_in, layer.d_out]);
             let b = theta.clone().slice([0..c, layer.bias.clone()]).reshape([c, 1, layer.d_out]);
+            h = h.matmul(w) + b;
+            if i < last {
+                h = self.config.activation.apply(h);
+            }
+        }
+        h
+    }
+
+    /// `[N, K]` outputs for a single θ `[1, D]`.
+    fn forward_single(&self, theta: &Tensor<2>, x: &Tensor<2>) -> Tensor<2> {
+        let last = self.layers.len() - 1;
+        let mut h = x.clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let w = theta.clone().slice([0..1, layer.weight.clone()]).reshape([layer.d_in, layer.d_out]);
+            let b = theta.clone().slice([0..1, layer.bias.clone()]);
             h = h.matmul(w) + b;
             if i < last {
                 h = self.config.activation.apply(h);
