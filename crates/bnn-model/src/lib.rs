@@ -3,6 +3,7 @@
 pub mod activation;
 pub mod autodiff_density;
 pub mod device;
+pub mod ensemble;
 pub mod flatten;
 pub mod layout;
 pub mod likelihood;
@@ -18,6 +19,7 @@ pub mod prior;
 pub use activation::Activation;
 pub use autodiff_density::AutodiffLogDensity;
 pub use device::DeviceName;
+pub use ensemble::{initial_parameters, EnsembleConfig, TrainedMember};
 pub use flatten::{flatten, layout_of, load_flat_tensor, unflatten, LengthMismatch};
 pub use layout::{LayoutEntry, ParameterKind, ParameterLayout};
 pub use likelihood::{Likelihood, LogSigmaPrior, ScaleLink};

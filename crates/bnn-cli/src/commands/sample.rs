@@ -5,12 +5,10 @@ use crate::draw_files::DrawFiles;
 use crate::model_args::ModelArgs;
 use crate::prepared_data::{prepare, Preparation};
 use anyhow::{anyhow, bail, Context, Result};
-use bnn_model::{AutodiffLogDensity, PointPrediction, PredictiveAccumulator, DeviceName, MlpPosterior, ParameterLayout, Posterior};
+use bnn_model::{initial_parameters, AutodiffLogDensity, EnsembleConfig, PointPrediction, PredictiveAccumulator, DeviceName, MlpPosterior, ParameterLayout, Posterior};
 use bnn_sampler::{AlgorithmConfig, ChainStart, HmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig};
 use burn::tensor::DType;
 use clap::{Args, ValueEnum};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -24,6 +22,15 @@ pub enum Algorithm {
     Hmc,
     /// Random-walk Metropolis (a baseline).
     Rwm,
+}
+
+/// Where the chains start.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Init {
+    /// Random initialization U(±1/sqrt(fan_in)), one stream per chain.
+    Cold,
+    /// DEI-MCMC: train a deep ensemble with Adam, start chain j at member j (mod M).
+    Ensemble,
 }
 
 #[derive(Args, Debug)]
@@ -71,26 +78,28 @@ pub struct SampleArgs {
     /// (one batched matrix product instead of C small ones; the GPU-friendly mode).
     #[arg(long)]
     pub batched: bool,
+    /// Chain starting points.
+    #[arg(long, value_enum, default_value = "cold")]
+    pub init: Init,
+    /// Ensemble members (with --init ensemble).
+    #[arg(long, default_value_t = 12)]
+    pub members: usize,
+    /// Full-batch Adam steps per member.
+    #[arg(long, default_value_t = 5000)]
+    pub epochs: usize,
+    #[arg(long, default_value_t = 1e-3)]
+    pub learning_rate: f64,
+    /// Coupled L2 weight decay of the members' Adam (the DEI-MCMC reference: 1e-2).
+    #[arg(long, default_value_t = 1e-2)]
+    pub weight_decay: f64,
     /// Output directory for draws and summary.json.
     #[arg(long, default_value = "runs/sample")]
     pub out: PathBuf,
 }
 
-/// Chain starts drawn like PyTorch's default layer initialization, U(±1/sqrt(fan_in)), from a
-/// per-chain stream of the seed (a cold start).
+/// Cold starts: PyTorch-style initialization, one stream per chain.
 pub fn cold_starts(layout: &ParameterLayout, seed: u64, chains: usize) -> Vec<ChainStart> {
-    (0..chains)
-        .map(|chain| {
-            let mut rng = ChaCha8Rng::seed_from_u64(seed);
-            rng.set_stream(1_000 + chain as u64);
-            let mut theta = Vec::with_capacity(layout.dim());
-            for entry in &layout.entries {
-                let bound = 1.0 / (entry.fan_in.max(1) as f64).sqrt();
-                theta.extend((0..entry.len()).map(|_| rng.random_range(-bound..bound)));
-            }
-            ChainStart::at(theta)
-        })
-        .collect()
+    (0..chains).map(|chain| ChainStart::at(initial_parameters(layout, seed, 1_000 + chain as u64))).collect()
 }
 
 pub fn run(args: SampleArgs) -> Result<()> {
@@ -138,7 +147,26 @@ pub fn run(args: SampleArgs) -> Result<()> {
         .init()?;
 
     std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let starts = cold_starts(&layout, args.seed, args.chains);
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let ensemble_start = Instant::now();
+    let (starts, members) = match args.init {
+        Init::Cold => (cold_starts(&layout, args.seed, args.chains), Vec::new()),
+        Init::Ensemble => {
+            let ensemble = EnsembleConfig::new()
+                .with_members(args.members)
+                .with_epochs(args.epochs)
+                .with_learning_rate(args.learning_rate)
+                .with_weight_decay(args.weight_decay)
+                .with_seed(args.seed);
+            eprintln!("training {} ensemble members ({} Adam steps each)", args.members, args.epochs);
+            let members = ensemble.train(&config, &data.train, &device, threads)?;
+            let starts = (0..args.chains)
+                .map(|c| ChainStart::at(members[c % members.len()].parameters.iter().map(|&v| f64::from(v)).collect()))
+                .collect();
+            (starts, members)
+        }
+    };
+    let seconds_ensemble = ensemble_start.elapsed().as_secs_f64();
     let mut chains = sampler.init_chains(&density, &starts)?;
     let mut files = DrawFiles::create(&args.out, args.chains, &layout).context("creating draw files")?;
     eprintln!(
@@ -198,6 +226,15 @@ pub fn run(args: SampleArgs) -> Result<()> {
     let pointwise_rhat_max = pointwise_rhats.iter().cloned().fold(f64::NAN, f64::max);
     let pointwise_rhat_mean = pointwise_rhats.iter().sum::<f64>() / pointwise_rhats.len() as f64;
     let pooled = pooled.finish();
+    // The deep-ensemble baseline: the members as an equal mixture.
+    let ensemble_metrics = (!members.is_empty()).then(|| {
+        let flat: Vec<f64> = members.iter().flat_map(|m| m.parameters.iter().map(|&v| f64::from(v))).collect();
+        let mut acc = PredictiveAccumulator::new(&data.test.y, data.test.y_cols);
+        for draw in posterior.predictions(&flat, &data.test) {
+            acc.add_draw(&draw);
+        }
+        acc.finish()
+    });
     let stats: Vec<_> = (0..args.chains).flat_map(|c| collected.stats(c).to_vec()).collect();
     let divergences = stats.iter().filter(|s| s.divergent).count();
     let mean_accept = stats.iter().map(|s| s.accept_stat).sum::<f64>() / stats.len() as f64;
@@ -236,6 +273,11 @@ pub fn run(args: SampleArgs) -> Result<()> {
         "rhat_test_rmse": rhat_test_rmse,
         "pointwise_predictive_rhat_max": pointwise_rhat_max,
         "pointwise_predictive_rhat_mean": pointwise_rhat_mean,
+        "init": format!("{:?}", args.init).to_lowercase(),
+        "members": members.len(),
+        "de_rmse": ensemble_metrics.as_ref().map(|m| m.rmse),
+        "de_lppd": ensemble_metrics.as_ref().map(|m| m.lppd),
+        "seconds_ensemble": seconds_ensemble,
         "seconds_sampling": seconds,
         "draw_files": files.paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
     });
@@ -253,6 +295,9 @@ pub fn run(args: SampleArgs) -> Result<()> {
         "R-hat: parameters max {:.3}; function space: test log-lik {:.3}, test RMSE {:.3}, pointwise predictive max {:.3}",
         max_rhat, rhat_test_loglik, rhat_test_rmse, pointwise_rhat_max
     );
+    if let Some(m) = &ensemble_metrics {
+        println!("deep ensemble ({} members): test RMSE {:.4}, test LPPD {:.4}", members.len(), m.rmse, m.lppd);
+    }
     println!("wrote {} and {} draw files", path.display(), args.chains);
     Ok(())
 }
