@@ -50,7 +50,7 @@ pub use error::{SamplerError, StartError};
 pub use hmc::{Hmc, HmcChain, HmcConfig};
 pub use integrator::PhasePoint;
 pub use kernel::{Kernel, KernelState, StepParams};
-pub use log_density::{LogDensity, LogDensityError};
+pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use mass_matrix::DiagonalMassMatrix;
 pub use nuts::{Nuts, NutsConfig};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};

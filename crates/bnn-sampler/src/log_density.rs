@@ -81,3 +81,27 @@ impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
         (**self).log_density_and_gradient(positions, log_densities, gradients)
     }
 }
+
+/// Evaluates a batch row by row: `point(q, g)` writes `∇ log p(q)` into `g` and returns
+/// `log p(q)`. For densities with no batched form, so that an implementation of
+/// [`LogDensity::log_density_and_gradient`] is one call instead of a loop over rows.
+pub fn for_each_row(
+    dim: usize,
+    positions: &[f64],
+    log_densities: &mut [f64],
+    gradients: &mut [f64],
+    mut point: impl FnMut(&[f64], &mut [f64]) -> Result<f64, LogDensityError>,
+) -> Result<(), LogDensityError> {
+    if positions.len() != log_densities.len() * dim || gradients.len() != positions.len() {
+        return Err(LogDensityError::new(format!(
+            "batch shapes disagree: {} positions, {} values, {} gradients for dimension {dim}",
+            positions.len(),
+            log_densities.len(),
+            gradients.len()
+        )));
+    }
+    for ((q, g), value) in positions.chunks_exact(dim).zip(gradients.chunks_exact_mut(dim)).zip(log_densities.iter_mut()) {
+        *value = point(q, g)?;
+    }
+    Ok(())
+}

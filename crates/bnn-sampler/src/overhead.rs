@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::chain::ChainStart;
 use crate::draw_sink::{Draw, DrawSink, SinkError};
 use crate::hmc::HmcConfig;
-use crate::log_density::{LogDensity, LogDensityError};
+use crate::log_density::{for_each_row, LogDensity, LogDensityError};
 use crate::nuts::NutsConfig;
 use crate::sampler::{AlgorithmConfig, SamplerConfig};
 
@@ -30,19 +30,14 @@ impl LogDensity for StandardNormalDensity {
         log_densities: &mut [f64],
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError> {
-        for ((q, g), lp) in positions
-            .chunks_exact(self.dim)
-            .zip(gradients.chunks_exact_mut(self.dim))
-            .zip(log_densities.iter_mut())
-        {
+        for_each_row(self.dim, positions, log_densities, gradients, |q, g| {
             let mut sum = 0.0;
             for (x, g) in q.iter().zip(g.iter_mut()) {
                 *g = -x;
                 sum += x * x;
             }
-            *lp = -0.5 * sum;
-        }
-        Ok(())
+            Ok(-0.5 * sum)
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    ChainStart, CollectedDraws, Draw, DrawSink, HmcConfig, LogDensity, LogDensityError, NutsConfig,
+    for_each_row, ChainStart, CollectedDraws, Draw, DrawSink, HmcConfig, LogDensity, LogDensityError, NutsConfig,
     RandomWalkConfig, SamplerConfig, SamplerError, SinkError, WarmupConfig,
 };
 
@@ -21,25 +21,20 @@ impl LogDensity for Patchy {
         values: &mut [f64],
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError> {
-        for ((q, g), v) in positions
-            .chunks_exact(2)
-            .zip(gradients.chunks_exact_mut(2))
-            .zip(values.iter_mut())
-        {
+        for_each_row(2, positions, values, gradients, |q, g| {
             if q[1].abs() > 5.0 {
                 return Err(LogDensityError::new("model blew up"));
             }
             g[0] = -q[0];
             g[1] = -q[1];
-            *v = if q[0] > 5.0 {
+            Ok(if q[0] > 5.0 {
                 f64::NEG_INFINITY
             } else if q[0] < -5.0 {
                 f64::NAN
             } else {
                 -0.5 * (q[0] * q[0] + q[1] * q[1])
-            };
-        }
-        Ok(())
+            })
+        })
     }
 }
 

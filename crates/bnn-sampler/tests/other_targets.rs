@@ -32,6 +32,15 @@ fn run<L: bnn_sampler::LogDensity>(
         .unwrap()
 }
 
+/// Each coordinate's mean (0) and standard deviation within 4 MCSE.
+fn check_marginals(checks: &mut Checks, draws: &CollectedDraws, target: &CorrelatedGaussian) {
+    for d in 0..2 {
+        let x = draws.coordinate(d);
+        checks.within(&format!("mean[{d}]"), pooled_mean(&x), 0.0, mcse_mean(&x), 4.0);
+        checks.within(&format!("sd[{d}]"), pooled_sd(&x), target.sd[d], mcse_sd(&x), 4.0);
+    }
+}
+
 /// Means, standard deviations and `E[x₁x₂] = ρσ₁σ₂` of a bivariate normal with ρ = 0.9, each
 /// within 4 MCSE (5 checks per sampler; 4 MCSE is past the 0.1% Bonferroni level of 3.7).
 fn check_correlated(name: &str, algorithm: AlgorithmConfig, seed: u64) {
@@ -48,23 +57,7 @@ fn check_correlated(name: &str, algorithm: AlgorithmConfig, seed: u64) {
         seed,
     );
     let mut checks = Checks::default();
-    for d in 0..2 {
-        let x = draws.coordinate(d);
-        checks.within(
-            &format!("mean[{d}]"),
-            pooled_mean(&x),
-            0.0,
-            mcse_mean(&x),
-            4.0,
-        );
-        checks.within(
-            &format!("sd[{d}]"),
-            pooled_sd(&x),
-            target.sd[d],
-            mcse_sd(&x),
-            4.0,
-        );
-    }
+    check_marginals(&mut checks, &draws, &target);
     let product = draws.map(|q| q[0] * q[1]);
     checks.within(
         "E[x1 x2]",
@@ -155,23 +148,7 @@ fn random_walk_correlated_gaussian() {
         304,
     );
     let mut checks = Checks::default();
-    for d in 0..2 {
-        let x = draws.coordinate(d);
-        checks.within(
-            &format!("mean[{d}]"),
-            pooled_mean(&x),
-            0.0,
-            mcse_mean(&x),
-            4.0,
-        );
-        checks.within(
-            &format!("sd[{d}]"),
-            pooled_sd(&x),
-            target.sd[d],
-            mcse_sd(&x),
-            4.0,
-        );
-    }
+    check_marginals(&mut checks, &draws, &target);
     checks.assert_all("RWM");
 }
 

@@ -1,6 +1,6 @@
 //! Target densities with known (or independently computable) answers.
 
-use bnn_sampler::{LogDensity, LogDensityError};
+use bnn_sampler::{for_each_row, LogDensity, LogDensityError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -35,21 +35,15 @@ impl LogDensity for IidGaussian {
         values: &mut [f64],
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError> {
-        let d = self.dim();
-        for ((q, g), v) in positions
-            .chunks_exact(d)
-            .zip(gradients.chunks_exact_mut(d))
-            .zip(values.iter_mut())
-        {
+        for_each_row(self.dim(), positions, values, gradients, |q, g| {
             let mut sum = 0.0;
             for ((x, g), s) in q.iter().zip(g.iter_mut()).zip(&self.scales) {
                 let z = x / s;
                 *g = -z / s;
                 sum += z * z;
             }
-            *v = -0.5 * sum;
-        }
-        Ok(())
+            Ok(-0.5 * sum)
+        })
     }
 }
 
@@ -71,17 +65,12 @@ impl LogDensity for CorrelatedGaussian {
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError> {
         let one_minus = 1.0 - self.rho * self.rho;
-        for ((q, g), v) in positions
-            .chunks_exact(2)
-            .zip(gradients.chunks_exact_mut(2))
-            .zip(values.iter_mut())
-        {
+        for_each_row(2, positions, values, gradients, |q, g| {
             let (a, b) = (q[0] / self.sd[0], q[1] / self.sd[1]);
-            *v = -0.5 * (a * a - 2.0 * self.rho * a * b + b * b) / one_minus;
             g[0] = -(a - self.rho * b) / one_minus / self.sd[0];
             g[1] = -(b - self.rho * a) / one_minus / self.sd[1];
-        }
-        Ok(())
+            Ok(-0.5 * (a * a - 2.0 * self.rho * a * b + b * b) / one_minus)
+        })
     }
 }
 
@@ -103,11 +92,8 @@ impl LogDensity for GaussianMixture {
         values: &mut [f64],
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError> {
-        for ((x, g), v) in positions
-            .iter()
-            .zip(gradients.iter_mut())
-            .zip(values.iter_mut())
-        {
+        for_each_row(1, positions, values, gradients, |q, g| {
+            let x = q[0];
             let terms: Vec<f64> = (0..self.weights.len())
                 .map(|k| {
                     let z = (x - self.means[k]) / self.sds[k];
@@ -116,12 +102,12 @@ impl LogDensity for GaussianMixture {
                 .collect();
             let max = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let total: f64 = terms.iter().map(|t| (t - max).exp()).sum();
-            *v = max + total.ln();
-            *g = (0..self.weights.len())
-                .map(|k| (terms[k] - *v).exp() * -(x - self.means[k]) / (self.sds[k] * self.sds[k]))
+            let v = max + total.ln();
+            g[0] = (0..self.weights.len())
+                .map(|k| (terms[k] - v).exp() * -(x - self.means[k]) / (self.sds[k] * self.sds[k]))
                 .sum();
-        }
-        Ok(())
+            Ok(v)
+        })
     }
 }
 
@@ -144,21 +130,16 @@ impl LogDensity for Funnel {
     ) -> Result<(), LogDensityError> {
         let d = self.dim;
         let n = (d - 1) as f64;
-        for ((q, g), value) in positions
-            .chunks_exact(d)
-            .zip(gradients.chunks_exact_mut(d))
-            .zip(values.iter_mut())
-        {
+        for_each_row(d, positions, values, gradients, |q, g| {
             let v = q[0];
             let inv = (-v).exp();
             let sum_sq: f64 = q[1..].iter().map(|x| x * x).sum();
-            *value = -v * v / 18.0 - 0.5 * inv * sum_sq - 0.5 * n * v;
             g[0] = -v / 9.0 + 0.5 * inv * sum_sq - 0.5 * n;
             for (gi, x) in g[1..].iter_mut().zip(&q[1..]) {
                 *gi = -x * inv;
             }
-        }
-        Ok(())
+            Ok(-v * v / 18.0 - 0.5 * inv * sum_sq - 0.5 * n * v)
+        })
     }
 }
 
@@ -214,11 +195,7 @@ impl LogDensity for LogisticRegression {
     ) -> Result<(), LogDensityError> {
         let k = self.k;
         let precision = 1.0 / (self.prior_sd * self.prior_sd);
-        for ((beta, g), value) in positions
-            .chunks_exact(k)
-            .zip(gradients.chunks_exact_mut(k))
-            .zip(values.iter_mut())
-        {
+        for_each_row(k, positions, values, gradients, |beta, g| {
             let mut lp = 0.0;
             for (gj, b) in g.iter_mut().zip(beta) {
                 *gj = -precision * b;
@@ -238,8 +215,7 @@ impl LogDensity for LogisticRegression {
                     *gj += (y - p) * a;
                 }
             }
-            *value = lp;
-        }
-        Ok(())
+            Ok(lp)
+        })
     }
 }
