@@ -1,5 +1,6 @@
 //! Where draws go as they are produced: the `DrawSink` trait and the in-memory `CollectedDraws`.
 
+use crate::chain::ChainState;
 use crate::draw_stats::DrawStats;
 
 /// Error type a sink may return; it stops the run.
@@ -14,6 +15,9 @@ pub struct Draw<'a> {
     pub warmup: bool,
     pub position: &'a [f64],
     pub stats: &'a DrawStats,
+    /// The chain's complete state right after this transition (what a checkpoint saves: resuming
+    /// from it continues with the next draw).
+    pub state: &'a ChainState,
 }
 
 /// Receives every draw (warmup and sampling) as soon as it is made, so storage can stream to disk
@@ -21,6 +25,12 @@ pub struct Draw<'a> {
 /// different chains interleave arbitrarily when chains run on several threads.
 pub trait DrawSink {
     fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError>;
+
+    /// Whether `chain` should stop before its planned number of draws (for example because its
+    /// expanding-window LPPD has converged). Asked after every draw; the default never stops.
+    fn chain_finished(&self, _chain: usize) -> bool {
+        false
+    }
 }
 
 /// The draws of one chain, positions row-major `[n, D]`.

@@ -272,7 +272,10 @@ impl Sampler {
             }
         }
         let total = |chain: &ChainState| chain.warmup.num_warmup() + self.config.num_draws;
-        if chains.iter().all(|chain| chain.iteration >= total(chain)) {
+        if chains
+            .iter()
+            .all(|chain| chain.iteration >= total(chain) || sink.chain_finished(chain.chain))
+        {
             Ok(RunStatus::Finished)
         } else {
             Ok(RunStatus::Stopped)
@@ -368,7 +371,9 @@ impl Sampler {
             running.clear();
             let mut members: Vec<HmcChain<'_, _>> = Vec::with_capacity(chains.len());
             for (i, chain) in chains.iter_mut().enumerate() {
-                if chain.iteration < chain.warmup.num_warmup() + num_draws {
+                if chain.iteration < chain.warmup.num_warmup() + num_draws
+                    && !sink.chain_finished(chain.chain)
+                {
                     running.push(i);
                     let ChainState {
                         rng,
@@ -399,6 +404,7 @@ impl Sampler {
                     warmup,
                     position: &chain.kernel.position,
                     stats: draw_stats,
+                    state: chain,
                 };
                 sink.record(&draw)
                     .map_err(|e| SamplerError::Sink(e.to_string()))?;
@@ -427,6 +433,9 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
     abort: &AtomicBool,
 ) -> Result<(), SamplerError> {
     let total = chain.warmup.num_warmup() + num_draws;
+    if lock(sink).chain_finished(chain.chain) {
+        return Ok(());
+    }
     while chain.iteration < total {
         if stop.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed) {
             return Ok(());
@@ -445,10 +454,14 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
             warmup,
             position: &chain.kernel.position,
             stats: &stats,
+            state: chain,
         };
-        lock(sink)
-            .record(&draw)
+        let mut sink = lock(sink);
+        sink.record(&draw)
             .map_err(|e| SamplerError::Sink(e.to_string()))?;
+        if sink.chain_finished(chain.chain) {
+            return Ok(());
+        }
     }
     Ok(())
 }

@@ -219,3 +219,54 @@ fn sink_receives_every_draw_in_order() {
         assert_eq!(seen, expected);
     }
 }
+
+/// A sink can end a chain early (e.g. converged LPPD); the run still counts as finished, the
+/// other chains run to the end, and every draw carries the chain state a checkpoint needs.
+#[test]
+fn sink_can_finish_a_chain_early_and_sees_the_state() {
+    struct StopChainOne {
+        draws: CollectedDraws,
+        last_iteration: Vec<usize>,
+    }
+    impl DrawSink for StopChainOne {
+        fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError> {
+            assert_eq!(draw.state.chain, draw.chain);
+            assert_eq!(draw.state.kernel.position.as_slice(), draw.position);
+            self.last_iteration[draw.chain] = draw.state.iteration;
+            self.draws.record(draw)
+        }
+        fn chain_finished(&self, chain: usize) -> bool {
+            chain == 1 && self.draws.num_draws(1) >= 7
+        }
+    }
+    let target = IidGaussian::log_spaced(3);
+    let starts = uniform_starts(3, 3, 1.0, 4);
+    for batched in [false, true] {
+        let algorithm: AlgorithmConfig = if batched {
+            HmcConfig::new().into()
+        } else {
+            NutsConfig::new().into()
+        };
+        let sampler = SamplerConfig::new(algorithm)
+            .with_num_warmup(20)
+            .with_num_draws(30)
+            .with_batched(batched)
+            .init()
+            .unwrap();
+        let mut chains = sampler.init_chains(&target, &starts).unwrap();
+        let mut sink = StopChainOne {
+            draws: CollectedDraws::new(3, 3),
+            last_iteration: vec![0; 3],
+        };
+        let status = sampler
+            .run(&target, &mut chains, &mut sink, &AtomicBool::new(false))
+            .unwrap();
+        assert_eq!(status, RunStatus::Finished);
+        assert_eq!(sink.draws.num_draws(0), 30);
+        assert_eq!(sink.draws.num_draws(1), 7);
+        assert_eq!(sink.draws.num_draws(2), 30);
+        // The state handed out is the one after the transition (iteration already counted).
+        assert_eq!(sink.last_iteration, vec![50, 27, 50]);
+        assert_eq!(chains[1].iteration, 27);
+    }
+}
