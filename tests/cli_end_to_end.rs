@@ -59,7 +59,7 @@ fn model_info_counts_parameters() {
     assert!(stderr(&o).contains("positive"), "{}", stderr(&o));
 }
 
-fn read_draws(path: &Path) -> (Vec<String>, Vec<Vec<f64>>) {
+fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<f64>>) {
     let text = std::fs::read_to_string(path).unwrap();
     let mut lines = text.lines();
     let header: Vec<String> = lines.next().unwrap().split(',').map(String::from).collect();
@@ -67,43 +67,96 @@ fn read_draws(path: &Path) -> (Vec<String>, Vec<Vec<f64>>) {
     (header, rows)
 }
 
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+/// A small but complete DEI-MCMC run: 2 members, 2 chains on cos(2x).
+const SMALL_RUN: &[&str] = &[
+    "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--members", "2", "--epochs", "800", "--learning-rate",
+    "0.01", "--warmup", "40", "--draws", "30", "--max-depth", "5", "--seed", "11",
+];
+
 fn sample(out: &Path, threads: &str) -> Output {
-    bnn(&[
-        "sample", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--chains", "2", "--warmup", "40",
-        "--draws", "30", "--max-depth", "5", "--seed", "11", "--threads", threads, "--out", out.to_str().unwrap(),
-    ])
+    let mut args = vec!["run"];
+    args.extend_from_slice(SMALL_RUN);
+    args.extend(["--threads", threads, "--out", out.to_str().unwrap()]);
+    bnn(&args)
 }
 
 #[test]
-fn sample_writes_draws_and_summary_reproducibly() {
-    let dir = temp_dir("sample");
+fn run_writes_everything_and_the_stages_alone_give_the_same_run() {
+    let dir = temp_dir("run");
     let (a, b) = (dir.join("a"), dir.join("b"));
     let o = sample(&a, "1");
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = sample(&b, "2");
-    assert!(o.status.success(), "{}", stderr(&o));
-
-    let summary: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(a.join("summary.json")).unwrap()).unwrap();
+    for file in ["config.toml", "layout.json", "ensemble/members.json", "ensemble/member_00.safetensors", "ensemble/member_01.safetensors",
+        "adaptation_chain_0.csv", "checkpoints/chain_1.json", "sampling.json", "predictions.csv", "train.csv", "cumulative_lppd.csv",
+        "summary.json", "diagnostics.json"] {
+        assert!(a.join(file).is_file(), "{file} missing");
+    }
+    let summary = json(&a.join("summary.json"));
     assert_eq!(summary["n_params"], 8 + 8 + 8 * 2 + 2);
     assert_eq!(summary["n_train"], 80);
     assert_eq!(summary["chains"], 2);
-    for key in ["rmse", "lppd", "nll", "mean_accept_stat", "max_rhat", "rhat_test_loglik", "rhat_test_rmse", "pointwise_predictive_rhat_max"] {
+    for key in ["rmse", "lppd", "nll", "coverage_50", "coverage_75", "coverage_90", "coverage_95", "calibration_error", "de_rmse",
+        "de_lppd", "lm_rmse", "lm_lppd", "mean_accept_stat", "seconds_ensemble", "seconds_warmup", "seconds_sampling",
+        "rhat_test_loglik", "rhat_test_rmse", "pointwise_predictive_rhat_max"] {
         assert!(summary[key].as_f64().is_some_and(f64::is_finite), "{key}: {}", summary[key]);
     }
-    // The fit must be informative: the standardized cos(2x) target has sd 1, noise ~0.14.
-    assert!(summary["rmse"].as_f64().unwrap() < 0.6, "{}", summary["rmse"]);
+    for key in ["dataset", "split_seed", "n_test", "warmup", "draws", "divergences", "device"] {
+        assert!(!summary[key].is_null(), "{key}");
+    }
+    // Informative fit: the standardized cos(2x) target has sd 1, a line cannot fit it.
+    let rmse = summary["rmse"].as_f64().unwrap();
+    assert!(rmse < 0.6 && rmse < summary["lm_rmse"].as_f64().unwrap(), "{summary}");
+    let c90 = summary["coverage_90"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&c90));
+    // Predictions in original units: one row per test point, bands ordered.
+    let (header, rows) = read_csv(&a.join("predictions.csv"));
+    assert_eq!(rows.len(), summary["n_test"].as_u64().unwrap() as usize);
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap_or_else(|| panic!("{name} column"));
+    for r in &rows {
+        assert!(r[col("lower_95")] <= r[col("lower_50")] && r[col("lower_50")] <= r[col("upper_50")] && r[col("upper_50")] <= r[col("upper_95")]);
+        assert!(r[col("sd")] > 0.0);
+    }
 
+    // The same run as separate stages, with the settings in a config file and 2 threads.
+    let toml = dir.join("run.toml");
+    std::fs::write(&toml, "[data]\ndataset = \"cos2x\"\n[model]\nhidden = [8]\nactivation = \"tanh\"\n[ensemble]\nmembers = 2\nepochs = 800\nlearning_rate = 0.01\n[sampler]\nwarmup = 40\ndraws = 99\nmax_depth = 5\nseed = 11\n").unwrap();
+    let common = ["--config", toml.to_str().unwrap(), "--draws", "30", "--threads", "2", "--out", b.to_str().unwrap()];
+    for stage in ["train", "sample"] {
+        let mut args = vec![stage];
+        args.extend(common);
+        let o = bnn(&args);
+        assert!(o.status.success(), "{stage}: {}", stderr(&o));
+    }
+    for stage in ["predict", "evaluate"] {
+        let o = bnn(&[stage, b.to_str().unwrap()]);
+        assert!(o.status.success(), "{stage}: {}", stderr(&o));
+    }
     for chain in 0..2 {
         let name = format!("draws_chain_{chain}.csv");
-        let (header, rows) = read_draws(&a.join(&name));
+        let (header, rows) = read_csv(&a.join(&name));
         assert_eq!(&header[..7], ["lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__", "divergent__", "energy__"]);
         assert_eq!(header.len(), 7 + 34);
         assert_eq!(header[7], "layer0_weight.1.1");
         assert_eq!(rows.len(), 30);
         assert!(rows.iter().all(|r| r.len() == header.len() && r[3] <= 5.0));
-        // Same seed, different thread count: identical files.
-        assert_eq!(std::fs::read(a.join(&name)).unwrap(), std::fs::read(b.join(&name)).unwrap());
+        // Same seed, other thread count, stages run alone: identical files.
+        assert_eq!(std::fs::read(a.join(&name)).unwrap(), std::fs::read(b.join(&name)).unwrap(), "{name}");
     }
+    assert_eq!(json(&b.join("summary.json"))["lppd"], summary["lppd"]);
+    // A run directory is never reused for another configuration or overwritten.
+    let mut args = vec!["run"];
+    args.extend_from_slice(SMALL_RUN);
+    args.extend(["--draws", "31", "--out", a.to_str().unwrap()]);
+    let o = bnn(&args);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("another configuration"), "{}", stderr(&o));
+    let o = bnn(&["sample", "--config", toml.to_str().unwrap(), "--draws", "30", "--out", b.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("already holds draws"), "{}", stderr(&o));
 }
 
 #[test]
@@ -128,8 +181,8 @@ fn bench_prints_json() {
 fn wgpu_device_samples_or_explains() {
     let dir = temp_dir("wgpu");
     let o = bnn(&[
-        "sample", "--dataset", "cos2x", "--hidden", "4", "--chains", "1", "--warmup", "5", "--draws", "5", "--max-depth", "3",
-        "--device", "wgpu", "--out", dir.to_str().unwrap(),
+        "run", "--dataset", "cos2x", "--hidden", "4", "--init", "cold", "--chains", "1", "--warmup", "5", "--draws", "5",
+        "--max-depth", "3", "--device", "wgpu", "--out", dir.to_str().unwrap(),
     ]);
     if o.status.success() {
         assert!(dir.join("summary.json").is_file());
@@ -181,7 +234,7 @@ fn diagnose_matches_arviz_on_a_fixture_and_reads_run_dirs() {
 fn dei_mcmc_warm_start_reports_the_ensemble_baseline() {
     let dir = temp_dir("dei");
     let o = bnn(&[
-        "sample", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--init", "ensemble", "--members", "2",
+        "run", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--init", "ensemble", "--members", "2",
         "--chains", "2", "--epochs", "800", "--learning-rate", "0.01", "--warmup", "30", "--draws", "30", "--max-depth", "5",
         "--out", dir.to_str().unwrap(),
     ]);
@@ -192,7 +245,73 @@ fn dei_mcmc_warm_start_reports_the_ensemble_baseline() {
     // Trained members fit the standardized cos(2x) data far better than an untrained net (~1).
     assert!(summary["de_rmse"].as_f64().unwrap() < 0.5, "{}", summary["de_rmse"]);
     assert!(summary["de_lppd"].as_f64().is_some_and(f64::is_finite));
-    let o = bnn(&["sample", "--init", "ensemble", "--epochs", "0", "--out", dir.to_str().unwrap()]);
+    let o = bnn(&["sample", "--init", "ensemble", "--epochs", "0", "--out", dir.join("zero").to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("at least one member and one epoch"), "{}", stderr(&o));
+}
+
+/// ArviZ reads a run's draws and statistics with no custom code (`arviz.from_cmdstan`). Runs
+/// where a Python with ArviZ exists (`$BNN_PYTHON`, else `python3`; CI installs one).
+#[test]
+fn arviz_reads_a_run_directory() {
+    let python = std::env::var("BNN_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has_arviz = Command::new(&python).args(["-c", "import arviz"]).output().is_ok_and(|o| o.status.success());
+    if !has_arviz {
+        assert!(std::env::var_os("BNN_REQUIRE_ARVIZ").is_none(), "BNN_REQUIRE_ARVIZ is set but {python} cannot import arviz");
+        eprintln!("skipping: {python} cannot import arviz (set BNN_PYTHON to a Python with arviz)");
+        return;
+    }
+    let dir = temp_dir("arviz");
+    let o = bnn(&[
+        "sample", "--dataset", "cos2x", "--hidden", "3", "--init", "cold", "--chains", "2", "--warmup", "20", "--draws", "25",
+        "--max-depth", "4", "--out", dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let script = format!(
+        "import arviz, glob, json\n\
+         idata = arviz.from_cmdstan(sorted(glob.glob('{}/draws_chain_*.csv')))\n\
+         post = idata.posterior\n\
+         print(json.dumps({{'w0': list(post['layer0_weight'].shape), 'b1': list(post['layer1_bias'].shape),\n\
+           'stats': sorted(idata.sample_stats.data_vars), 'ess': float(arviz.ess(idata)['layer1_bias'].values.min())}}))",
+        dir.display()
+    );
+    let o = Command::new(&python).args(["-c", &script]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(stdout(&o).trim().lines().last().unwrap()).unwrap();
+    assert_eq!(report["w0"], serde_json::json!([2, 25, 1, 3]));
+    assert_eq!(report["b1"], serde_json::json!([2, 25, 2]));
+    let stats: Vec<String> = serde_json::from_value(report["stats"].clone()).unwrap();
+    for stat in ["lp", "diverging", "tree_depth", "step_size", "acceptance_rate", "energy", "n_steps"] {
+        assert!(stats.iter().any(|s| s == stat), "{stat} missing from {stats:?}");
+    }
+    assert!(report["ess"].as_f64().unwrap() > 0.0);
+}
+
+/// Early stopping (Sommer et al. Eq. 9): with a loose rule every chain ends before its planned
+/// draws; the report says so and the diagnostics use the common prefix. Plots are drawn from
+/// the same run directory.
+#[test]
+fn early_stopping_ends_converged_chains_and_plots_are_drawn() {
+    let dir = temp_dir("early");
+    let o = bnn(&[
+        "run", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--members", "2", "--epochs", "800",
+        "--learning-rate", "0.01", "--warmup", "30", "--draws", "400", "--max-depth", "5", "--early-stop", "true",
+        "--early-stop-window", "10", "--early-stop-tolerance", "0.05", "--out", dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = json(&dir.join("summary.json"));
+    let lengths: Vec<u64> = summary["draws_per_chain"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert!(lengths.iter().all(|&n| (10..400).contains(&n)), "{lengths:?}");
+    assert_eq!(summary["chains_finished_early"], serde_json::json!([true, true]));
+    // The cumulative LPPD file has one row per stored draw.
+    let (_, rows) = read_csv(&dir.join("cumulative_lppd.csv"));
+    assert_eq!(rows.len() as u64, lengths.iter().sum::<u64>());
+
+    let o = bnn(&["plot", dir.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for plot in ["cumulative_lppd.svg", "calibration.svg", "predictive_bands.svg", "warmup_adaptation.svg"] {
+        let text = std::fs::read_to_string(dir.join("plots").join(plot)).unwrap_or_else(|e| panic!("{plot}: {e}"));
+        assert!(text.starts_with("<svg") || text.contains("<svg"), "{plot}");
+    }
+    assert!(std::fs::read_dir(dir.join("plots")).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("trace_")));
 }

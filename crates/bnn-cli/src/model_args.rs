@@ -55,7 +55,7 @@ pub fn parse_likelihood(text: &str) -> Result<Likelihood> {
     })
 }
 
-fn parse_layer_prior(text: &str) -> Result<(usize, LayerPrior)> {
+pub fn parse_layer_prior(text: &str) -> Result<(usize, LayerPrior)> {
     let (layer, priors) = text.split_once('=').ok_or_else(|| anyhow!("--layer-prior '{text}' needs <layer>=<prior>"))?;
     let layer: usize = layer.trim().parse().map_err(|_| anyhow!("layer '{layer}' is not an index"))?;
     let (w, b) = priors.split_once('/').unwrap_or((priors, priors));

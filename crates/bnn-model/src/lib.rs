@@ -3,6 +3,7 @@
 pub mod activation;
 pub mod autodiff_density;
 pub mod device;
+mod early_stopping;
 pub mod ensemble;
 pub mod flatten;
 pub mod layout;
@@ -15,6 +16,7 @@ pub mod observations;
 pub mod posterior;
 pub mod predictive;
 pub mod prior;
+pub mod store;
 
 pub use activation::Activation;
 pub use autodiff_density::AutodiffLogDensity;
@@ -31,3 +33,4 @@ pub use observations::{DataShapeError, HostData};
 pub use posterior::{MlpPosterior, Posterior, PosteriorError};
 pub use predictive::PointPrediction;
 pub use prior::{LayerPrior, Prior, PriorSpec};
+pub use store::{load_parameters, save_parameters, StoreError};

@@ -115,6 +115,12 @@ fn forward(config: &BnnConfig, data: &HostData, theta: &[f64], mut on_pre: impl 
 
 /// log prior + log likelihood in f64, written independently of the tensor code.
 pub fn reference_log_posterior(config: &BnnConfig, data: &HostData, theta: &[f64]) -> f64 {
+    reference_log_prior(config, theta) + reference_log_likelihood(config, data, theta)
+}
+
+/// The log likelihood in f64 (with the learned-σ head's log-σ prior, as the model's own
+/// likelihood has it).
+pub fn reference_log_likelihood(config: &BnnConfig, data: &HostData, theta: &[f64]) -> f64 {
     let outputs = forward(config, data, theta, |_| {});
     let half_log_2pi = 0.5 * (2.0 * PI).ln();
     let mut ll = 0.0;
@@ -159,7 +165,12 @@ pub fn reference_log_posterior(config: &BnnConfig, data: &HostData, theta: &[f64
         let z = (theta[d_net] - prior.mean) / prior.sd;
         ll += -0.5 * z * z - prior.sd.ln() - half_log_2pi;
     }
-    // Prior: walk the layers with their own prior.
+    ll
+}
+
+/// The log prior of the network weights in f64, each layer under its own prior.
+pub fn reference_log_prior(config: &BnnConfig, theta: &[f64]) -> f64 {
+    let half_log_2pi = 0.5 * (2.0 * PI).ln();
     let widths = config.mlp().widths();
     let mut lp = 0.0;
     let mut offset = 0;
@@ -185,5 +196,5 @@ pub fn reference_log_posterior(config: &BnnConfig, data: &HostData, theta: &[f64
             offset += count;
         }
     }
-    lp + ll
+    lp
 }

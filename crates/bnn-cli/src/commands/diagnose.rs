@@ -27,10 +27,24 @@ pub struct DiagnoseArgs {
     pub top: usize,
 }
 
-/// Names and `[param][chain][draw]` values.
+/// Chain-wise R-hat above this: a chain has not settled within itself.
+const CRHAT_WARN: f64 = 1.1;
+
+/// Names and `[param][chain][draw]` values, plus the sampler statistics of a run directory.
 struct Draws {
     names: Vec<String>,
     values: Vec<Vec<Vec<f64>>>,
+    stats: Option<RunStats>,
+}
+
+/// Sampler warnings of a run directory's draws.
+#[derive(Default)]
+struct RunStats {
+    divergences: usize,
+    depth_hits: usize,
+    max_depth: Option<usize>,
+    draws: usize,
+    truncated_to: Option<usize>,
 }
 
 /// Reads `draws_chain_<c>.csv` (CmdStan-style: statistics columns ending in `__`, then parameters).
@@ -48,12 +62,16 @@ fn read_run_dir(dir: &Path) -> Result<Draws> {
     }
     let mut names: Vec<String> = Vec::new();
     let mut values: Vec<Vec<Vec<f64>>> = Vec::new();
+    let max_depth = crate::run_dir::RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == crate::run_config::Algorithm::Nuts).map(|c| c.sampler.max_depth);
+    let mut stats = RunStats { max_depth, ..RunStats::default() };
     for (chain, path) in files.iter().enumerate() {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut lines = text.lines();
         let header: Vec<&str> = lines.next().map(|h| h.split(',').collect()).unwrap_or_default();
         // Keep lp__ as a parameter-like quantity; drop the other sampler statistics.
         let keep: Vec<usize> = (0..header.len()).filter(|&i| !header[i].ends_with("__") || header[i] == "lp__").collect();
+        let divergent = header.iter().position(|h| *h == "divergent__");
+        let depth = header.iter().position(|h| *h == "treedepth__");
         let chain_names: Vec<String> = keep.iter().map(|&i| header[i].to_string()).collect();
         if chain == 0 {
             names = chain_names;
@@ -72,18 +90,25 @@ fn read_run_dir(dir: &Path) -> Result<Draws> {
                 })?;
                 values[p][chain].push(v);
             }
+            stats.draws += 1;
+            stats.divergences += usize::from(divergent.is_some_and(|i| cells[i].trim() != "0"));
+            if let (Some(i), Some(max)) = (depth, stats.max_depth) {
+                stats.depth_hits += usize::from(cells[i].trim().parse::<usize>().is_ok_and(|d| d >= max));
+            }
         }
     }
-    let lengths: Vec<usize> = values[0].iter().map(Vec::len).collect();
-    if let Some(short) = (0..lengths.len()).find(|&c| lengths[c] != lengths[0]) {
-        bail!(
-            "{} has {} draws but draws_chain_0.csv has {}: chains of unequal length (an interrupted run?)",
-            files[short].display(),
-            lengths[short],
-            lengths[0]
-        );
+    // Chains stopped early (LPPD convergence) or a run still in progress have unequal lengths:
+    // the diagnostics use the common prefix.
+    let shortest = values[0].iter().map(Vec::len).min().unwrap_or(0);
+    if values[0].iter().any(|c| c.len() != shortest) {
+        for parameter in &mut values {
+            for chain in parameter.iter_mut() {
+                chain.truncate(shortest);
+            }
+        }
+        stats.truncated_to = Some(shortest);
     }
-    Ok(Draws { names, values })
+    Ok(Draws { names, values, stats: Some(stats) })
 }
 
 /// Summary of all scalars of one tensor (e.g. `layer1_weight`): the per-layer view of
@@ -165,17 +190,25 @@ fn fmt(v: f64) -> String {
     }
 }
 
+/// Diagnostics of a run directory, printed (top 10) and written as JSON (what `bnn run` does).
+pub fn write_run_diagnostics(dir: &Path, json: &Path) -> Result<()> {
+    run(DiagnoseArgs { run_dir: Some(dir.to_path_buf()), draws_csv: None, json: Some(json.to_path_buf()), top: 10 })
+}
+
 pub fn run(args: DiagnoseArgs) -> Result<()> {
     let draws = match (&args.run_dir, &args.draws_csv) {
         (Some(dir), None) => read_run_dir(dir)?,
         (None, Some(path)) => {
             let long = read_long_draws_csv(path).with_context(|| format!("reading {}", path.display()))?;
-            Draws { names: long.parameter_names.clone(), values: long.draws }
+            Draws { names: long.parameter_names.clone(), values: long.draws, stats: None }
         }
         _ => bail!("give either a run directory or --draws-csv <file>"),
     };
     if draws.values.first().and_then(|p| p.first()).is_none_or(|c| c.len() < 4) {
         bail!("at least 4 draws per chain are needed for R-hat and ESS");
+    }
+    if let Some(n) = draws.stats.as_ref().and_then(|s| s.truncated_to) {
+        println!("note: chains have unequal lengths (early stopping or an unfinished run); using the first {n} draws of each");
     }
     let summaries: Vec<ParameterSummary> = summarize_all(&draws.values);
     let mut order: Vec<usize> = (0..summaries.len()).collect();
@@ -208,6 +241,20 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
     if low_ess > 0 {
         println!("warning: {low_ess} parameters have bulk or tail ESS < {ESS_WARN}");
     }
+    let high_crhat = summaries.iter().filter(|s| s.crhat.iter().any(|&r| r > CRHAT_WARN)).count();
+    if high_crhat > 0 {
+        println!("warning: {high_crhat} parameters have a chain-wise cR-hat > {CRHAT_WARN} in some chain (that chain has not settled within itself)");
+    }
+    let (divergences, depth_hits, n_draws) = draws.stats.as_ref().map_or((0, 0, 0), |s| (s.divergences, s.depth_hits, s.draws));
+    if divergences > 0 {
+        println!("warning: {divergences} of {n_draws} draws ended in a divergence (raise --target-accept or use a smooth activation)");
+    }
+    if depth_hits > 0 {
+        println!(
+            "warning: {depth_hits} of {n_draws} draws hit the maximum tree depth {} (trajectories were cut short; common for BNN posteriors)",
+            draws.stats.as_ref().and_then(|s| s.max_depth).unwrap_or(0)
+        );
+    }
     if let Some(path) = args.json {
         let parameters: serde_json::Map<String, serde_json::Value> = draws
             .names
@@ -224,7 +271,8 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         let report = json!({
             "parameters": parameters,
             "groups": groups,
-            "warnings": { "rhat_above_1_01": high_rhat, "ess_below_400": low_ess },
+            "warnings": { "rhat_above_1_01": high_rhat, "ess_below_400": low_ess, "crhat_above_1_1": high_crhat,
+                          "divergences": divergences, "max_tree_depth_hits": depth_hits, "draws": n_draws },
         });
         std::fs::write(&path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
     }

@@ -1,0 +1,104 @@
+//! Saving and loading flat parameter vectors as safetensors files with Burn's recorder
+//! (burn-store), so that PyTorch, JAX and NumPy users can read them.
+//!
+//! A file holds one float32 tensor per module parameter, named by its path in [`BnnModel`]:
+//! `network.layers.{l}.weight` (`[d_in, d_out]`, Burn's and Flax's orientation; PyTorch's
+//! `nn.Linear` stores the transpose), `network.layers.{l}.bias` (`[d_out]`) and, for the
+//! learned-σ head, `log_sigma` (`[1]`). The model config is kept as JSON in the header's
+//! metadata under `bnn_config`. In Python: `safetensors.numpy.load_file(path)`.
+
+use crate::flatten::{flatten, unflatten, LengthMismatch};
+use crate::model::{BnnConfig, BnnModel};
+use burn::config::config_to_json;
+use burn::store::{ModuleSnapshot, ModuleStore, SafetensorsStore, SafetensorsStoreError};
+use burn::tensor::{DType, Device};
+use std::path::{Path, PathBuf};
+
+/// Why parameters could not be saved or loaded. The messages are meant for users.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("invalid model config: {0}")]
+    Config(String),
+    #[error("cannot save parameters: {0}")]
+    Length(#[from] LengthMismatch),
+    #[error("cannot write parameters to {}: {reason}", path.display())]
+    Write { path: PathBuf, reason: String },
+    #[error("cannot read parameters from {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{} is not a readable safetensors file: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+    #[error("{} has no tensor '{tensor}', which this model needs (the file holds {found}); was it saved for another architecture?", path.display())]
+    MissingTensor { path: PathBuf, tensor: String, found: String },
+    #[error("{} holds tensor '{tensor}', which this model does not have; was it saved for another architecture?", path.display())]
+    UnexpectedTensor { path: PathBuf, tensor: String },
+    #[error("tensor '{tensor}' in {} has shape {found:?}, but this model needs {expected:?}; was it saved for another architecture?", path.display())]
+    Shape { path: PathBuf, tensor: String, expected: Vec<usize>, found: Vec<usize> },
+    #[error("tensor '{tensor}' in {} is {found}, but parameters are stored as F32", path.display())]
+    DType { path: PathBuf, tensor: String, found: String },
+}
+
+/// The device models are built on for saving and loading (host memory).
+fn host_device() -> Device {
+    Device::flex()
+}
+
+/// Writes `parameters` (flat, in `config`'s layout) to `path` as a safetensors file,
+/// replacing any file there.
+///
+/// burn-store builds the file beside `path` (`<name>.<pid>-<n>.tmp`), flushes it to disk and
+/// renames it into place, so a crash never leaves a half-written file at `path`.
+pub fn save_parameters(config: &BnnConfig, parameters: &[f32], path: &Path) -> Result<(), StoreError> {
+    config.validate().map_err(StoreError::Config)?;
+    let module: BnnModel = unflatten(config.init(&host_device()), parameters)?;
+    let mut store = SafetensorsStore::from_file(path).overwrite(true).metadata("bnn_config", config_to_json(config));
+    module
+        .save_into(&mut store)
+        .map_err(|e| StoreError::Write { path: path.to_path_buf(), reason: e.to_string() })
+}
+
+/// Reads the flat parameters of a `config` model from a file written by [`save_parameters`]
+/// (or any safetensors file with the same tensor names, shapes and dtype).
+///
+/// Every tensor is checked against the model before anything is loaded, so a file for another
+/// architecture is refused with the first tensor that does not fit.
+pub fn load_parameters(config: &BnnConfig, path: &Path) -> Result<Vec<f32>, StoreError> {
+    config.validate().map_err(StoreError::Config)?;
+    let mut module: BnnModel = config.init(&host_device());
+    let expected: Vec<(String, Vec<usize>)> =
+        module.collect(None, None, false).into_iter().map(|t| (t.name, t.shape.to_vec())).collect();
+    let mut store = SafetensorsStore::from_file(path);
+    let corrupt = |reason: String| StoreError::Corrupt { path: path.to_path_buf(), reason };
+    let found = store.get_all_tensors().map_err(|e| match e {
+        SafetensorsStoreError::Io(source) => StoreError::Read { path: path.to_path_buf(), source },
+        other => corrupt(other.to_string()),
+    })?;
+    // Names first (a layer more or less is best told as such), then shapes and dtypes.
+    if let Some((name, _)) = expected.iter().find(|(name, _)| !found.contains_key(name)) {
+        let names: Vec<&str> = found.keys().map(String::as_str).collect();
+        let found = if names.is_empty() { "no tensors".to_string() } else { names.join(", ") };
+        return Err(StoreError::MissingTensor { path: path.to_path_buf(), tensor: name.clone(), found });
+    }
+    if let Some(extra) = found.keys().find(|name| !expected.iter().any(|(e, _)| e == *name)) {
+        return Err(StoreError::UnexpectedTensor { path: path.to_path_buf(), tensor: extra.clone() });
+    }
+    for (name, shape) in &expected {
+        let tensor = &found[name];
+        if tensor.shape.to_vec() != *shape {
+            return Err(StoreError::Shape {
+                path: path.to_path_buf(),
+                tensor: name.clone(),
+                expected: shape.clone(),
+                found: tensor.shape.to_vec(),
+            });
+        }
+        if tensor.dtype != DType::F32 {
+            return Err(StoreError::DType { path: path.to_path_buf(), tensor: name.clone(), found: format!("{:?}", tensor.dtype) });
+        }
+    }
+    // Names, shapes and dtypes agree, so what can still fail is reading the bytes.
+    let result = module.load_from(&mut store).map_err(|e| corrupt(e.to_string()))?;
+    if let Some(error) = result.errors.first() {
+        return Err(corrupt(error.to_string()));
+    }
+    Ok(flatten(&module))
+}

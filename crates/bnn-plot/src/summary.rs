@@ -1,0 +1,106 @@
+//! Reads the numbers the plots need from `summary.json`, tolerating every other key.
+
+use crate::PlotError;
+use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// The top-level object of `summary.json`.
+pub(crate) struct RunSummary {
+    file: PathBuf,
+    fields: Map<String, Value>,
+}
+
+impl RunSummary {
+    pub fn read(path: &Path) -> Result<Self, PlotError> {
+        let file = path.to_path_buf();
+        let text = std::fs::read_to_string(path).map_err(|source| PlotError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        match serde_json::from_str(&text) {
+            Ok(Value::Object(fields)) => Ok(Self { file, fields }),
+            Ok(_) => Err(PlotError::InvalidField {
+                file,
+                field: "(top level)".into(),
+                message: "must be a JSON object".into(),
+            }),
+            Err(source) => Err(PlotError::Json { file, source }),
+        }
+    }
+
+    /// A numeric field; `None` when absent or `null` (e.g. `de_lppd` of a run without an ensemble).
+    pub fn number(&self, field: &str) -> Result<Option<f64>, PlotError> {
+        match self.fields.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(other) => Err(self.invalid(field, other)),
+        }
+    }
+
+    /// `(nominal, observed)` coverage from the `coverage_<percent>` fields, by nominal level.
+    pub fn coverage(&self) -> Result<Vec<(f64, f64)>, PlotError> {
+        let mut levels = Vec::new();
+        for key in self.fields.keys() {
+            let Some(percent) = key
+                .strip_prefix("coverage_")
+                .and_then(|p| p.parse::<f64>().ok())
+            else {
+                continue;
+            };
+            if let Some(observed) = self.number(key)? {
+                levels.push((percent / 100.0, observed));
+            }
+        }
+        levels.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Ok(levels)
+    }
+
+    fn invalid(&self, field: &str, value: &Value) -> PlotError {
+        PlotError::InvalidField {
+            file: self.file.clone(),
+            field: field.to_string(),
+            message: format!("should be a number or null, found {value}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn summary(text: &str) -> Result<RunSummary, PlotError> {
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        RunSummary::read(file.path())
+    }
+
+    #[test]
+    fn reads_numbers_nulls_and_coverage_levels() {
+        let s = summary(
+            r#"{"lppd": -1.5, "de_lppd": null, "coverage_90": 0.88, "coverage_50": 0.4,
+                           "coverage_note": "x", "config": {"a": 1}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.number("lppd").unwrap(), Some(-1.5));
+        assert_eq!(s.number("de_lppd").unwrap(), None);
+        assert_eq!(s.number("missing").unwrap(), None);
+        assert_eq!(s.coverage().unwrap(), [(0.5, 0.4), (0.9, 0.88)]);
+    }
+
+    #[test]
+    fn names_a_field_of_the_wrong_type() {
+        let s = summary(r#"{"lppd": "high"}"#).unwrap();
+        let err = s.number("lppd").unwrap_err().to_string();
+        assert!(err.contains("field `lppd`"), "{err}");
+    }
+
+    #[test]
+    fn invalid_json_reports_its_line() {
+        let err = summary("{\n\"lppd\": 1,\n oops\n}")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("line 3"), "{err}");
+    }
+}

@@ -1,0 +1,153 @@
+//! Checkpoint and resume of `bnn sample`, tested on real processes: killed with SIGKILL during
+//! warmup, during sampling and at arbitrary moments (so also while a row is being written),
+//! interrupted with Ctrl-C (SIGINT), then resumed; the files must equal those of an
+//! uninterrupted run byte for byte. Damaged or mismatched run directories are refused.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bnn() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bnn"))
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("bnn-resume-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Cold-started NUTS on cos(2x) with a 32-unit net: a few seconds, checkpoints every 3 iterations.
+fn sample_args(out: &Path) -> Vec<String> {
+    [
+        "sample", "--dataset", "cos2x", "--hidden", "32", "--activation", "tanh", "--init", "cold", "--chains", "2", "--warmup",
+        "40", "--draws", "40", "--max-depth", "7", "--seed", "5", "--threads", "1", "--checkpoint-every", "3", "--out",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([out.to_str().unwrap().to_string()])
+    .collect()
+}
+
+fn resume_args(dir: &Path) -> Vec<String> {
+    vec!["sample".into(), "--resume".into(), dir.to_str().unwrap().into()]
+}
+
+fn spawn(args: &[String]) -> Child {
+    bnn().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("bnn starts")
+}
+
+fn finish(child: Child) -> Output {
+    child.wait_with_output().unwrap()
+}
+
+/// Iteration of chain `c`'s latest checkpoint, if one exists and parses.
+fn checkpoint_iteration(dir: &Path, chain: usize) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join(format!("checkpoints/chain_{chain}.json"))).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    value["state"]["iteration"].as_u64()
+}
+
+/// Waits until `ready` holds (or the process ended), then kills the process with `signal`.
+fn kill_when(mut child: Child, signal: &str, ready: impl Fn() -> bool) -> Output {
+    let start = Instant::now();
+    while !ready() && child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = Command::new("kill").args([signal, &child.id().to_string()]).status();
+    finish(child)
+}
+
+fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for chain in 0..2 {
+        for name in [format!("draws_chain_{chain}.csv"), format!("adaptation_chain_{chain}.csv")] {
+            out.push((name.clone(), std::fs::read(dir.join(&name)).unwrap_or_default()));
+        }
+    }
+    out
+}
+
+fn assert_same_files(reference: &Path, resumed: &Path) {
+    for ((name, want), (_, got)) in files(reference).iter().zip(files(resumed)) {
+        assert!(!want.is_empty(), "{name} of the reference run is empty");
+        assert!(*want == got, "{name} differs after resume ({} vs {} bytes)", want.len(), got.len());
+    }
+}
+
+#[test]
+fn killed_and_interrupted_runs_resume_to_the_uninterrupted_draws() {
+    let root = temp_dir("kill");
+    let reference = root.join("reference");
+    let o = finish(spawn(&sample_args(&reference)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // 1. SIGKILL during chain 0's warmup, 2. SIGKILL during chain 1's sampling, 3. Ctrl-C, then
+    // resume to the end.
+    let run = root.join("killed");
+    let o = kill_when(spawn(&sample_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| (6..40).contains(&i)));
+    assert!(!o.status.success(), "the run should have been killed in warmup");
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || checkpoint_iteration(&run, 1).is_some_and(|i| i > 45));
+    assert!(!o.status.success(), "the resumed run should have been killed in sampling");
+    let o = kill_when(spawn(&resume_args(&run)), "-INT", || checkpoint_iteration(&run, 1).is_some_and(|i| i > 60));
+    let message = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && message.contains("--resume"), "Ctrl-C should stop with a resume hint: {message}");
+    let o = finish(spawn(&resume_args(&run)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_files(&reference, &run);
+
+    // Kills at arbitrary moments (whatever is being written then), each followed by a resume.
+    let run = root.join("arbitrary");
+    let mut child = spawn(&sample_args(&run));
+    for delay_ms in [150u64, 400, 90, 700, 250] {
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        child = spawn(&resume_args(&run));
+    }
+    let o = finish(child);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_files(&reference, &run);
+
+    // A finished run resumes to the same files (nothing to do).
+    let o = finish(spawn(&resume_args(&run)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_files(&reference, &run);
+}
+
+#[test]
+fn damaged_or_mismatched_run_directories_are_refused_without_losing_anything() {
+    let root = temp_dir("refuse");
+    let run = root.join("run");
+    let o = kill_when(spawn(&sample_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| i >= 20));
+    assert!(!o.status.success());
+    let before = files(&run);
+
+    // Another configuration.
+    let mut args = resume_args(&run);
+    args.extend(["--draws".into(), "41".into()]);
+    let o = bnn().args(&args).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("refused"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // A corrupt checkpoint.
+    let checkpoint = run.join("checkpoints/chain_0.json");
+    let saved = std::fs::read(&checkpoint).unwrap();
+    std::fs::write(&checkpoint, &saved[..saved.len() / 2]).unwrap();
+    let o = bnn().args(resume_args(&run)).output().unwrap();
+    assert!(!o.status.success());
+    let message = String::from_utf8_lossy(&o.stderr);
+    assert!(message.contains("corrupt") && message.contains("chain_0.json"), "{message}");
+    assert!(files(&run) == before, "a refused resume must not touch the draws");
+
+    // Not a run directory at all.
+    let o = bnn().args(resume_args(&root.join("nothing-here"))).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a run directory"));
+
+    // With the checkpoint restored the run completes.
+    std::fs::write(&checkpoint, &saved).unwrap();
+    let o = bnn().args(resume_args(&run)).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
