@@ -1,4 +1,5 @@
-//! Prints, as JSON, the sampler's own cost per leapfrog step for NUTS and HMC at D = 450.
+//! Prints, as JSON, the sampler's own cost per leapfrog step for NUTS, HMC and batched NUTS at
+//! D = 450.
 //!
 //! `cargo bench -p bnn-sampler --bench sampler_overhead [-- DIM DRAWS]`
 

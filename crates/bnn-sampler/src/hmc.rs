@@ -6,9 +6,8 @@ use rand::Rng;
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
 use crate::integrator::{kick, kick_and_drift};
-use crate::kernel::{Kernel, KernelState, StepParams};
+use crate::kernel::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
-use crate::mass_matrix::DiagonalMassMatrix;
 
 /// Configuration of the HMC kernel and of its step-size adaptation target.
 #[derive(Config, Debug)]
@@ -91,14 +90,6 @@ impl HmcConfig {
     }
 }
 
-/// One member of a batched HMC transition: its random stream, state and parameters.
-pub struct HmcChain<'a, R: ?Sized> {
-    pub rng: &'a mut R,
-    pub state: &'a mut KernelState,
-    pub step_size: f64,
-    pub metric: &'a DiagonalMassMatrix,
-}
-
 /// Row-major `[C, D]` buffers of a batch, reused across transitions.
 #[derive(Clone, Debug, Default)]
 struct Batch {
@@ -179,6 +170,65 @@ impl Hmc {
         }
     }
 
+    /// Metropolis test for chain `c` at the end of its trajectory (Neal 2011, eq. 5.9).
+    fn finish<R: Rng + ?Sized>(
+        &self,
+        batch: &mut Batch,
+        c: usize,
+        chain: &mut BatchChain<'_, R>,
+        divergent: bool,
+    ) -> DrawStats {
+        let dim = batch.dim;
+        let rows = c * dim..(c + 1) * dim;
+        let initial_energy = batch.initial_energy[c];
+        let energy_error = batch.energy[c] - initial_energy;
+        let accept_prob = if divergent {
+            0.0
+        } else {
+            (-energy_error).exp().min(1.0)
+        };
+        let u: f64 = chain.rng.random();
+        let accepted = !divergent && u < accept_prob;
+        let state = &mut *chain.state;
+        let partial = self.config.refresh_angle.is_some();
+        let energy = if accepted {
+            state
+                .position
+                .copy_from_slice(&batch.position[rows.clone()]);
+            state
+                .gradient
+                .copy_from_slice(&batch.gradient[rows.clone()]);
+            state.log_density = batch.log_density[c];
+            if partial {
+                set_momentum(&mut state.momentum, &batch.momentum[rows], 1.0);
+            }
+            batch.energy[c]
+        } else {
+            if partial {
+                set_momentum(&mut state.momentum, &batch.initial_momentum[rows], -1.0);
+            }
+            initial_energy
+        };
+        DrawStats {
+            log_density: state.log_density,
+            accept_stat: accept_prob,
+            step_size: chain.step_size,
+            tree_depth: 0,
+            n_leapfrog: batch.steps_taken[c] as u32,
+            divergent,
+            energy,
+            energy_error,
+        }
+    }
+}
+
+fn set_momentum(slot: &mut Option<Vec<f64>>, momentum: &[f64], sign: f64) {
+    let target = slot.get_or_insert_with(Vec::new);
+    target.clear();
+    target.extend(momentum.iter().map(|p| sign * p));
+}
+
+impl BatchKernel for Hmc {
     /// One transition of every chain in `chains`, all leapfrog steps in lockstep: each step is a
     /// single `[C, D]` call of the log density. Chains keep their own step size, number of steps,
     /// random stream and accept/reject decision, so chain `c` of a batch makes exactly the moves it
@@ -188,10 +238,10 @@ impl Hmc {
     ///
     /// Random numbers per chain, in order: the momentum normals (`D`, or `D` more for a partial
     /// refresh), one uniform for the jitter if enabled, one uniform for the Metropolis test.
-    pub fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         &mut self,
         density: &L,
-        chains: &mut [HmcChain<'_, R>],
+        chains: &mut [BatchChain<'_, R>],
         stats: &mut Vec<DrawStats>,
     ) {
         stats.clear();
@@ -283,63 +333,6 @@ impl Hmc {
         }
         self.batch = batch;
     }
-
-    /// Metropolis test for chain `c` at the end of its trajectory (Neal 2011, eq. 5.9).
-    fn finish<R: Rng + ?Sized>(
-        &self,
-        batch: &mut Batch,
-        c: usize,
-        chain: &mut HmcChain<'_, R>,
-        divergent: bool,
-    ) -> DrawStats {
-        let dim = batch.dim;
-        let rows = c * dim..(c + 1) * dim;
-        let initial_energy = batch.initial_energy[c];
-        let energy_error = batch.energy[c] - initial_energy;
-        let accept_prob = if divergent {
-            0.0
-        } else {
-            (-energy_error).exp().min(1.0)
-        };
-        let u: f64 = chain.rng.random();
-        let accepted = !divergent && u < accept_prob;
-        let state = &mut *chain.state;
-        let partial = self.config.refresh_angle.is_some();
-        let energy = if accepted {
-            state
-                .position
-                .copy_from_slice(&batch.position[rows.clone()]);
-            state
-                .gradient
-                .copy_from_slice(&batch.gradient[rows.clone()]);
-            state.log_density = batch.log_density[c];
-            if partial {
-                set_momentum(&mut state.momentum, &batch.momentum[rows], 1.0);
-            }
-            batch.energy[c]
-        } else {
-            if partial {
-                set_momentum(&mut state.momentum, &batch.initial_momentum[rows], -1.0);
-            }
-            initial_energy
-        };
-        DrawStats {
-            log_density: state.log_density,
-            accept_stat: accept_prob,
-            step_size: chain.step_size,
-            tree_depth: 0,
-            n_leapfrog: batch.steps_taken[c] as u32,
-            divergent,
-            energy,
-            energy_error,
-        }
-    }
-}
-
-fn set_momentum(slot: &mut Option<Vec<f64>>, momentum: &[f64], sign: f64) {
-    let target = slot.get_or_insert_with(Vec::new);
-    target.clear();
-    target.extend(momentum.iter().map(|p| sign * p));
 }
 
 impl Kernel for Hmc {
@@ -355,7 +348,7 @@ impl Kernel for Hmc {
         params: StepParams<'_>,
     ) -> (KernelState, DrawStats) {
         let mut stats = std::mem::take(&mut self.stats);
-        let mut chains = [HmcChain {
+        let mut chains = [BatchChain {
             rng,
             state: &mut state,
             step_size: params.step_size,

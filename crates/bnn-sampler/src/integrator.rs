@@ -115,21 +115,34 @@ impl PhasePoint {
         metric: &DiagonalMassMatrix,
         step_size: f64,
     ) {
-        let inverse_diag = metric.inverse_diag();
-        kick_and_drift(
-            step_size,
-            inverse_diag,
-            &mut self.position,
-            &mut self.momentum,
-            &self.gradient,
-        );
+        self.begin_leapfrog(metric, step_size);
         self.log_density = match density.evaluate(&self.position, &mut self.gradient) {
             Ok(value) => value,
             Err(_) => f64::NAN,
         };
+        self.end_leapfrog(metric, step_size);
+    }
+
+    /// The part of `leapfrog` before the evaluation; afterwards `position` is the point to
+    /// evaluate. Split out so a batched caller can evaluate many points in one call in between.
+    #[inline]
+    pub fn begin_leapfrog(&mut self, metric: &DiagonalMassMatrix, step_size: f64) {
+        kick_and_drift(
+            step_size,
+            metric.inverse_diag(),
+            &mut self.position,
+            &mut self.momentum,
+            &self.gradient,
+        );
+    }
+
+    /// The part of `leapfrog` after the evaluation, once `log_density` and `gradient` hold the
+    /// values at `position`.
+    #[inline]
+    pub fn end_leapfrog(&mut self, metric: &DiagonalMassMatrix, step_size: f64) {
         self.kinetic_energy = kick(
             step_size,
-            inverse_diag,
+            metric.inverse_diag(),
             &mut self.momentum,
             &mut self.velocity,
             &self.gradient,

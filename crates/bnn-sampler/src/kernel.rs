@@ -84,3 +84,28 @@ pub trait Kernel {
         params: StepParams<'_>,
     ) -> (KernelState, DrawStats);
 }
+
+/// One chain of a batched transition: its random stream, state and parameters (which differ
+/// between chains after adaptation).
+pub struct BatchChain<'a, R: ?Sized> {
+    pub rng: &'a mut R,
+    pub state: &'a mut KernelState,
+    pub step_size: f64,
+    pub metric: &'a DiagonalMassMatrix,
+}
+
+/// A kernel that advances C chains in lockstep, evaluating the log density once per leapfrog
+/// step for all of them as a `[C, D]` batch (one GEMM or GPU launch instead of C small ones).
+///
+/// Chain `c` of a batch makes exactly the moves it would make alone with `Kernel::step` (given a
+/// log density that is deterministic per row), drawing from its own stream in the same order.
+/// A failed evaluation of the batch makes every chain in it diverge (the chains stay put).
+pub trait BatchKernel {
+    /// One transition of every chain in `chains`; `stats` receives one entry per chain.
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+        &mut self,
+        density: &L,
+        chains: &mut [BatchChain<'_, R>],
+        stats: &mut Vec<DrawStats>,
+    );
+}

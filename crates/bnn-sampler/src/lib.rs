@@ -3,8 +3,10 @@
 //!
 //! Layout: `log_density` is the one interface a posterior implements; `integrator`, `uturn`,
 //! `trajectory` are the parts NUTS is built from; `nuts`, `hmc`, `random_walk` are the kernels
-//! (`init(position) -> state`, `step(rng, state, params) -> (state, info)`); `adaptation` holds
-//! the warmup pieces; `sampler` runs chains and hands draws to a `DrawSink`.
+//! (`init(position) -> state`, `step(rng, state, params) -> (state, info)`); `hmc` and
+//! `batched_nuts` also advance C chains in lockstep with one `[C, D]` density call per leapfrog
+//! step (`BatchKernel`, the GPU-friendly mode, same draws); `adaptation` holds the warmup
+//! pieces; `sampler` runs chains and hands draws to a `DrawSink`.
 //!
 //! ```no_run
 //! use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
@@ -21,6 +23,7 @@
 //! ```
 
 pub mod adaptation;
+pub mod batched_nuts;
 pub mod chain;
 pub mod draw_sink;
 pub mod draw_stats;
@@ -43,13 +46,14 @@ pub use adaptation::step_size_search::find_reasonable_step_size;
 pub use adaptation::warmup::{WarmupConfig, WarmupState};
 pub use adaptation::welford::WelfordVariance;
 pub use adaptation::window_schedule::WindowSchedule;
+pub use batched_nuts::BatchedNuts;
 pub use chain::{chain_rng, ChainRng, ChainStart, ChainState};
 pub use draw_sink::{ChainDraws, CollectedDraws, Draw, DrawSink, SinkError};
 pub use draw_stats::DrawStats;
 pub use error::{SamplerError, StartError};
-pub use hmc::{Hmc, HmcChain, HmcConfig};
+pub use hmc::{Hmc, HmcConfig};
 pub use integrator::PhasePoint;
-pub use kernel::{Kernel, KernelState, StepParams};
+pub use kernel::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use mass_matrix::DiagonalMassMatrix;
 pub use nuts::{Nuts, NutsConfig};

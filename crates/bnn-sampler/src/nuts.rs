@@ -55,12 +55,7 @@ impl NutsConfig {
     /// Builds the kernel with buffers for `dim` coordinates.
     pub fn init(&self, dim: usize) -> Result<Nuts, SamplerError> {
         self.validate()?;
-        Ok(Nuts {
-            max_tree_depth: self.max_tree_depth,
-            max_energy_error: self.max_energy_error,
-            start: PhasePoint::new(dim),
-            trajectory: Trajectory::new(dim),
-        })
+        Ok(Nuts::new(self, dim))
     }
 }
 
@@ -71,12 +66,114 @@ impl NutsConfig {
 /// multinomially from the trajectory (weights `exp(-H)`) instead of by slice sampling, with biased
 /// progressive sampling across doublings, and termination uses the momentum-sum criterion with the
 /// extra checks across subtree seams. The tree itself lives in `trajectory.rs`.
+///
+/// A transition is a resumable state machine (`begin`, then per leapfrog step `frontier` and
+/// `finish_leaf`, then `finish`), so that `BatchedNuts` can hold many chains' transitions in
+/// flight and evaluate their frontiers together; `step` drives it for one chain. Between two
+/// transitions nothing in here matters: the chain is entirely its `KernelState`.
 #[derive(Clone, Debug)]
 pub struct Nuts {
     max_tree_depth: u32,
     max_energy_error: f64,
     start: PhasePoint,
     trajectory: Trajectory,
+    /// The transition in progress: its step size and completed doublings.
+    step_size: f64,
+    depth: u32,
+}
+
+impl Nuts {
+    /// A kernel for an already validated configuration.
+    pub(crate) fn new(config: &NutsConfig, dim: usize) -> Self {
+        Self {
+            max_tree_depth: config.max_tree_depth,
+            max_energy_error: config.max_energy_error,
+            start: PhasePoint::new(dim),
+            trajectory: Trajectory::new(dim),
+            step_size: 0.0,
+            depth: 0,
+        }
+    }
+
+    /// Starts a transition from `state`: draws the momentum and the first doubling's direction.
+    ///
+    /// Random numbers, in order: D normals for the momentum, then per doubling one direction
+    /// bit, the uniforms of the subtree's merges (post-order) and one for the progressive
+    /// sample. The recursive oracle in the tests consumes them in the same order.
+    pub(crate) fn begin<R: Rng + ?Sized>(
+        &mut self,
+        rng: &mut R,
+        state: &KernelState,
+        params: StepParams<'_>,
+    ) {
+        let dim = state.dim();
+        if self.start.dim() != dim {
+            self.start = PhasePoint::new(dim);
+            self.trajectory = Trajectory::new(dim);
+        }
+        let metric = params.metric;
+        self.start.position.copy_from_slice(&state.position);
+        self.start.gradient.copy_from_slice(&state.gradient);
+        self.start.log_density = state.log_density;
+        metric.sample_momentum(rng, &mut self.start.momentum);
+        self.start.refresh_velocity(metric);
+        self.trajectory.reset(&self.start);
+        self.step_size = params.step_size;
+        self.depth = 0;
+        self.begin_doubling(rng);
+    }
+
+    fn begin_doubling<R: Rng + ?Sized>(&mut self, rng: &mut R) {
+        let forward: bool = rng.random();
+        self.trajectory
+            .begin_doubling(forward, self.depth, self.step_size);
+    }
+
+    /// The point the next leapfrog step starts from, and its signed step size.
+    pub(crate) fn frontier(&mut self) -> (&mut PhasePoint, f64) {
+        self.trajectory.frontier()
+    }
+
+    /// Takes in the leapfrog step just made from `frontier`; returns `true` once the transition
+    /// is complete (U-turn, divergence or maximum depth), `false` while it needs more steps.
+    pub(crate) fn finish_leaf<R: Rng + ?Sized>(&mut self, rng: &mut R) -> bool {
+        match self.trajectory.finish_leaf(self.max_energy_error, rng) {
+            None => false,
+            Some(Extension::Invalid) => true,
+            Some(Extension::Turned) => {
+                self.depth += 1;
+                true
+            }
+            Some(Extension::Continue) => {
+                self.depth += 1;
+                if self.depth < self.max_tree_depth {
+                    self.begin_doubling(rng);
+                    false
+                } else {
+                    true
+                }
+            }
+        }
+    }
+
+    /// Ends a complete transition: moves `state` to the selected point and reports the draw.
+    pub(crate) fn finish(&self, state: &mut KernelState) -> DrawStats {
+        let trajectory = &self.trajectory;
+        let proposal = trajectory.proposal();
+        state.position.copy_from_slice(&proposal.position);
+        state.gradient.copy_from_slice(&proposal.gradient);
+        state.log_density = proposal.log_density;
+        DrawStats {
+            log_density: proposal.log_density,
+            accept_stat: trajectory.sum_accept / f64::from(trajectory.n_leapfrog.max(1)),
+            step_size: self.step_size,
+            tree_depth: self.depth,
+            n_leapfrog: trajectory.n_leapfrog,
+            divergent: trajectory.divergent,
+            energy: proposal.energy,
+            energy_error: proposal.energy - trajectory.initial_energy(),
+        }
+    }
 }
 
 impl Kernel for Nuts {
@@ -91,58 +188,15 @@ impl Kernel for Nuts {
         mut state: KernelState,
         params: StepParams<'_>,
     ) -> (KernelState, DrawStats) {
-        let dim = state.dim();
-        if self.start.dim() != dim {
-            self.start = PhasePoint::new(dim);
-            self.trajectory = Trajectory::new(dim);
-        }
-        let metric = params.metric;
-        // Random numbers, in order: D normals for the momentum, then per doubling one direction
-        // bit, the uniforms of the subtree's merges (post-order) and one for the progressive
-        // sample. The recursive oracle in the tests consumes them in the same order.
-        self.start.position.copy_from_slice(&state.position);
-        self.start.gradient.copy_from_slice(&state.gradient);
-        self.start.log_density = state.log_density;
-        metric.sample_momentum(rng, &mut self.start.momentum);
-        self.start.refresh_velocity(metric);
-        let trajectory = &mut self.trajectory;
-        trajectory.reset(&self.start);
-
-        let mut depth = 0;
-        while depth < self.max_tree_depth {
-            let forward: bool = rng.random();
-            match trajectory.extend(
-                density,
-                metric,
-                params.step_size,
-                forward,
-                depth,
-                self.max_energy_error,
-                rng,
-            ) {
-                Extension::Invalid => break,
-                Extension::Turned => {
-                    depth += 1;
-                    break;
-                }
-                Extension::Continue => depth += 1,
+        self.begin(rng, &state, params);
+        loop {
+            let (point, step_size) = self.frontier();
+            point.leapfrog(density, params.metric, step_size);
+            if self.finish_leaf(rng) {
+                break;
             }
         }
-
-        let proposal = trajectory.proposal();
-        state.position.copy_from_slice(&proposal.position);
-        state.gradient.copy_from_slice(&proposal.gradient);
-        state.log_density = proposal.log_density;
-        let stats = DrawStats {
-            log_density: proposal.log_density,
-            accept_stat: trajectory.sum_accept / f64::from(trajectory.n_leapfrog.max(1)),
-            step_size: params.step_size,
-            tree_depth: depth,
-            n_leapfrog: trajectory.n_leapfrog,
-            divergent: trajectory.divergent,
-            energy: proposal.energy,
-            energy_error: proposal.energy - trajectory.initial_energy(),
-        };
+        let stats = self.finish(&mut state);
         (state, stats)
     }
 }

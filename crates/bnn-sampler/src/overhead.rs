@@ -63,14 +63,15 @@ impl DrawSink for LeapfrogCounter {
 pub struct OverheadMeasurement {
     pub algorithm: String,
     pub dim: usize,
-    /// Warmup plus sampling transitions of the single chain.
+    pub chains: usize,
+    /// Warmup plus sampling transitions of all chains.
     pub transitions: u64,
     pub n_leapfrog: u64,
     pub mean_tree_depth: f64,
     pub seconds: f64,
     /// Everything (sampler plus density) per leapfrog step.
     pub us_per_leapfrog: f64,
-    /// The density alone, per evaluation.
+    /// The density alone, per evaluation of one position.
     pub us_per_density_call: f64,
     /// The sampler's own work per leapfrog step: the difference of the two.
     pub us_sampler_per_leapfrog: f64,
@@ -80,6 +81,10 @@ pub struct OverheadMeasurement {
 /// sampling transitions with full adaptation, on a `dim`-dimensional standard normal on one
 /// thread, and reports the time per leapfrog step with the density's own cost subtracted.
 /// For the 2×16 MLP on concrete's 8 features with a heteroscedastic head, `dim = 450`.
+///
+/// Then the same for 4 NUTS chains batched (one `[C, D]` call per leapfrog step over the growing
+/// trees), the cost of the lockstep bookkeeping compared with the single chain (the per-row
+/// density cost is the same here, so the difference is the sampler's).
 pub fn measure_sampler_overhead(
     dim: usize,
     num_draws: usize,
@@ -87,23 +92,27 @@ pub fn measure_sampler_overhead(
 ) -> Vec<OverheadMeasurement> {
     let density = StandardNormalDensity { dim };
     let density_us = time_density(&density);
-    let algorithms: [(&str, AlgorithmConfig); 2] = [
-        ("nuts", NutsConfig::new().into()),
-        ("hmc", HmcConfig::new().with_num_steps(16).into()),
+    let runs: [(&str, AlgorithmConfig, usize, bool); 3] = [
+        ("nuts", NutsConfig::new().into(), 1, false),
+        ("hmc", HmcConfig::new().with_num_steps(16).into(), 1, false),
+        ("nuts_batched", NutsConfig::new().into(), 4, true),
     ];
-    algorithms
-        .into_iter()
-        .filter_map(|(name, algorithm)| {
+    runs.into_iter()
+        .filter_map(|(name, algorithm, num_chains, batched)| {
             let config = SamplerConfig::new(algorithm)
                 .with_num_warmup(num_draws)
                 .with_num_draws(num_draws)
                 .with_seed(seed)
-                .with_threads(Some(1));
+                .with_threads(Some(1))
+                .with_batched(batched);
             let sampler = config.init().ok()?;
-            let start: Vec<f64> = (0..dim).map(|i| ((i % 7) as f64 - 3.0) * 0.3).collect();
-            let mut chains = sampler
-                .init_chains(&density, &[ChainStart::at(start)])
-                .ok()?;
+            let starts: Vec<ChainStart> = (0..num_chains)
+                .map(|c| {
+                    let start = (0..dim).map(|i| (((i + c) % 7) as f64 - 3.0) * 0.3);
+                    ChainStart::at(start.collect())
+                })
+                .collect();
+            let mut chains = sampler.init_chains(&density, &starts).ok()?;
             let mut counter = LeapfrogCounter::default();
             let began = Instant::now();
             sampler
@@ -114,6 +123,7 @@ pub fn measure_sampler_overhead(
             Some(OverheadMeasurement {
                 algorithm: name.to_string(),
                 dim,
+                chains: num_chains,
                 transitions: counter.draws,
                 n_leapfrog: counter.n_leapfrog,
                 mean_tree_depth: counter.tree_depth as f64 / counter.draws.max(1) as f64,

@@ -11,8 +11,8 @@ use crate::chain::{chain_rng, ChainStart, ChainState};
 use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
-use crate::hmc::{HmcChain, HmcConfig};
-use crate::kernel::{Kernel, KernelState, StepParams};
+use crate::hmc::HmcConfig;
+use crate::kernel::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 use crate::mass_matrix::DiagonalMassMatrix;
 use crate::nuts::NutsConfig;
@@ -97,8 +97,9 @@ pub struct SamplerConfig {
     /// Worker threads for running chains in parallel; `None` uses the available parallelism.
     /// The draws do not depend on it.
     pub threads: Option<usize>,
-    /// Advance all chains in lockstep with one `[C, D]` log-density call per leapfrog step
-    /// (HMC only), on the calling thread.
+    /// Advance all chains in lockstep on the calling thread, with one `[C, D]` log-density call
+    /// per leapfrog step (HMC and NUTS; NUTS chains whose tree is complete leave the batch until
+    /// the next transition). The GPU-friendly mode: the draws are those of the threaded run.
     #[config(default = false)]
     pub batched: bool,
     /// Step size every chain starts from unless its `ChainStart` gives one; `None` uses the
@@ -116,9 +117,10 @@ impl SamplerConfig {
                 "threads must be at least 1".into(),
             ));
         }
-        if self.batched && !matches!(self.algorithm, AlgorithmConfig::Hmc(_)) {
+        if self.batched && matches!(self.algorithm, AlgorithmConfig::RandomWalk(_)) {
             return Err(SamplerError::InvalidConfig(
-                "batched execution is implemented for HMC only".into(),
+                "batched execution is implemented for HMC and NUTS, not random-walk Metropolis"
+                    .into(),
             ));
         }
         if let Some(step_size) = self.initial_step_size {
@@ -259,7 +261,10 @@ impl Sampler {
         }
         match &self.config.algorithm {
             AlgorithmConfig::Hmc(config) if self.config.batched => {
-                self.run_batched(density, config, chains, sink, stop)?
+                self.run_batched(density, config.init()?, chains, sink, stop)?
+            }
+            AlgorithmConfig::Nuts(config) if self.config.batched => {
+                self.run_batched(density, config.init_batched()?, chains, sink, stop)?
             }
             AlgorithmConfig::Nuts(config) => {
                 self.run_threaded(density, || config.init(dim), chains, sink, stop)?
@@ -353,23 +358,24 @@ impl Sampler {
         }
     }
 
-    /// All chains in lockstep on this thread, one `[C, D]` evaluation per leapfrog step.
-    fn run_batched<L: LogDensity + ?Sized>(
+    /// All chains in lockstep on this thread, one `[C, D]` evaluation per leapfrog step. Each
+    /// round is one transition of every chain still running, so the stop flag and the sink's
+    /// `chain_finished` are seen between transitions, as in the threaded run.
+    fn run_batched<L: LogDensity + ?Sized, K: BatchKernel>(
         &self,
         density: &L,
-        config: &HmcConfig,
+        mut kernel: K,
         chains: &mut [ChainState],
         sink: &mut (dyn DrawSink + Send),
         stop: &AtomicBool,
     ) -> Result<(), SamplerError> {
-        let mut hmc = config.init()?;
         let search = self.search_step_size();
         let num_draws = self.config.num_draws;
         let mut stats = Vec::with_capacity(chains.len());
         let mut running = Vec::with_capacity(chains.len());
         while !stop.load(Ordering::Relaxed) {
             running.clear();
-            let mut members: Vec<HmcChain<'_, _>> = Vec::with_capacity(chains.len());
+            let mut members: Vec<BatchChain<'_, _>> = Vec::with_capacity(chains.len());
             for (i, chain) in chains.iter_mut().enumerate() {
                 if chain.iteration < chain.warmup.num_warmup() + num_draws
                     && !sink.chain_finished(chain.chain)
@@ -377,14 +383,14 @@ impl Sampler {
                     running.push(i);
                     let ChainState {
                         rng,
-                        kernel,
+                        kernel: state,
                         step_size,
                         metric,
                         ..
                     } = chain;
-                    members.push(HmcChain {
+                    members.push(BatchChain {
                         rng,
-                        state: kernel,
+                        state,
                         step_size: *step_size,
                         metric,
                     });
@@ -393,7 +399,7 @@ impl Sampler {
             if members.is_empty() {
                 break;
             }
-            hmc.step_batch(density, &mut members, &mut stats);
+            kernel.step_batch(density, &mut members, &mut stats);
             drop(members);
             for (&i, draw_stats) in running.iter().zip(&stats) {
                 let chain = &mut chains[i];

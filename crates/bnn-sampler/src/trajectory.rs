@@ -5,8 +5,6 @@ use std::mem::swap;
 use rand::Rng;
 
 use crate::integrator::PhasePoint;
-use crate::log_density::LogDensity;
-use crate::mass_matrix::DiagonalMassMatrix;
 use crate::uturn::{merge_and_check, SpanEnds};
 
 /// `log(exp(a) + exp(b))` without overflow.
@@ -135,12 +133,16 @@ pub(crate) enum Extension {
 /// The NUTS trajectory workspace of one chain. Created once; every transition reuses its buffers.
 ///
 /// The textbook `build_tree` recursion (Hoffman & Gelman 2014, Alg. 3/6) visits leaves left to
-/// right and merges sibling subtrees in post-order. Here the same post-order is produced by a loop
-/// over the leaves of a new subtree: after leaf `k`, the number of merges equals the number of
-/// trailing one bits of `k` (a binary counter), and each level of the counter keeps one pending
-/// left sibling. So the random numbers are drawn in the same order as the recursion and the two
-/// agree draw for draw, while every buffer is allocated once per chain and merges swap buffers
-/// instead of copying them.
+/// right and merges sibling subtrees in post-order. Here the same post-order is produced leaf by
+/// leaf: after leaf `k` of a new subtree, the number of merges equals the number of trailing one
+/// bits of `k` (a binary counter), and each level of the counter keeps one pending left sibling.
+/// So the random numbers are drawn in the same order as the recursion and the two agree draw for
+/// draw, while every buffer is allocated once per chain and merges swap buffers instead of
+/// copying them.
+///
+/// A doubling is resumable between leaves (`begin_doubling`, then per leaf one leapfrog step of
+/// `frontier` and `finish_leaf`), so the single-chain kernel and the batched one, which
+/// evaluates the frontiers of many chains in one call, share this code and make the same moves.
 #[derive(Clone, Debug)]
 pub(crate) struct Trajectory {
     /// The two end points, `[backward, forward]` in time; the next subtree is integrated from one.
@@ -155,6 +157,12 @@ pub(crate) struct Trajectory {
     pending: Vec<Subtree>,
     current: Subtree,
     initial_energy: f64,
+    /// The doubling in progress: the end it grows (index into `ends`), its signed step size, the
+    /// next leaf and the number of leaves.
+    end: usize,
+    signed_step: f64,
+    leaf: usize,
+    leaves: usize,
     /// Statistics of the current transition.
     pub n_leapfrog: u32,
     pub sum_accept: f64,
@@ -173,6 +181,10 @@ impl Trajectory {
             pending: Vec::new(),
             current: Subtree::new(dim),
             initial_energy: 0.0,
+            end: 1,
+            signed_step: 0.0,
+            leaf: 0,
+            leaves: 0,
             n_leapfrog: 0,
             sum_accept: 0.0,
             divergent: false,
@@ -206,39 +218,81 @@ impl Trajectory {
         &self.proposal
     }
 
-    /// Doubles the trajectory: a new subtree of `2^depth` leapfrog steps in direction `forward`,
-    /// merged with biased progressive sampling (Betancourt 2017, App. A.3.2: the new subtree's
-    /// proposal replaces the current one with probability `min(1, w_new / w_old)`, which favours
-    /// points far from the start).
-    #[allow(clippy::too_many_arguments)]
-    pub fn extend<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    /// Starts doubling the trajectory: a new subtree of `2^depth` leapfrog steps in direction
+    /// `forward`, integrated leaf by leaf from the end on that side.
+    pub fn begin_doubling(&mut self, forward: bool, depth: u32, step_size: f64) {
+        let dim = self.dim();
+        while self.pending.len() < depth as usize {
+            self.pending.push(Subtree::new(dim));
+        }
+        self.end = usize::from(forward);
+        self.signed_step = if forward { step_size } else { -step_size };
+        self.leaf = 0;
+        self.leaves = 1usize << depth;
+        self.seam_momentum
+            .copy_from_slice(&self.ends[self.end].momentum);
+        self.seam_velocity
+            .copy_from_slice(&self.ends[self.end].velocity);
+    }
+
+    /// The point the next leaf is integrated from, and the signed step size to integrate it
+    /// with. The caller takes one leapfrog step of it and then calls `finish_leaf`.
+    pub fn frontier(&mut self) -> (&mut PhasePoint, f64) {
+        (&mut self.ends[self.end], self.signed_step)
+    }
+
+    /// Adds the leaf the frontier has just reached: checks it for divergence and does the merges
+    /// it completes. Returns `None` while the doubling needs more leaves, and how it ended once
+    /// the subtree is finished or abandoned (divergence or an internal U-turn).
+    pub fn finish_leaf<R: Rng + ?Sized>(
         &mut self,
-        density: &L,
-        metric: &DiagonalMassMatrix,
-        step_size: f64,
-        forward: bool,
-        depth: u32,
         max_energy_error: f64,
         rng: &mut R,
-    ) -> Extension {
-        let near = usize::from(forward);
-        let far = 1 - near;
-        self.seam_momentum
-            .copy_from_slice(&self.ends[near].momentum);
-        self.seam_velocity
-            .copy_from_slice(&self.ends[near].velocity);
-        let signed_step = if forward { step_size } else { -step_size };
-        if !self.build_subtree(
-            density,
-            metric,
-            signed_step,
-            depth,
-            near,
-            max_energy_error,
-            rng,
-        ) {
-            return Extension::Invalid;
+    ) -> Option<Extension> {
+        let h0 = self.initial_energy;
+        let point = &self.ends[self.end];
+        self.n_leapfrog += 1;
+        let energy = point.hamiltonian();
+        let energy = if energy.is_finite() {
+            energy
+        } else {
+            f64::INFINITY
+        };
+        let log_weight = h0 - energy;
+        self.sum_accept += if log_weight > 0.0 {
+            1.0
+        } else {
+            log_weight.exp()
+        };
+        // Divergence: the energy error exceeds the threshold (Stan: 1000) or is not finite.
+        if energy - h0 > max_energy_error {
+            self.divergent = true;
+            return Some(Extension::Invalid);
         }
+        self.current.set_leaf(point, energy, log_weight);
+        let k = self.leaf;
+        let mut level = 0;
+        while (k >> level) & 1 == 1 {
+            let left = &mut self.pending[level];
+            if !left.absorb(&mut self.current, rng) {
+                return Some(Extension::Invalid);
+            }
+            swap(left, &mut self.current);
+            level += 1;
+        }
+        self.leaf += 1;
+        if self.leaf < self.leaves {
+            swap(&mut self.pending[level], &mut self.current);
+            return None;
+        }
+        Some(self.merge_subtree(rng))
+    }
+
+    /// Merges the finished subtree in `current` into the trajectory with biased progressive
+    /// sampling (Betancourt 2017, App. A.3.2: the new subtree's proposal replaces the current one
+    /// with probability `min(1, w_new / w_old)`, which favours points far from the start) and
+    /// checks the extended trajectory for a U-turn.
+    fn merge_subtree<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Extension {
         let new = &mut self.current;
         let u: f64 = rng.random();
         if u < (new.log_weight - self.log_weight).exp() {
@@ -246,7 +300,7 @@ impl Trajectory {
         }
         self.log_weight = log_sum_exp(self.log_weight, new.log_weight);
         // The old trajectory is the left span (first = its far end, last = the seam end).
-        let far_end = &self.ends[far];
+        let far_end = &self.ends[1 - self.end];
         let left_ends = SpanEnds {
             momentum_first: &far_end.momentum,
             velocity_first: &far_end.velocity,
@@ -264,62 +318,5 @@ impl Trajectory {
         } else {
             Extension::Turned
         }
-    }
-
-    /// Integrates `2^depth` steps from `ends[end]`, leaving the finished subtree in `current`.
-    /// Returns `false` on a divergence or an internal U-turn.
-    #[allow(clippy::too_many_arguments)]
-    fn build_subtree<L: LogDensity + ?Sized, R: Rng + ?Sized>(
-        &mut self,
-        density: &L,
-        metric: &DiagonalMassMatrix,
-        signed_step: f64,
-        depth: u32,
-        end: usize,
-        max_energy_error: f64,
-        rng: &mut R,
-    ) -> bool {
-        let dim = self.dim();
-        while self.pending.len() < depth as usize {
-            self.pending.push(Subtree::new(dim));
-        }
-        let leaves = 1usize << depth;
-        let h0 = self.initial_energy;
-        for k in 0..leaves {
-            let point = &mut self.ends[end];
-            point.leapfrog(density, metric, signed_step);
-            self.n_leapfrog += 1;
-            let energy = point.hamiltonian();
-            let energy = if energy.is_finite() {
-                energy
-            } else {
-                f64::INFINITY
-            };
-            let log_weight = h0 - energy;
-            self.sum_accept += if log_weight > 0.0 {
-                1.0
-            } else {
-                log_weight.exp()
-            };
-            // Divergence: the energy error exceeds the threshold (Stan: 1000) or is not finite.
-            if energy - h0 > max_energy_error {
-                self.divergent = true;
-                return false;
-            }
-            self.current.set_leaf(point, energy, log_weight);
-            let mut level = 0;
-            while (k >> level) & 1 == 1 {
-                let left = &mut self.pending[level];
-                if !left.absorb(&mut self.current, rng) {
-                    return false;
-                }
-                swap(left, &mut self.current);
-                level += 1;
-            }
-            if k + 1 < leaves {
-                swap(&mut self.pending[level], &mut self.current);
-            }
-        }
-        true
     }
 }

@@ -5,8 +5,8 @@ mod support;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bnn_sampler::{
-    AlgorithmConfig, ChainStart, ChainState, CollectedDraws, Draw, DrawSink, HmcConfig, NutsConfig,
-    RandomWalkConfig, RunStatus, SamplerConfig, SinkError,
+    AlgorithmConfig, ChainStart, ChainState, CollectedDraws, Draw, DrawSink, DrawStats, HmcConfig,
+    NutsConfig, RandomWalkConfig, RunStatus, SamplerConfig, SinkError, WarmupConfig,
 };
 use support::targets::{CorrelatedGaussian, IidGaussian};
 use support::uniform_starts;
@@ -77,6 +77,70 @@ fn batched_hmc_equals_unbatched() {
     }
 }
 
+/// Batched NUTS (the chains' trees grown in lockstep, finished trees waiting) makes exactly the
+/// draws of separately run chains, warmup included. The chains start from different step sizes
+/// and metrics on a target with scales from 1e-2 to 1e2, so trees of different depths are in
+/// flight at once; the second configuration has a small maximum depth and no initial step-size
+/// search. In both, chains hit the depth limit and diverge (the checks below make sure they do,
+/// beside each other in one round).
+#[test]
+fn batched_nuts_equals_unbatched() {
+    let mut starts = uniform_starts(5, 6, 1.0, 8);
+    for (start, step_size) in starts.iter_mut().zip([0.003, 0.05, 0.4, 3.0, 40.0]) {
+        start.step_size = Some(step_size);
+    }
+    starts[2].inverse_mass_diag = Some(vec![2.0; 6]);
+    starts[4].inverse_mass_diag = Some((1..=6).map(|i| f64::from(i).powi(2)).collect());
+    for (nuts, warmup) in [
+        (NutsConfig::new(), WarmupConfig::new()),
+        (
+            NutsConfig::new().with_max_tree_depth(4),
+            WarmupConfig::new().with_find_initial_step_size(false),
+        ),
+    ] {
+        let max_tree_depth = nuts.max_tree_depth;
+        let config = SamplerConfig::new(nuts.into())
+            .with_warmup(warmup)
+            .with_num_warmup(150)
+            .with_num_draws(100)
+            .with_seed(3);
+        let separate = collect(config.clone().with_threads(Some(3)), &starts, 6);
+        let batched = collect(config.with_batched(true), &starts, 6);
+        assert_eq!(separate, batched);
+
+        // Transition i of every chain (one lockstep round): its draws' statistics.
+        let rounds: Vec<Vec<DrawStats>> = (0..250)
+            .map(|i| {
+                (0..starts.len())
+                    .map(|c| {
+                        let chain = batched.chain(c);
+                        chain
+                            .warmup_stats
+                            .iter()
+                            .chain(&chain.stats)
+                            .nth(i)
+                            .copied()
+                            .unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        let mixed_depths = rounds
+            .iter()
+            .filter(|round| round.iter().any(|s| s.tree_depth != round[0].tree_depth))
+            .count();
+        assert!(mixed_depths > 10, "{mixed_depths} rounds with mixed depths");
+        let limit_beside_divergence = rounds.iter().any(|round| {
+            round.iter().any(|s| s.divergent)
+                && round.iter().any(|s| s.tree_depth == max_tree_depth)
+        });
+        assert!(
+            limit_beside_divergence,
+            "no round with a divergence beside a tree at the maximum depth"
+        );
+    }
+}
+
 /// A sink that raises the stop flag once chain 0 has produced `after` draws (warmup included).
 struct StopAfter<'a> {
     inner: CollectedDraws,
@@ -107,15 +171,17 @@ fn checkpoint_and_resume_continue_bit_for_bit() {
         rho: 0.5,
     };
     let starts = uniform_starts(3, 2, 1.0, 4);
-    for algorithm in [
-        AlgorithmConfig::from(NutsConfig::new()),
-        HmcConfig::new().with_refresh_angle(Some(0.5)).into(),
+    for (algorithm, batched) in [
+        (AlgorithmConfig::from(NutsConfig::new()), false),
+        (NutsConfig::new().into(), true),
+        (HmcConfig::new().with_refresh_angle(Some(0.5)).into(), false),
     ] {
         let sampler = SamplerConfig::new(algorithm)
             .with_num_warmup(200)
             .with_num_draws(100)
             .with_seed(5)
             .with_threads(Some(2))
+            .with_batched(batched)
             .init()
             .unwrap();
 
@@ -241,12 +307,11 @@ fn sink_can_finish_a_chain_early_and_sees_the_state() {
     }
     let target = IidGaussian::log_spaced(3);
     let starts = uniform_starts(3, 3, 1.0, 4);
-    for batched in [false, true] {
-        let algorithm: AlgorithmConfig = if batched {
-            HmcConfig::new().into()
-        } else {
-            NutsConfig::new().into()
-        };
+    for (algorithm, batched) in [
+        (AlgorithmConfig::from(NutsConfig::new()), false),
+        (HmcConfig::new().into(), true),
+        (NutsConfig::new().into(), true),
+    ] {
         let sampler = SamplerConfig::new(algorithm)
             .with_num_warmup(20)
             .with_num_draws(30)

@@ -167,7 +167,7 @@ fn impossible_configurations_are_errors() {
         SamplerConfig::new(NutsConfig::new().into()).with_threads(Some(0))
     ));
     assert!(invalid(
-        SamplerConfig::new(NutsConfig::new().into()).with_batched(true)
+        SamplerConfig::new(RandomWalkConfig::new().into()).with_batched(true)
     ));
     assert!(invalid(
         SamplerConfig::new(NutsConfig::new().into())
@@ -185,6 +185,7 @@ fn impossible_configurations_are_errors() {
 fn bad_values_during_sampling_are_divergences() {
     for config in [
         SamplerConfig::new(NutsConfig::new().into()),
+        SamplerConfig::new(NutsConfig::new().into()).with_batched(true),
         SamplerConfig::new(HmcConfig::new().with_num_steps(8).into()),
         SamplerConfig::new(HmcConfig::new().with_num_steps(8).into()).with_batched(true),
         SamplerConfig::new(RandomWalkConfig::new().into()),

@@ -7,6 +7,9 @@
 //! sampler fails with probability below 0.1% per family of checks. The scales span four orders
 //! of magnitude, so with a unit metric the sampler would not mix in the allotted draws: the
 //! checks also exercise the mass-matrix adaptation. Sampling divergences must be zero.
+//!
+//! Every check runs twice: chains on threads, and chains batched (one `[C, D]` call per
+//! leapfrog step).
 
 mod support;
 
@@ -20,8 +23,16 @@ use support::{
 const Z95: f64 = 1.644_853_626_951_472_2;
 
 fn check_gaussian(name: &str, algorithm: AlgorithmConfig, dim: usize, seed: u64) {
+    for batched in [false, true] {
+        let config = SamplerConfig::new(algorithm.clone()).with_batched(batched);
+        let mode = if batched { "batched" } else { "threaded" };
+        check_gaussian_run(&format!("{name} ({mode})"), config, dim, seed);
+    }
+}
+
+fn check_gaussian_run(name: &str, config: SamplerConfig, dim: usize, seed: u64) {
     let target = IidGaussian::log_spaced(dim);
-    let sampler = SamplerConfig::new(algorithm)
+    let sampler = config
         .with_num_warmup(1000)
         .with_num_draws(5000)
         .with_seed(seed)
