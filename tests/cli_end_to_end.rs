@@ -150,7 +150,7 @@ fn run_writes_everything_and_the_stages_alone_give_the_same_run() {
     // A run directory is never reused for another configuration or overwritten.
     let mut args = vec!["run"];
     args.extend_from_slice(SMALL_RUN);
-    args.extend(["--draws", "31", "--out", a.to_str().unwrap()]);
+    args.extend(["--target-accept", "0.9", "--out", a.to_str().unwrap()]);
     let o = bnn(&args);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("another configuration"), "{}", stderr(&o));

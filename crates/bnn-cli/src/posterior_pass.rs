@@ -149,7 +149,12 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
         per_chain.push(chain_metrics.finish());
     }
 
-    let rhat = |series: &[Vec<f64>]| if series.iter().all(|s| s.len() >= 4) { bnn_diagnostics::rhat_split(series) } else { f64::NAN };
+    // Chains stopped early have fewer draws: R-hat uses the common prefix.
+    let rhat = |series: &[Vec<f64>]| {
+        let shortest = series.iter().map(Vec::len).min().unwrap_or(0);
+        let common: Vec<&[f64]> = series.iter().map(|s| &s[..shortest]).collect();
+        if shortest >= 4 { bnn_diagnostics::rhat_split(&common) } else { f64::NAN }
+    };
     let pointwise_rhats: Vec<f64> = point_means.iter().filter(|m| !m[0].is_empty()).map(|m| rhat(m)).filter(|r| r.is_finite()).collect();
     let total = global_draw.max(1) as f64;
     let (points, coverage) = if gaussian && global_draw > 0 {
