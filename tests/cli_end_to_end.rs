@@ -315,3 +315,44 @@ fn early_stopping_ends_converged_chains_and_plots_are_drawn() {
     }
     assert!(std::fs::read_dir(dir.join("plots")).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().starts_with("trace_")));
 }
+
+/// The MILE recipe (minibatch AdamW with early stopping on a validation split) and the single
+/// warm start (every chain from one saved network).
+#[test]
+fn mile_training_and_single_warm_start() {
+    let dir = temp_dir("mile");
+    let train = dir.join("train");
+    let o = bnn(&[
+        "train", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--members", "2", "--mile", "--epochs", "60",
+        "--out", train.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let members = json(&train.join("ensemble/members.json"));
+    for m in members["members"].as_array().unwrap() {
+        let epochs = m["epochs_run"].as_u64().unwrap();
+        assert!((1..=60).contains(&epochs), "{m}");
+        assert!(m["best_valid_loss"].as_f64().is_some_and(f64::is_finite), "{m}");
+    }
+    let config = std::fs::read_to_string(train.join("config.toml")).unwrap();
+    assert!(config.contains("batch_size = 32") && config.contains("decoupled_weight_decay = true"), "{config}");
+
+    let single = dir.join("single");
+    let member = train.join("ensemble/member_01.safetensors");
+    let o = bnn(&[
+        "sample", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--init-from", member.to_str().unwrap(),
+        "--chains", "2", "--warmup", "20", "--draws", "20", "--max-depth", "4", "--out", single.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = bnn(&["evaluate", single.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = json(&single.join("summary.json"));
+    assert_eq!(summary["init"], "single");
+    assert!(summary["de_rmse"].is_null());
+    // A network of another architecture is refused with the tensor named.
+    let o = bnn(&[
+        "sample", "--dataset", "cos2x", "--hidden", "9", "--init-from", member.to_str().unwrap(), "--chains", "1", "--out",
+        dir.join("wrong").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("network.layers.0"), "{}", stderr(&o));
+}

@@ -290,7 +290,8 @@ pub struct RunFlags {
     /// Seed of the members' initializations and of the chains' random streams.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Advance all chains in lockstep with one batched gradient call per leapfrog step.
+    /// NUTS/HMC: advance all chains in lockstep with one batched gradient call per leapfrog step
+    /// (the GPU-friendly mode; the same draws as running the chains apart).
     #[arg(long)]
     pub batched: Option<bool>,
     /// Save every chain's state every N iterations (0: only at the end and on Ctrl-C).
