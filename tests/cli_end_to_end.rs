@@ -181,8 +181,8 @@ fn bench_prints_json() {
 fn wgpu_device_samples_or_explains() {
     let dir = temp_dir("wgpu");
     let o = bnn(&[
-        "run", "--dataset", "cos2x", "--hidden", "4", "--init", "cold", "--chains", "1", "--warmup", "5", "--draws", "5",
-        "--max-depth", "3", "--device", "wgpu", "--out", dir.to_str().unwrap(),
+        "run", "--dataset", "cos2x", "--hidden", "4", "--init", "cold", "--chains", "3", "--batched", "true", "--warmup", "5",
+        "--draws", "5", "--max-depth", "3", "--device", "wgpu", "--out", dir.to_str().unwrap(),
     ]);
     if o.status.success() {
         assert!(dir.join("summary.json").is_file());
@@ -340,13 +340,14 @@ fn mile_training_and_single_warm_start() {
     let member = train.join("ensemble/member_01.safetensors");
     let o = bnn(&[
         "sample", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--init-from", member.to_str().unwrap(),
-        "--chains", "2", "--warmup", "20", "--draws", "20", "--max-depth", "4", "--out", single.to_str().unwrap(),
+        "--chains", "2", "--warmup", "20", "--draws", "20", "--thin", "2", "--max-depth", "4", "--out", single.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = bnn(&["evaluate", single.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     let summary = json(&single.join("summary.json"));
     assert_eq!(summary["init"], "single");
+    assert_eq!(summary["draws_per_chain"], serde_json::json!([10, 10]), "--thin 2 keeps every other draw");
     assert!(summary["de_rmse"].is_null());
     // A network of another architecture is refused with the tensor named.
     let o = bnn(&[

@@ -218,8 +218,7 @@ pub fn sample_stage(ctx: &RunContext, resume: bool) -> Result<SamplingOutcome> {
     }
     let total = config.sampler.warmup + config.sampler.draws;
     let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
-    let mut store = DrawStore::open(&ctx.dir, &ctx.layout, &resumed, config.sampler.checkpoint_every, config.sampler.thin)?
-        .with_progress(ChainProgress::new(total, &done));
+    let mut store = DrawStore::open(&ctx.dir, &ctx.layout, &resumed, config.sampler.checkpoint_every, config.sampler.thin)?;
     if config.sampler.early_stop {
         let test = &ctx.data.test;
         let posterior = ctx.posterior();
@@ -251,6 +250,8 @@ pub fn sample_stage(ctx: &RunContext, resume: bool) -> Result<SamplingOutcome> {
         config.device_name()?.concrete(),
         if resume { format!(" (resuming at iterations {done:?})") } else { String::new() }
     );
+    // Bars last: a line printed while they are drawn would leave stale copies on the terminal.
+    store = store.with_progress(ChainProgress::new(total, &done));
     let start = Instant::now();
     let status = sampler.run(density, &mut states, &mut store, &STOP)?;
     let wall = start.elapsed().as_secs_f64();
