@@ -233,6 +233,21 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
             g.name, g.count, fmt(g.rhat_mean), fmt(g.rhat_median), fmt(g.rhat_max), fmt(g.crhat_mean), fmt(g.crhat_max), g.ess_bulk_min
         );
     }
+    // Function-space R-hat (computed by `bnn evaluate` from the test predictions), where the
+    // chains of a BNN can agree although their weights never will.
+    let function_space = args.run_dir.as_ref().and_then(|dir| std::fs::read_to_string(dir.join("summary.json")).ok()).and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).map(|s| {
+        json!({
+            "rhat_test_loglik": s["rhat_test_loglik"], "rhat_test_rmse": s["rhat_test_rmse"],
+            "pointwise_predictive_rhat_max": s["pointwise_predictive_rhat_max"], "pointwise_predictive_rhat_mean": s["pointwise_predictive_rhat_mean"],
+        })
+    });
+    if let Some(f) = &function_space {
+        let g = |k: &str| f[k].as_f64().map_or("n/a".into(), fmt);
+        println!(
+            "\nfunction space: split R-hat of the test log-likelihood {}, of the test RMSE {}; pointwise predictive R-hat max {} (mean {})",
+            g("rhat_test_loglik"), g("rhat_test_rmse"), g("pointwise_predictive_rhat_max"), g("pointwise_predictive_rhat_mean")
+        );
+    }
     let high_rhat = summaries.iter().filter(|s| s.rhat > RHAT_WARN).count();
     let low_ess = summaries.iter().filter(|s| s.ess_bulk.min(s.ess_tail) < ESS_WARN).count();
     if high_rhat > 0 {
@@ -271,6 +286,7 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
         let report = json!({
             "parameters": parameters,
             "groups": groups,
+            "function_space": function_space,
             "warnings": { "rhat_above_1_01": high_rhat, "ess_below_400": low_ess, "crhat_above_1_1": high_crhat,
                           "divergences": divergences, "max_tree_depth_hits": depth_hits, "draws": n_draws },
         });

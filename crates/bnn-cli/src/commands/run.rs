@@ -27,7 +27,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         train_stage(&ctx)?;
     }
     if !sample_stage(&ctx, false)?.finished {
-        bail!("sampling was interrupted; continue with `bnn sample --resume {}`, then `bnn evaluate`", dir.root().display());
+        bail!("sampling was interrupted; continue with `bnn sample --resume {0}`, then `bnn predict {0}` and `bnn evaluate {0}`", dir.root().display());
     }
     let result = pass(&ctx)?;
     predict_stage(&ctx, &result)?;
