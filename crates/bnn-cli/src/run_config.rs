@@ -50,7 +50,7 @@ pub struct DataSection {
     pub dataset: String,
     pub split_seed: u64,
     pub test_fraction: f64,
-    /// Share of the training rows held out for the ensemble's early stopping (0: none).
+    /// Share of all rows held out (from the training part) for the members' early stopping (0: none).
     pub validation_fraction: f64,
     pub standardize: Standardize,
 }
@@ -212,9 +212,11 @@ pub struct RunFlags {
     /// Seed of the random train/test split (and of generated data).
     #[arg(long)]
     pub split_seed: Option<u64>,
+    /// Share of the rows held out as test set [default: 0.2].
     #[arg(long)]
     pub test_fraction: Option<f64>,
-    /// Share of the training rows held out as validation set for early stopping of the members.
+    /// Share of all rows held out (from the training part) as a validation set for early stopping
+    /// of the members [default: 0, or 0.1 with --mile].
     #[arg(long)]
     pub validation_fraction: Option<f64>,
     #[arg(long, value_enum)]
@@ -228,6 +230,7 @@ pub struct RunFlags {
     /// hetero (σ = exp(o)), hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
     #[arg(long)]
     pub likelihood: Option<String>,
+    /// Number of regression targets the network predicts (the data must have as many) [default: 1].
     #[arg(long)]
     pub targets: Option<usize>,
     /// Prior of every weight and bias: normal:<s>, laplace:<b> or fan_in_normal:<s>.
@@ -236,21 +239,25 @@ pub struct RunFlags {
     /// Per-layer prior, repeatable: <layer>=<weight prior>[/<bias prior>].
     #[arg(long = "layer-prior")]
     pub layer_priors: Vec<String>,
-    /// Ensemble members M.
+    /// Ensemble members M [default: 12].
     #[arg(long)]
     pub members: Option<usize>,
-    /// Full-batch Adam steps per member (with --batch-size: maximum epochs).
+    /// Full-batch Adam steps per member (with --batch-size: maximum epochs) [default: 5000].
     #[arg(long)]
     pub epochs: Option<usize>,
+    /// Adam's learning rate [default: 1e-3].
     #[arg(long)]
     pub learning_rate: Option<f64>,
+    /// Weight decay of the members [default: 1e-2, coupled L2].
     #[arg(long)]
     pub weight_decay: Option<f64>,
     /// Use AdamW's decoupled weight decay.
     #[arg(long)]
     pub decoupled_weight_decay: Option<bool>,
+    /// Minibatch size of the members' training [default: full batch].
     #[arg(long)]
     pub batch_size: Option<usize>,
+    /// Stop a member after this many epochs without validation improvement.
     #[arg(long)]
     pub patience: Option<usize>,
     /// The MILE recipe: AdamW lr 1e-3, wd 1e-3, batch 32, ≤500 epochs, patience 10 on a 10%
@@ -269,16 +276,16 @@ pub struct RunFlags {
     /// Number of chains (default: one per ensemble member).
     #[arg(long)]
     pub chains: Option<usize>,
-    /// Warmup (adaptation) iterations per chain.
+    /// Warmup (adaptation) iterations per chain [default: 100].
     #[arg(long)]
     pub warmup: Option<usize>,
-    /// Draws kept per chain.
+    /// Draws per chain [default: 1000].
     #[arg(long)]
     pub draws: Option<usize>,
     /// Target acceptance statistic (≈0.45 suits ReLU nets, whose leapfrog error is first order).
     #[arg(long)]
     pub target_accept: Option<f64>,
-    /// NUTS: maximum tree depth.
+    /// NUTS: maximum tree depth [default: 10].
     #[arg(long)]
     pub max_depth: Option<usize>,
     /// HMC: leapfrog steps per draw.
@@ -294,14 +301,16 @@ pub struct RunFlags {
     /// (the GPU-friendly mode; the same draws as running the chains apart).
     #[arg(long)]
     pub batched: Option<bool>,
-    /// Save every chain's state every N iterations (0: only at the end and on Ctrl-C).
+    /// Save every chain's state every N iterations (0: only at the end and on Ctrl-C) [default: 50].
     #[arg(long)]
     pub checkpoint_every: Option<usize>,
     /// Stop each chain once its expanding-window test LPPD has converged.
     #[arg(long)]
     pub early_stop: Option<bool>,
+    /// ϖ: how many of the latest cumulative LPPD values are averaged [default: 100].
     #[arg(long)]
     pub early_stop_window: Option<usize>,
+    /// ε: the largest accepted distance of that average from the latest value [default: 1e-3].
     #[arg(long)]
     pub early_stop_tolerance: Option<f64>,
     /// ndarray, flex, wgpu or cpu.
