@@ -37,8 +37,29 @@ impl RunSummary {
         }
     }
 
-    /// `(nominal, observed)` coverage from the `coverage_<percent>` fields, by nominal level.
+    /// `(nominal, observed)` coverage by nominal level: the `calibration` array
+    /// (`[{"nominal": .., "observed": ..}, ..]`, every measured level) when present, else the
+    /// `coverage_<percent>` fields.
     pub fn coverage(&self) -> Result<Vec<(f64, f64)>, PlotError> {
+        if let Some(Value::Array(points)) = self.fields.get("calibration") {
+            let mut levels = Vec::with_capacity(points.len());
+            for point in points {
+                match (point.get("nominal").and_then(Value::as_f64), point.get("observed").and_then(Value::as_f64)) {
+                    (Some(nominal), Some(observed)) => levels.push((nominal, observed)),
+                    _ => {
+                        return Err(PlotError::InvalidField {
+                            file: self.file.clone(),
+                            field: "calibration".into(),
+                            message: format!("entries need numeric `nominal` and `observed`, found {point}"),
+                        })
+                    }
+                }
+            }
+            if !levels.is_empty() {
+                levels.sort_by(|a, b| a.0.total_cmp(&b.0));
+                return Ok(levels);
+            }
+        }
         let mut levels = Vec::new();
         for key in self.fields.keys() {
             let Some(percent) = key
@@ -86,6 +107,17 @@ mod tests {
         assert_eq!(s.number("de_lppd").unwrap(), None);
         assert_eq!(s.number("missing").unwrap(), None);
         assert_eq!(s.coverage().unwrap(), [(0.5, 0.4), (0.9, 0.88)]);
+    }
+
+    #[test]
+    fn prefers_the_calibration_array() {
+        let s = summary(
+            r#"{"coverage_50": 0.4, "calibration": [{"nominal": 0.9, "observed": 0.8}, {"nominal": 0.1, "observed": 0.2}]}"#,
+        )
+        .unwrap();
+        assert_eq!(s.coverage().unwrap(), [(0.1, 0.2), (0.9, 0.8)]);
+        let bad = summary(r#"{"calibration": [{"nominal": 0.9}]}"#).unwrap();
+        assert!(bad.coverage().unwrap_err().to_string().contains("calibration"));
     }
 
     #[test]

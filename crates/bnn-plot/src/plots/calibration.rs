@@ -1,5 +1,5 @@
 //! Calibration curve: observed coverage of the central predictive intervals against their
-//! nominal level, from the `coverage_<level>` fields of `summary.json`.
+//! nominal level, from `summary.json` (its `calibration` array, or the `coverage_<level>` fields).
 
 use super::PlotOutcome;
 use crate::figure::{
