@@ -66,18 +66,14 @@ pub fn parse_layer_prior(text: &str) -> Result<(usize, LayerPrior)> {
 
 impl ModelArgs {
     pub fn config(&self, d_input: usize) -> Result<BnnConfig> {
-        let mut prior = PriorSpec::uniform(self.prior);
-        for text in &self.layer_priors {
-            let (layer, lp) = parse_layer_prior(text)?;
-            prior = prior.with_layer(layer, lp);
-        }
-        let config = BnnConfig::new(d_input)
-            .with_hidden(parse_hidden(&self.hidden)?)
-            .with_activation(self.activation)
-            .with_likelihood(parse_likelihood(&self.likelihood)?)
-            .with_n_targets(self.targets)
-            .with_prior(prior);
-        config.validate().map_err(|e| anyhow!(e))?;
-        Ok(config)
+        let section = crate::run_config::ModelSection {
+            hidden: parse_hidden(&self.hidden)?,
+            activation: self.activation.to_string(),
+            likelihood: self.likelihood.clone(),
+            targets: self.targets,
+            prior: self.prior.to_string(),
+            layer_priors: self.layer_priors.clone(),
+        };
+        section.bnn_config(d_input)
     }
 }

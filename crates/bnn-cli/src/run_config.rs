@@ -79,6 +79,27 @@ pub struct ModelSection {
     pub layer_priors: Vec<String>,
 }
 
+impl ModelSection {
+    /// The network and likelihood for data with `d_input` features; errors name the bad setting.
+    pub fn bnn_config(&self, d_input: usize) -> Result<BnnConfig> {
+        let prior: Prior = self.prior.parse().map_err(|e: String| anyhow!("prior: {e}"))?;
+        let mut spec = PriorSpec::uniform(prior);
+        for text in &self.layer_priors {
+            let (layer, lp) = parse_layer_prior(text)?;
+            spec = spec.with_layer(layer, lp);
+        }
+        let activation: Activation = self.activation.parse().map_err(|e: String| anyhow!("activation: {e}"))?;
+        let config = BnnConfig::new(d_input)
+            .with_hidden(self.hidden.clone())
+            .with_activation(activation)
+            .with_likelihood(parse_likelihood(&self.likelihood)?)
+            .with_n_targets(self.targets)
+            .with_prior(spec);
+        config.validate().map_err(|e| anyhow!(e))?;
+        Ok(config)
+    }
+}
+
 impl Default for ModelSection {
     fn default() -> Self {
         Self {
@@ -478,22 +499,7 @@ impl RunConfig {
 
     /// The network and likelihood for data with `d_input` features.
     pub fn bnn_config(&self, d_input: usize) -> Result<BnnConfig> {
-        let m = &self.model;
-        let prior: Prior = m.prior.parse().map_err(|e: String| anyhow!("prior: {e}"))?;
-        let mut spec = PriorSpec::uniform(prior);
-        for text in &m.layer_priors {
-            let (layer, lp) = parse_layer_prior(text)?;
-            spec = spec.with_layer(layer, lp);
-        }
-        let activation: Activation = m.activation.parse().map_err(|e: String| anyhow!("activation: {e}"))?;
-        let config = BnnConfig::new(d_input)
-            .with_hidden(m.hidden.clone())
-            .with_activation(activation)
-            .with_likelihood(parse_likelihood(&m.likelihood)?)
-            .with_n_targets(m.targets)
-            .with_prior(spec);
-        config.validate().map_err(|e| anyhow!(e))?;
-        Ok(config)
+        self.model.bnn_config(d_input)
     }
 
     /// The settings that decide the draws: a run directory may only be resumed with these equal.
