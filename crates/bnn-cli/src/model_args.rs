@@ -1,7 +1,7 @@
 //! Command-line flags that define a BNN, shared by every subcommand that builds one.
 
 use anyhow::{anyhow, bail, Result};
-use bnn_model::{Activation, BnnConfig, LayerPrior, Likelihood, LogSigmaPrior, Prior, PriorSpec, ScaleLink};
+use bnn_model::{Activation, BnnConfig, LayerPrior, Likelihood, LogSigmaPrior, Prior, ScaleLink};
 use clap::Args;
 
 #[derive(Args, Debug, Clone)]
