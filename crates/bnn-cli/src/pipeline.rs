@@ -466,5 +466,6 @@ fn print_report(s: &serde_json::Value, flagged: &[usize]) {
 
 /// The predictive pass over a finished run.
 pub fn pass(ctx: &RunContext) -> Result<PassResult> {
-    run_pass(&ctx.dir, ctx.posterior(), &ctx.data.test, ctx.config.chains(), ctx.config.sampler.max_depth, ctx.config.sampler.seed)
+    let s = &ctx.config.sampler;
+    run_pass(&ctx.dir, ctx.posterior(), &ctx.data.test, ctx.config.chains(), s.draws.div_ceil(s.thin), s.max_depth, s.seed)
 }

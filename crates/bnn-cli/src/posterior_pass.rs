@@ -64,13 +64,18 @@ impl PassResult {
     }
 }
 
-/// Streams the draws of `chains` chains through the posterior's predictions on `test`.
-pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains: usize, max_depth: usize, seed: u64) -> Result<PassResult> {
+/// Streams the draws of `chains` chains (at most `max_draws_per_chain` each: fewer when a chain
+/// stopped early) through the posterior's predictions on `test`.
+pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains: usize, max_draws_per_chain: usize, max_depth: usize, seed: u64) -> Result<PassResult> {
     let dim = posterior.layout_dim();
     let (n, t) = (test.rows, test.y_cols);
     let values = n * t;
-    // First pass over the headers is free: count draws to pick the predictive-sample stride.
-    let total_draws: usize = (0..chains).map(|c| count_rows(&dir.draws(c))).sum::<Result<usize>>()?;
+    // The stride of the kept predictive samples, from the planned number of draws (an upper
+    // bound), so the files are read once.
+    let total_draws = chains * max_draws_per_chain;
+    if let Some(missing) = (0..chains).map(|c| dir.draws(c)).find(|p| !p.is_file()) {
+        anyhow::bail!("{} is missing: this run has not been sampled yet (run `bnn sample --out {}`)", missing.display(), dir.root().display());
+    }
     let stride = (total_draws * values).div_ceil(MAX_PREDICTIVE_VALUES).max(1);
     let mut samples: Vec<Vec<f32>> = vec![Vec::with_capacity(total_draws / stride + 1); values];
     let mut mean_sum = vec![0.0; values];
@@ -206,13 +211,6 @@ fn quantile(sorted: &[f32], p: f64) -> f64 {
     let (lo, frac) = (h.floor() as usize, h - h.floor());
     let hi = (lo + 1).min(sorted.len() - 1);
     f64::from(sorted[lo]) + frac * (f64::from(sorted[hi]) - f64::from(sorted[lo]))
-}
-
-fn count_rows(path: &std::path::Path) -> Result<usize> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("opening {}: {e} (did sampling finish?)", path.display()))?;
-    let lines = std::io::BufReader::new(file).lines().map_while(std::result::Result::ok).filter(|l| !l.is_empty() && !l.starts_with('#')).count();
-    Ok(lines.saturating_sub(1))
 }
 
 /// The members of a deep ensemble as an equal mixture (the DE baseline).
