@@ -88,17 +88,26 @@ pub struct DeviceData {
 impl DeviceData {
     pub fn upload(data: &HostData, likelihood: &Likelihood, device: &Device, dtype: DType) -> Self {
         let x = tensor_from(&data.x, [data.rows, data.x_cols], device, dtype);
-        let targets = match *likelihood {
+        let (targets, columns) = data.target_matrix(likelihood);
+        let targets = tensor_from(&targets, [data.rows, columns], device, dtype);
+        DeviceData { x, targets, rows: data.rows }
+    }
+}
+
+impl HostData {
+    /// The matrix the likelihood compares outputs with: `[N, T]` real targets, or `[N, K]`
+    /// one-hot rows for the categorical head. Returns the values and the column count.
+    pub fn target_matrix(&self, likelihood: &Likelihood) -> (Vec<f64>, usize) {
+        match *likelihood {
             Likelihood::Categorical { classes } => {
-                let mut one_hot = vec![0.0; data.rows * classes];
-                for (row, &label) in data.y.iter().enumerate() {
+                let mut one_hot = vec![0.0; self.rows * classes];
+                for (row, &label) in self.y.iter().enumerate() {
                     one_hot[row * classes + label as usize] = 1.0;
                 }
-                tensor_from(&one_hot, [data.rows, classes], device, dtype)
+                (one_hot, classes)
             }
-            _ => tensor_from(&data.y, [data.rows, data.y_cols], device, dtype),
-        };
-        DeviceData { x, targets, rows: data.rows }
+            _ => (self.y.clone(), self.y_cols),
+        }
     }
 }
 

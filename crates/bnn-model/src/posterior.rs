@@ -1,6 +1,7 @@
 //! Posteriors over flat parameter vectors: the trait, and the built-in batched MLP posterior.
 
 use crate::flatten::layout_of;
+use crate::fused_mlp::{FusedMlp, LayerOffsets};
 use crate::layout::{ParameterKind, ParameterLayout};
 use crate::model::BnnConfig;
 use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
@@ -37,6 +38,20 @@ pub enum PosteriorError {
     Data(#[from] DataShapeError),
     #[error("the device does not support {0:?} arithmetic")]
     UnsupportedDType(DType),
+    #[error("the fused MLP kernel cannot be built: {0}")]
+    Fused(String),
+}
+
+/// How the built-in posterior computes its log likelihood and gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GradientPath {
+    /// The fused operation with a handwritten backward ([`crate::fused_mlp`]) on the CPU
+    /// backends (Flex, NdArray); Burn's tensor graph on other devices.
+    #[default]
+    Auto,
+    /// Burn's tensor graph everywhere (the reference the fused path is tested against).
+    Plain,
 }
 
 /// Slices of one dense layer inside θ.
@@ -61,6 +76,7 @@ pub struct MlpPosterior {
     prior_quadratic: Tensor<2>,
     prior_absolute: Option<Tensor<2>>,
     prior_constant: f64,
+    fused: Option<FusedMlp>,
 }
 
 impl MlpPosterior {
@@ -98,6 +114,17 @@ impl MlpPosterior {
         let to_row = |v: &[f64]| tensor_from(v, [1, d], &device, dtype);
         let prior_quadratic = to_row(&coefficients.quadratic);
         let prior_absolute = coefficients.has_laplace().then(|| to_row(&coefficients.absolute));
+        let fused = if FusedMlp::supports(&device) {
+            let offsets: Vec<LayerOffsets> = layers
+                .iter()
+                .map(|l| LayerOffsets { d_in: l.d_in, d_out: l.d_out, weight_offset: l.weight.start, bias_offset: l.bias.start })
+                .collect();
+            let fused = FusedMlp::new(&offsets, config.activation, &config.likelihood, log_sigma_index, d, data, coefficients.clone())
+                .map_err(|e| PosteriorError::Fused(e.to_string()))?;
+            Some(fused)
+        } else {
+            None
+        };
         let data = DeviceData::upload(data, &config.likelihood, &device, dtype);
         Ok(Self {
             config,
@@ -110,7 +137,21 @@ impl MlpPosterior {
             prior_quadratic,
             prior_absolute,
             prior_constant: coefficients.constant,
+            fused,
         })
+    }
+
+    /// Chooses how the log likelihood is evaluated (default [`GradientPath::Auto`]).
+    pub fn with_gradient_path(mut self, path: GradientPath) -> Self {
+        if path == GradientPath::Plain {
+            self.fused = None;
+        }
+        self
+    }
+
+    /// Whether evaluations go through the fused kernel (CPU device and `Auto` path).
+    pub fn uses_fused_kernel(&self) -> bool {
+        self.fused.is_some()
     }
 
     pub fn config(&self) -> &BnnConfig {
@@ -181,6 +222,9 @@ impl MlpPosterior {
 
     /// Log likelihood of the training data, `[C]`.
     pub fn log_likelihood(&self, theta: &Tensor<2>) -> Tensor<1> {
+        if let Some(fused) = &self.fused {
+            return fused.log_likelihood(theta.clone());
+        }
         let outputs = self.forward_batch(theta, &self.data.x);
         self.config.likelihood.log_likelihood(outputs, &self.data.targets, self.log_sigma(theta))
     }
@@ -200,6 +244,9 @@ impl Posterior for MlpPosterior {
     }
 
     fn log_posterior(&self, theta: Tensor<2>) -> Tensor<1> {
+        if let Some(fused) = &self.fused {
+            return fused.log_posterior(theta);
+        }
         self.log_prior(&theta) + self.log_likelihood(&theta)
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::prepared_data::{prepare, Preparation};
 use anyhow::{anyhow, bail, Result};
-use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, DeviceName, Likelihood, MlpPosterior, ScaleLink};
+use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, Likelihood, MlpPosterior, ScaleLink};
 use bnn_sampler::LogDensity;
 use burn::tensor::DType;
 use clap::{Args, ValueEnum};
@@ -65,6 +65,25 @@ pub struct BenchArgs {
     /// Also write the JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// `auto`: the fused kernel on CPU devices; `plain`: Burn's tensor graph (for comparison).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub gradient: GradientChoice,
+}
+
+/// `--gradient` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum GradientChoice {
+    Auto,
+    Plain,
+}
+
+impl From<GradientChoice> for GradientPath {
+    fn from(choice: GradientChoice) -> Self {
+        match choice {
+            GradientChoice::Auto => GradientPath::Auto,
+            GradientChoice::Plain => GradientPath::Plain,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -78,6 +97,8 @@ struct ChainResult {
 struct BenchReport {
     problem: Problem,
     device: String,
+    /// `fused` (handwritten backward) or `plain` (Burn's tensor graph).
+    gradient: &'static str,
     dtype: &'static str,
     n_train: usize,
     n_params: usize,
@@ -98,7 +119,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let data = prepare(args.problem.dataset(), &Preparation::default())?;
     let config = args.problem.config(data.train.x_cols);
     let device = args.device.device().map_err(|e| anyhow!(e))?;
-    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &data.train, &device, DType::F32)?);
+    let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?.with_gradient_path(args.gradient.into());
+    let gradient = if posterior.uses_fused_kernel() { "fused" } else { "plain" };
+    let density = AutodiffLogDensity::new(posterior);
     let d = density.dim();
     let mut results = Vec::new();
     for &c in &chains {
@@ -124,6 +147,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let report = BenchReport {
         problem: args.problem,
         device: args.device.concrete().to_string(),
+        gradient,
         dtype: "f32",
         n_train: data.train.rows,
         n_params: d,

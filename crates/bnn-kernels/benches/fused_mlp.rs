@@ -1,0 +1,49 @@
+//! `cargo bench -p bnn-kernels`: microseconds per value+gradient of the fused kernel alone (no
+//! Burn), on the shapes of the issue-6 problems, printed as JSON lines.
+
+use bnn_kernels::{KernelActivation, KernelData, KernelHead, KernelLayer, KernelSpec, MlpKernel, Workspace};
+use std::time::Instant;
+
+fn spec(widths: &[usize], activation: KernelActivation, head: KernelHead, targets: usize) -> KernelSpec {
+    let mut offset = 0;
+    let mut layers = Vec::new();
+    for w in widths.windows(2) {
+        layers.push(KernelLayer { d_in: w[0], d_out: w[1], weight_offset: offset, bias_offset: offset + w[0] * w[1] });
+        offset += w[0] * w[1] + w[1];
+    }
+    KernelSpec { layers, activation, head, target_columns: targets, dim: offset }
+}
+
+fn main() {
+    let hetero = KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-6, sigma_max: 1e6 };
+    let fixed = KernelHead::Fixed { sigma: 0.1 };
+    let problems = [
+        ("cos2x-sigmoid", spec(&[1, 50, 1], KernelActivation::Sigmoid, fixed, 1), 80),
+        ("cos2x-relu", spec(&[1, 50, 1], KernelActivation::Relu, fixed, 1), 80),
+        ("concrete", spec(&[8, 16, 16, 2], KernelActivation::Tanh, hetero, 1), 824),
+        ("protein", spec(&[9, 16, 16, 2], KernelActivation::Relu, hetero, 1), 36584),
+    ];
+    for (name, spec, rows) in problems {
+        let kernel = MlpKernel::new(spec.clone()).expect("valid spec");
+        let x: Vec<f32> = (0..rows * spec.d_input()).map(|i| ((i as f32 * 0.618034).fract() - 0.5) * 3.0).collect();
+        let y: Vec<f32> = (0..rows * spec.target_columns).map(|i| ((i as f32 * 0.414214).fract() - 0.5) * 2.0).collect();
+        for chains in [1usize, 8, 64] {
+            let theta: Vec<f32> = (0..chains * spec.dim).map(|i| 0.3 * ((i as f32 * 0.7548777).fract() - 0.5)).collect();
+            let mut values = vec![0.0; chains];
+            let mut grads = vec![0.0f32; chains * spec.dim];
+            let mut ws = Workspace::default();
+            let data = KernelData { x: &x, y: &y, rows };
+            let evals = (20_000 / (chains * rows / 80).max(1)).max(5);
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let start = Instant::now();
+                for _ in 0..evals {
+                    kernel.evaluate(data, &theta, &mut values, Some(&mut grads), &mut ws).expect("shapes match");
+                }
+                times.push(start.elapsed().as_secs_f64() * 1e6 / (evals * chains) as f64);
+            }
+            times.sort_by(f64::total_cmp);
+            println!("{{\"problem\": \"{name}\", \"chains\": {chains}, \"us_per_chain_grad\": {:.3}}}", times[2]);
+        }
+    }
+}

@@ -1,0 +1,479 @@
+//! The fused pass: MLP forward, likelihood head, and backpropagation to every coordinate of θ.
+
+use crate::activation;
+use crate::likelihood::{self, HeadInput};
+use crate::real::Real;
+use crate::spec::{KernelError, KernelHead, KernelSpec};
+use gemm::Parallelism;
+
+/// Reusable buffers for one evaluation (pre- and post-activations of every layer, back-propagated
+/// deltas). Keeping one per thread removes all allocation from the hot path.
+#[derive(Debug, Default)]
+pub struct Workspace<R> {
+    pre: Vec<Vec<R>>,
+    post: Vec<Vec<R>>,
+    delta: Vec<R>,
+    delta_below: Vec<R>,
+}
+
+impl<R: Real> Workspace<R> {
+    fn prepare(&mut self, spec: &KernelSpec, rows: usize) {
+        let layers = spec.layers.len();
+        self.pre.resize_with(layers, Vec::new);
+        self.post.resize_with(layers, Vec::new);
+        for (l, layer) in spec.layers.iter().enumerate() {
+            self.pre[l].resize(rows * layer.d_out, R::ZERO);
+            self.post[l].resize(rows * layer.d_out, R::ZERO);
+        }
+        let widest = spec.layers.iter().map(|l| l.d_out.max(l.d_in)).max().unwrap_or(0);
+        self.delta.resize(rows * widest, R::ZERO);
+        self.delta_below.resize(rows * widest, R::ZERO);
+    }
+}
+
+/// A validated [`KernelSpec`], ready to evaluate.
+#[derive(Debug, Clone)]
+pub struct MlpKernel {
+    spec: KernelSpec,
+}
+
+/// Training data as the kernel reads them: `x` `[rows, d_input]`, `y` `[rows, target_columns]`,
+/// both row major.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelData<'a, R> {
+    pub x: &'a [R],
+    pub y: &'a [R],
+    pub rows: usize,
+}
+
+impl MlpKernel {
+    pub fn new(spec: KernelSpec) -> Result<Self, KernelError> {
+        spec.validate()?;
+        Ok(Self { spec })
+    }
+
+    pub fn spec(&self) -> &KernelSpec {
+        &self.spec
+    }
+
+    /// log p(y | x, θ_c) for each of the C vectors in `thetas` (`[C, D]` row major) into
+    /// `values`, and, when `gradients` (`[C, D]`) is given, ∇_θ of each.
+    ///
+    /// Chains are evaluated one after another on the calling thread (deterministic whatever the
+    /// thread count); coordinates of θ that the likelihood does not read get a zero gradient.
+    pub fn evaluate<R: Real>(
+        &self,
+        data: KernelData<'_, R>,
+        thetas: &[R],
+        values: &mut [f64],
+        mut gradients: Option<&mut [R]>,
+        workspace: &mut Workspace<R>,
+    ) -> Result<(), KernelError> {
+        let spec = &self.spec;
+        let (d, c) = (spec.dim, values.len());
+        let fail = |m: String| Err(KernelError(m));
+        if data.x.len() != data.rows * spec.d_input() || data.y.len() != data.rows * spec.target_columns {
+            return fail(format!(
+                "data of {} rows need x {} and y {} values, got {} and {}",
+                data.rows,
+                data.rows * spec.d_input(),
+                data.rows * spec.target_columns,
+                data.x.len(),
+                data.y.len()
+            ));
+        }
+        if thetas.len() != c * d || gradients.as_ref().is_some_and(|g| g.len() != c * d) {
+            return fail(format!("{c} chains in dimension {d} need {} values per buffer", c * d));
+        }
+        workspace.prepare(spec, data.rows);
+        let gradients = gradients.as_deref_mut();
+        crate::simd::dispatch!(evaluate_chains(spec, data, thetas, values, gradients, workspace));
+        Ok(())
+    }
+}
+
+/// The chains one after another (shapes already checked).
+#[inline(always)]
+fn evaluate_chains<R: Real>(
+    spec: &KernelSpec,
+    data: KernelData<'_, R>,
+    thetas: &[R],
+    values: &mut [f64],
+    mut gradients: Option<&mut [R]>,
+    workspace: &mut Workspace<R>,
+) {
+    let d = spec.dim;
+    for (chain, value) in values.iter_mut().enumerate() {
+        let theta = &thetas[chain * d..(chain + 1) * d];
+        let gradient = gradients.as_deref_mut().map(|g| &mut g[chain * d..(chain + 1) * d]);
+        *value = evaluate_one(spec, data, theta, gradient, workspace);
+    }
+}
+
+/// One chain: forward, head, backward. Returns the log likelihood.
+#[inline(always)]
+fn evaluate_one<R: Real>(
+    spec: &KernelSpec,
+    data: KernelData<'_, R>,
+    theta: &[R],
+    gradient: Option<&mut [R]>,
+    ws: &mut Workspace<R>,
+) -> f64 {
+    let n = data.rows;
+    let last = spec.layers.len() - 1;
+    for (l, layer) in spec.layers.iter().enumerate() {
+        let (below, rest) = ws.post.split_at_mut(l);
+        let input: &[R] = if l == 0 { data.x } else { &below[l - 1] };
+        let pre = &mut ws.pre[l];
+        let bias = &theta[layer.bias_offset..layer.bias_offset + layer.d_out];
+        for row in pre.chunks_exact_mut(layer.d_out) {
+            row.copy_from_slice(bias);
+        }
+        let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+        // pre += input · W   ([n, d_in] · [d_in, d_out], all row major)
+        matmul_accumulate(pre, input, weight, n, layer.d_out, layer.d_in, Layout::row(layer.d_in), Layout::row(layer.d_out), true);
+        if l < last {
+            activation::forward(spec.activation, pre, &mut rest[0]);
+        }
+    }
+    let k = spec.d_output();
+    let log_sigma = match spec.head {
+        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(theta[log_sigma_offset]),
+        _ => None,
+    };
+    let head_input = HeadInput {
+        outputs: &ws.pre[last],
+        targets: data.y,
+        rows: n,
+        outputs_per_row: k,
+        target_columns: spec.target_columns,
+        log_sigma,
+    };
+    let Some(gradient) = gradient else {
+        return likelihood::evaluate(spec.head, &head_input, None).log_likelihood;
+    };
+    let delta = &mut ws.delta[..n * k];
+    let head = likelihood::evaluate(spec.head, &head_input, Some(delta));
+    gradient.fill(R::ZERO);
+    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+        gradient[log_sigma_offset] = R::from_f64(head.d_log_sigma);
+    }
+    for l in (0..=last).rev() {
+        let layer = spec.layers[l];
+        let input: &[R] = if l == 0 { data.x } else { &ws.post[l - 1] };
+        let delta = &ws.delta[..n * layer.d_out];
+        // ∂W = inputᵀ · delta   ([d_in, n] · [n, d_out])
+        let weight_grad = &mut gradient[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+        matmul_accumulate(weight_grad, input, delta, layer.d_in, layer.d_out, n, Layout::transposed(layer.d_in), Layout::row(layer.d_out), false);
+        // ∂b = column sums of delta
+        let bias_grad = &mut gradient[layer.bias_offset..layer.bias_offset + layer.d_out];
+        for row in delta.chunks_exact(layer.d_out) {
+            for (g, &v) in bias_grad.iter_mut().zip(row) {
+                *g += v;
+            }
+        }
+        if l > 0 {
+            // delta below = (delta · Wᵀ) ⊙ act'(pre below)   ([n, d_out] · [d_out, d_in])
+            let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+            let below = &mut ws.delta_below[..n * layer.d_in];
+            matmul_accumulate(below, delta, weight, n, layer.d_in, layer.d_out, Layout::row(layer.d_out), Layout::transposed(layer.d_out), false);
+            activation::backward(spec.activation, &ws.pre[l - 1], &ws.post[l - 1], below);
+            std::mem::swap(&mut ws.delta, &mut ws.delta_below);
+        }
+    }
+    head.log_likelihood
+}
+
+/// How a `[rows, cols]` operand sits in memory: `row_stride` between rows, `col_stride` between
+/// columns (a transposed view swaps them).
+#[derive(Clone, Copy)]
+struct Layout {
+    row_stride: isize,
+    col_stride: isize,
+}
+
+impl Layout {
+    /// Row-major storage with `cols` columns.
+    fn row(cols: usize) -> Self {
+        Layout { row_stride: cols as isize, col_stride: 1 }
+    }
+    /// The transpose of a row-major matrix that has `stored_cols` columns.
+    fn transposed(stored_cols: usize) -> Self {
+        Layout { row_stride: 1, col_stride: stored_cols as isize }
+    }
+}
+
+/// `dst [m, n] (row major) (+)= lhs [m, k] · rhs [k, n]`, single threaded.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn matmul_accumulate<R: Real>(
+    dst: &mut [R],
+    lhs: &[R],
+    rhs: &[R],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs_layout: Layout,
+    rhs_layout: Layout,
+    accumulate: bool,
+) {
+    assert!(dst.len() >= m * n && lhs.len() >= m * k && rhs.len() >= k * n);
+    // SAFETY: the assertion bounds every index the strides reach: the largest is
+    // (m−1)·rs + (k−1)·cs of the lhs, which is < m·k for both layouts (likewise rhs and dst).
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            lhs.as_ptr(),
+            lhs_layout.col_stride,
+            lhs_layout.row_stride,
+            rhs.as_ptr(),
+            rhs_layout.col_stride,
+            rhs_layout.row_stride,
+            R::ONE,
+            R::ONE,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{KernelActivation, KernelLayer};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    const ACTIVATIONS: [KernelActivation; 7] = [
+        KernelActivation::Tanh,
+        KernelActivation::Relu,
+        KernelActivation::LeakyRelu { slope: 0.01 },
+        KernelActivation::Sigmoid,
+        KernelActivation::Silu,
+        KernelActivation::TruncRelu,
+        KernelActivation::Identity,
+    ];
+
+    fn heads() -> Vec<KernelHead> {
+        vec![
+            KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-6, sigma_max: 1e6 },
+            KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-6, sigma_max: 1e6 },
+            KernelHead::Fixed { sigma: 0.3 },
+            KernelHead::LearnedSigma { log_sigma_offset: usize::MAX, prior_mean: 0.2, prior_sd: 0.7 },
+            KernelHead::Categorical,
+        ]
+    }
+
+    /// Layers laid out like the Burn MLP: weight then bias, layer by layer; log σ last.
+    fn spec(widths: &[usize], activation: KernelActivation, head: KernelHead, targets: usize) -> KernelSpec {
+        let mut offset = 0;
+        let mut layers = Vec::new();
+        for w in widths.windows(2) {
+            layers.push(KernelLayer { d_in: w[0], d_out: w[1], weight_offset: offset, bias_offset: offset + w[0] * w[1] });
+            offset += w[0] * w[1] + w[1];
+        }
+        let head = match head {
+            KernelHead::LearnedSigma { prior_mean, prior_sd, .. } => {
+                offset += 1;
+                KernelHead::LearnedSigma { log_sigma_offset: offset - 1, prior_mean, prior_sd }
+            }
+            other => other,
+        };
+        KernelSpec { layers, activation, head, target_columns: targets, dim: offset }
+    }
+
+    fn spec_for(head: KernelHead, activation: KernelActivation) -> KernelSpec {
+        match head {
+            KernelHead::Heteroscedastic { .. } => spec(&[3, 5, 4, 4], activation, head, 2),
+            KernelHead::Categorical => spec(&[3, 6, 3], activation, head, 3),
+            _ => spec(&[3, 5, 4, 2], activation, head, 2),
+        }
+    }
+
+    /// A straightforward f64 evaluation of the same model, loop by loop.
+    fn naive_log_likelihood(spec: &KernelSpec, x: &[f64], y: &[f64], rows: usize, theta: &[f64]) -> f64 {
+        let act = |a: f64| match spec.activation {
+            KernelActivation::Tanh => a.tanh(),
+            KernelActivation::Relu => a.max(0.0),
+            KernelActivation::LeakyRelu { slope } => if a > 0.0 { a } else { slope * a },
+            KernelActivation::Sigmoid => 1.0 / (1.0 + (-a).exp()),
+            KernelActivation::Silu => a / (1.0 + (-a).exp()),
+            KernelActivation::TruncRelu => a.clamp(0.0, 1.0),
+            KernelActivation::Identity => a,
+        };
+        let half_log_2pi = 0.5 * (2.0 * std::f64::consts::PI).ln();
+        let mut total = 0.0;
+        for i in 0..rows {
+            let mut h: Vec<f64> = x[i * spec.d_input()..(i + 1) * spec.d_input()].to_vec();
+            for (l, layer) in spec.layers.iter().enumerate() {
+                let mut z = vec![0.0; layer.d_out];
+                for j in 0..layer.d_out {
+                    z[j] = theta[layer.bias_offset + j];
+                    for (q, hq) in h.iter().enumerate() {
+                        z[j] += hq * theta[layer.weight_offset + q * layer.d_out + j];
+                    }
+                }
+                h = if l + 1 < spec.layers.len() { z.iter().map(|&a| act(a)).collect() } else { z };
+            }
+            let t = spec.target_columns;
+            let yi = &y[i * t..(i + 1) * t];
+            total += match spec.head {
+                KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => (0..t)
+                    .map(|j| {
+                        let sd = if softplus { (1.0 + h[t + j].exp()).ln() } else { h[t + j].exp() };
+                        let sd = sd.clamp(sigma_min, sigma_max);
+                        let z = (yi[j] - h[j]) / sd;
+                        -0.5 * z * z - sd.ln() - half_log_2pi
+                    })
+                    .sum::<f64>(),
+                KernelHead::Fixed { sigma } => (0..t)
+                    .map(|j| -0.5 * ((yi[j] - h[j]) / sigma).powi(2) - sigma.ln() - half_log_2pi)
+                    .sum(),
+                KernelHead::LearnedSigma { log_sigma_offset, .. } => {
+                    let s = theta[log_sigma_offset];
+                    (0..t).map(|j| -0.5 * ((yi[j] - h[j]) / s.exp()).powi(2) - s - half_log_2pi).sum()
+                }
+                KernelHead::Categorical => {
+                    let lse = h.iter().map(|v| v.exp()).sum::<f64>().ln();
+                    (0..t).map(|j| yi[j] * (h[j] - lse)).sum()
+                }
+            };
+        }
+        if let KernelHead::LearnedSigma { log_sigma_offset, prior_mean, prior_sd } = spec.head {
+            let z = (theta[log_sigma_offset] - prior_mean) / prior_sd;
+            total += -0.5 * z * z - prior_sd.ln() - half_log_2pi;
+        }
+        total
+    }
+
+    struct Problem {
+        x: Vec<f64>,
+        y: Vec<f64>,
+        rows: usize,
+        thetas: Vec<f64>,
+        chains: usize,
+    }
+
+    fn problem(spec: &KernelSpec, rows: usize, chains: usize, seed: u64) -> Problem {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let x = (0..rows * spec.d_input()).map(|_| rng.random_range(-1.5..1.5)).collect();
+        let t = spec.target_columns;
+        let y = match spec.head {
+            KernelHead::Categorical => (0..rows)
+                .flat_map(|i| (0..t).map(move |c| if c == i % t { 1.0 } else { 0.0 }))
+                .collect(),
+            _ => (0..rows * t).map(|_| rng.random_range(-2.0..2.0)).collect(),
+        };
+        let thetas = (0..chains * spec.dim).map(|_| rng.random_range(-0.9..0.9)).collect();
+        Problem { x, y, rows, thetas, chains }
+    }
+
+    fn run<R: Real>(spec: &KernelSpec, p: &Problem) -> (Vec<f64>, Vec<f64>) {
+        let cast = |v: &[f64]| v.iter().map(|&a| R::from_f64(a)).collect::<Vec<R>>();
+        let (x, y, thetas) = (cast(&p.x), cast(&p.y), cast(&p.thetas));
+        let kernel = MlpKernel::new(spec.clone()).unwrap();
+        let mut values = vec![0.0; p.chains];
+        let mut grads = vec![R::ZERO; p.chains * spec.dim];
+        let data = KernelData { x: &x, y: &y, rows: p.rows };
+        kernel.evaluate(data, &thetas, &mut values, Some(&mut grads), &mut Workspace::default()).unwrap();
+        (values, grads.iter().map(|g| g.to_f64()).collect())
+    }
+
+    #[test]
+    fn f64_kernel_matches_naive_value_and_finite_differences() {
+        for head in heads() {
+            for activation in ACTIVATIONS {
+                let spec = spec_for(head, activation);
+                let p = problem(&spec, 17, 2, 7);
+                let (values, grads) = run::<f64>(&spec, &p);
+                for c in 0..p.chains {
+                    let theta = &p.thetas[c * spec.dim..(c + 1) * spec.dim];
+                    let naive = naive_log_likelihood(&spec, &p.x, &p.y, p.rows, theta);
+                    assert!((values[c] - naive).abs() <= 1e-10 * naive.abs().max(1.0), "{head:?} {activation:?}: {} vs {naive}", values[c]);
+                    for i in 0..spec.dim {
+                        let h = 1e-6;
+                        let mut plus = theta.to_vec();
+                        plus[i] += h;
+                        let mut minus = theta.to_vec();
+                        minus[i] -= h;
+                        let fd = (naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &plus)
+                            - naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &minus))
+                            / (2.0 * h);
+                        let g = grads[c * spec.dim + i];
+                        assert!((g - fd).abs() <= 1e-6 * fd.abs().max(1.0), "{head:?} {activation:?} coordinate {i}: {g} vs {fd}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn f32_kernel_agrees_with_f64_to_1e5() {
+        for head in heads() {
+            for activation in ACTIVATIONS {
+                let spec = spec_for(head, activation);
+                let p = problem(&spec, 200, 3, 11);
+                let (v64, g64) = run::<f64>(&spec, &p);
+                // The reference sees the same f32-rounded inputs as the f32 kernel.
+                let rounded = |v: &[f64]| v.iter().map(|&a| a as f32 as f64).collect::<Vec<_>>();
+                let p32 = Problem { x: rounded(&p.x), y: rounded(&p.y), thetas: rounded(&p.thetas), ..p };
+                let (v64r, g64r) = run::<f64>(&spec, &p32);
+                let (v32, g32) = run::<f32>(&spec, &p32);
+                assert_eq!(v64.len(), v32.len());
+                for c in 0..p32.chains {
+                    let rel = ((v32[c] - v64r[c]) / v64r[c]).abs();
+                    assert!(rel < 1e-5, "{head:?} {activation:?} value rel err {rel}");
+                    let g = &g32[c * spec.dim..(c + 1) * spec.dim];
+                    let r = &g64r[c * spec.dim..(c + 1) * spec.dim];
+                    let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                    let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                    assert!(worst <= 1e-5 * scale, "{head:?} {activation:?} gradient max err {worst} (scale {scale})");
+                }
+                let _ = (v64, g64);
+            }
+        }
+    }
+
+    #[test]
+    fn value_only_matches_value_with_gradient() {
+        let spec = spec_for(KernelHead::Fixed { sigma: 0.1 }, KernelActivation::Sigmoid);
+        let p = problem(&spec, 30, 2, 3);
+        let kernel = MlpKernel::new(spec.clone()).unwrap();
+        let x: Vec<f32> = p.x.iter().map(|&v| v as f32).collect();
+        let y: Vec<f32> = p.y.iter().map(|&v| v as f32).collect();
+        let th: Vec<f32> = p.thetas.iter().map(|&v| v as f32).collect();
+        let data = KernelData { x: &x, y: &y, rows: p.rows };
+        let mut ws = Workspace::default();
+        let mut a = vec![0.0; 2];
+        let mut b = vec![0.0; 2];
+        let mut g = vec![0.0f32; 2 * spec.dim];
+        kernel.evaluate(data, &th, &mut a, None, &mut ws).unwrap();
+        kernel.evaluate(data, &th, &mut b, Some(&mut g), &mut ws).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn wrong_shapes_are_errors_not_panics() {
+        let spec = spec_for(KernelHead::Fixed { sigma: 0.1 }, KernelActivation::Tanh);
+        let kernel = MlpKernel::new(spec.clone()).unwrap();
+        let x = vec![0.0f32; 6];
+        let y = vec![0.0f32; 4];
+        let data = KernelData { x: &x, y: &y, rows: 2 };
+        let mut values = vec![0.0; 1];
+        let err = kernel.evaluate(data, &vec![0.0f32; spec.dim + 1], &mut values, None, &mut Workspace::default());
+        assert!(err.is_err());
+        let bad = KernelData { x: &x[..5], y: &y, rows: 2 };
+        assert!(kernel.evaluate(bad, &vec![0.0f32; spec.dim], &mut values, None, &mut Workspace::default()).is_err());
+        let mut broken = spec.clone();
+        broken.layers[1].d_in += 1;
+        assert!(MlpKernel::new(broken).is_err());
+    }
+}

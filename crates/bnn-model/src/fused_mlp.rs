@@ -1,0 +1,325 @@
+//! The built-in MLP log likelihood as one Burn operation with a handwritten backward.
+//!
+//! Burn's backend-extension mechanism (`#[backend_extension]`) registers
+//! [`FusedMlpBackend::fused_mlp_log_likelihood`] as a primitive of the Flex and NdArray CPU
+//! backends, and of `Autodiff` over them. Its autodiff implementation runs the fused host kernel
+//! of `bnn-kernels` once, forward and backward together, keeps the `[C, D]` gradient as the
+//! operation's saved state, and on the backward pass scales it by the incoming gradient. To
+//! Burn's autodiff this is one node: `theta.grad(&values.sum().backward())` works as for any
+//! other operation, and the log prior (plain tensor operations) composes with it.
+//!
+//! Why: the plain tensor graph of a small BNN spends most of its time in scalar `tanhf`/`expf`
+//! and per-operation overhead (see the issue-6 note); the fused pass is 5–10× faster on the CPU.
+//! Other devices (wgpu) use the plain autodiff path, which stays the reference.
+// NdArray is deprecated upstream but remains a supported backend here.
+#![allow(deprecated)]
+
+use crate::activation::{Activation, LEAKY_RELU_SLOPE};
+use crate::likelihood::{Likelihood, ScaleLink, SIGMA_MAX, SIGMA_MIN};
+use crate::observations::HostData;
+use crate::prior::PriorCoefficients;
+use bnn_kernels::{KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel, Workspace};
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{backend_extension, Autodiff, Backend, DispatchDevice, Flex, NdArray, TensorMetadata};
+use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+/// The model and training data the fused operation evaluates, shared by every call.
+///
+/// Holds host copies of the data in f32 and f64 so that each call reads θ only.
+#[derive(Clone, Debug)]
+pub struct FusedMlp {
+    inner: Arc<FusedMlpInner>,
+}
+
+#[derive(Debug)]
+struct FusedMlpInner {
+    kernel: MlpKernel,
+    rows: usize,
+    x32: Vec<f32>,
+    y32: Vec<f32>,
+    x64: Vec<f64>,
+    y64: Vec<f64>,
+    prior: PriorCoefficients,
+}
+
+/// One layer's slices of θ, as `MlpPosterior` found them in the layout.
+#[derive(Debug, Clone, Copy)]
+pub struct LayerOffsets {
+    pub d_in: usize,
+    pub d_out: usize,
+    pub weight_offset: usize,
+    pub bias_offset: usize,
+}
+
+impl FusedMlp {
+    /// Builds the operation for a validated model and its (validated) training data.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        layers: &[LayerOffsets],
+        activation: Activation,
+        likelihood: &Likelihood,
+        log_sigma_offset: Option<usize>,
+        dim: usize,
+        data: &HostData,
+        prior: PriorCoefficients,
+    ) -> Result<Self, KernelError> {
+        if prior.quadratic.len() != dim || prior.absolute.len() != dim {
+            return Err(KernelError(format!("prior coefficients for {} coordinates, θ has {dim}", prior.quadratic.len())));
+        }
+        let (targets, target_columns) = data.target_matrix(likelihood);
+        let head = match *likelihood {
+            Likelihood::GaussianHeteroscedastic { link } => KernelHead::Heteroscedastic {
+                softplus: link == ScaleLink::Softplus,
+                sigma_min: SIGMA_MIN,
+                sigma_max: SIGMA_MAX,
+            },
+            Likelihood::GaussianFixed { sigma } => KernelHead::Fixed { sigma },
+            Likelihood::GaussianLearnedSigma { prior } => KernelHead::LearnedSigma {
+                log_sigma_offset: log_sigma_offset
+                    .ok_or_else(|| KernelError("the learned-σ head needs log σ in θ".into()))?,
+                prior_mean: prior.mean,
+                prior_sd: prior.sd,
+            },
+            Likelihood::Categorical { .. } => KernelHead::Categorical,
+        };
+        let activation = match activation {
+            Activation::Tanh => KernelActivation::Tanh,
+            Activation::Relu => KernelActivation::Relu,
+            Activation::LeakyRelu => KernelActivation::LeakyRelu { slope: LEAKY_RELU_SLOPE },
+            Activation::Sigmoid => KernelActivation::Sigmoid,
+            Activation::Silu => KernelActivation::Silu,
+            Activation::TruncRelu => KernelActivation::TruncRelu,
+            Activation::Identity => KernelActivation::Identity,
+        };
+        let layers = layers
+            .iter()
+            .map(|l| KernelLayer { d_in: l.d_in, d_out: l.d_out, weight_offset: l.weight_offset, bias_offset: l.bias_offset })
+            .collect();
+        let kernel = MlpKernel::new(KernelSpec { layers, activation, head, target_columns, dim })?;
+        let rows = data.rows;
+        if targets.len() != rows * target_columns {
+            return Err(KernelError(format!("{} target values for {rows} rows × {target_columns} columns", targets.len())));
+        }
+        let inner = FusedMlpInner {
+            kernel,
+            rows,
+            x32: data.x.iter().map(|&v| v as f32).collect(),
+            y32: targets.iter().map(|&v| v as f32).collect(),
+            x64: data.x.clone(),
+            y64: targets,
+            prior,
+        };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Whether `device` (with or without autodiff) runs the fused operation.
+    pub fn supports(device: &Device) -> bool {
+        matches!(
+            device.clone().without_autodiff().as_dispatch(),
+            DispatchDevice::Flex(_) | DispatchDevice::NdArray(_)
+        )
+    }
+
+    /// Log likelihood `[C]` of each row of θ `[C, D]`, differentiable with respect to θ.
+    pub fn log_likelihood(&self, theta: Tensor<2>) -> Tensor<1> {
+        self.call(theta, Terms::Likelihood)
+    }
+
+    /// Log posterior (likelihood + prior) `[C]`: one autodiff node for the whole density.
+    pub fn log_posterior(&self, theta: Tensor<2>) -> Tensor<1> {
+        self.call(theta, Terms::Posterior)
+    }
+
+    fn call(&self, theta: Tensor<2>, terms: Terms) -> Tensor<1> {
+        let out = <burn::backend::Dispatch as FusedMlpBackend>::fused_mlp_log_density(
+            theta.into_dispatch(),
+            FusedCall { model: self.clone(), terms },
+        );
+        Tensor::<1>::from_dispatch(out)
+    }
+
+    /// Adds the log prior `constant − ½ Σ a θ² − Σ b |θ|` and its gradient, chain by chain.
+    fn add_prior<R: Copy + Into<f64>>(&self, thetas: &[R], values: &mut [f64], gradients: Option<&mut [R]>, from: impl Fn(f64) -> R) {
+        let prior = &self.inner.prior;
+        let d = self.dim();
+        for (c, value) in values.iter_mut().enumerate() {
+            let theta = &thetas[c * d..(c + 1) * d];
+            let mut lp = prior.constant;
+            for i in 0..d {
+                let t: f64 = theta[i].into();
+                lp -= 0.5 * prior.quadratic[i] * t * t + prior.absolute[i] * t.abs();
+            }
+            *value += lp;
+        }
+        if let Some(gradients) = gradients {
+            for (i, g) in gradients.iter_mut().enumerate() {
+                let (t, j): (f64, usize) = (thetas[i].into(), i % d);
+                let sign = if t > 0.0 { 1.0 } else if t < 0.0 { -1.0 } else { 0.0 };
+                *g = from((*g).into() - prior.quadratic[j] * t - prior.absolute[j] * sign);
+            }
+        }
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.kernel.spec().dim
+    }
+
+    /// Runs the kernel on host values in θ's float type; `gradients` as in [`MlpKernel::evaluate`].
+    fn evaluate_host(&self, theta: &TensorData, terms: Terms, with_gradient: bool) -> (Vec<f64>, Option<TensorData>) {
+        let d = self.dim();
+        let c = theta.shape()[0];
+        let m = &self.inner;
+        let mut values = vec![0.0f64; c];
+        let gradient = match theta.dtype() {
+            DType::F64 => {
+                let thetas = theta.as_slice::<f64>().expect("checked dtype");
+                let mut grads = with_gradient.then(|| vec![0.0f64; c * d]);
+                let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
+                WORKSPACE_F64.with_borrow_mut(|ws| m.kernel.evaluate(data, thetas, &mut values, grads.as_deref_mut(), ws))
+                    .expect("shapes were validated when the operation was built");
+                if terms == Terms::Posterior {
+                    self.add_prior(thetas, &mut values, grads.as_deref_mut(), |v| v);
+                }
+                grads.map(|g| TensorData::new(g, [c, d]))
+            }
+            _ => {
+                let converted;
+                let thetas = match theta.as_slice::<f32>() {
+                    Ok(s) => s,
+                    Err(_) => {
+                        converted = theta.clone().convert::<f32>();
+                        converted.as_slice::<f32>().expect("converted to f32")
+                    }
+                };
+                let mut grads = with_gradient.then(|| vec![0.0f32; c * d]);
+                let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
+                WORKSPACE_F32.with_borrow_mut(|ws| m.kernel.evaluate(data, thetas, &mut values, grads.as_deref_mut(), ws))
+                    .expect("shapes were validated when the operation was built");
+                if terms == Terms::Posterior {
+                    self.add_prior(thetas, &mut values, grads.as_deref_mut(), |v| v as f32);
+                }
+                grads.map(|g| TensorData::new(g, [c, d]).convert_dtype(theta.dtype()))
+            }
+        };
+        (values, gradient)
+    }
+}
+
+thread_local! {
+    /// One kernel workspace per thread: sampler threads never share buffers, and nothing is
+    /// allocated per call after the first.
+    static WORKSPACE_F32: RefCell<Workspace<f32>> = RefCell::new(Workspace::default());
+    static WORKSPACE_F64: RefCell<Workspace<f64>> = RefCell::new(Workspace::default());
+}
+
+/// Which terms of the log density the fused operation returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Terms {
+    Likelihood,
+    Posterior,
+}
+
+/// The argument of the fused operation besides θ.
+#[derive(Debug, Clone)]
+pub struct FusedCall {
+    pub model: FusedMlp,
+    pub terms: Terms,
+}
+
+/// The fused MLP log density as a Burn backend operation.
+#[backend_extension(Flex, NdArray, Autodiff)]
+pub trait FusedMlpBackend: Backend {
+    /// θ `[C, D]` → log likelihood or log posterior `[C]`.
+    fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self>;
+}
+
+/// Value and gradient in one pass, for the autodiff implementation (host backends only).
+pub trait FusedMlpGradient: Backend {
+    /// θ `[C, D]` → (log density `[C]`, gradient `[C, D]`).
+    fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>);
+}
+
+/// Reads a host backend's tensor (the future of a CPU backend is ready at once).
+fn read_host<B: Backend>(tensor: FloatTensor<B>) -> TensorData {
+    let future = B::float_into_data(tensor);
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(result) = std::future::Future::poll(future.as_mut(), &mut context) {
+            return result.expect("reading a CPU tensor cannot fail");
+        }
+        std::thread::yield_now();
+    }
+}
+
+fn host_value<B: Backend>(theta: FloatTensor<B>, call: &FusedCall) -> FloatTensor<B> {
+    let device = theta.device();
+    let dtype = theta.dtype();
+    let (values, _) = call.model.evaluate_host(&read_host::<B>(theta), call.terms, false);
+    let c = values.len();
+    B::float_from_data(TensorData::new(values, [c]).convert_dtype(dtype), &device)
+}
+
+fn host_value_and_gradient<B: Backend>(theta: FloatTensor<B>, call: &FusedCall) -> (FloatTensor<B>, FloatTensor<B>) {
+    let device = theta.device();
+    let dtype = theta.dtype();
+    let (values, gradient) = call.model.evaluate_host(&read_host::<B>(theta), call.terms, true);
+    let c = values.len();
+    let values = B::float_from_data(TensorData::new(values, [c]).convert_dtype(dtype), &device);
+    let gradient = B::float_from_data(gradient.expect("asked for the gradient"), &device);
+    (values, gradient)
+}
+
+macro_rules! host_backend {
+    ($backend:ty) => {
+        impl FusedMlpBackend for $backend {
+            fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self> {
+                host_value::<Self>(theta, &call)
+            }
+        }
+        impl FusedMlpGradient for $backend {
+            fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>) {
+                host_value_and_gradient::<Self>(theta, call)
+            }
+        }
+    };
+}
+
+host_backend!(Flex);
+host_backend!(NdArray);
+
+/// Backward of the fused operation: ∂L/∂θ = (∂L/∂value) ⊙ ∇ log p, row by row.
+#[derive(Debug)]
+struct FusedMlpBackward;
+
+impl<B: Backend> Backward<B, 1> for FusedMlpBackward {
+    /// The `[C, D]` gradient computed together with the value.
+    type State = FloatTensor<B>;
+
+    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+        let gradient = ops.state;
+        unary::<B, _>(ops.parents, ops.node, grads, |upstream| {
+            let c = upstream.shape()[0];
+            B::float_mul(B::float_reshape(upstream, Shape::new([c, 1])), gradient)
+        });
+    }
+}
+
+impl<B: FusedMlpBackend + FusedMlpGradient, C: CheckpointStrategy> FusedMlpBackend for Autodiff<B, C> {
+    fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self> {
+        let (primitive, node) = theta.into_parts();
+        match FusedMlpBackward.prepare::<C>([node]).compute_bound().stateful() {
+            OpsKind::Tracked(prep) => {
+                let (values, gradient) = B::fused_mlp_value_and_gradient(primitive, &call);
+                prep.finish(gradient, values)
+            }
+            OpsKind::UnTracked(prep) => prep.finish(B::fused_mlp_log_density(primitive, call)),
+        }
+    }
+}

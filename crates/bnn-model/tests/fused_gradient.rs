@@ -1,0 +1,106 @@
+//! The fused MLP operation (handwritten backward, `bnn_model::fused_mlp`) against Burn's plain
+//! tensor graph: value and gradient of the log posterior for every activation, likelihood head
+//! and prior family, on both CPU backends, batched, in f32 and f64.
+//!
+//! Tolerances: f32 agreement to 1e-5 relative (value: |a − b| / |b|; gradient: the largest
+//! coordinate error over the gradient's largest coordinate, so coordinates near zero are judged
+//! on the gradient's scale). Both paths round differently in f32 (~1e-7 per operation), so
+//! 1e-5 leaves room for rounding but not for a wrong term. In f64 both must agree to 1e-9.
+//! θ is drawn away from ReLU-type kinks, where the two paths could pick different one-sided
+//! derivatives.
+
+mod common;
+
+use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, LayerPrior, MlpPosterior, Prior, PriorSpec};
+use bnn_sampler::LogDensity;
+use burn::tensor::DType;
+use common::*;
+
+fn evaluate(density: &AutodiffLogDensity<MlpPosterior>, thetas: &[f64], chains: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut values = vec![0.0; chains];
+    let mut grads = vec![0.0; thetas.len()];
+    density.log_density_and_gradient(thetas, &mut values, &mut grads).unwrap();
+    (values, grads)
+}
+
+fn priors() -> Vec<PriorSpec> {
+    vec![
+        PriorSpec::default(),
+        PriorSpec::uniform(Prior::Laplace { scale: 0.7 })
+            .with_layer(1, LayerPrior { weight: Prior::FanInNormal { scale: 2.0 }, bias: Prior::Normal { scale: 0.5 } }),
+    ]
+}
+
+#[test]
+fn fused_path_matches_the_plain_autodiff_path() {
+    let chains = 3;
+    for name in [DeviceName::Ndarray, DeviceName::Flex] {
+        let device = name.device().unwrap();
+        for (dtype, tol) in [(DType::F32, 1e-5), (DType::F64, 1e-9)] {
+            for (a, activation) in Activation::ALL.into_iter().enumerate() {
+                for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
+                    for (p, prior) in priors().into_iter().enumerate() {
+                        let config = BnnConfig::new(3)
+                            .with_hidden(vec![5, 4])
+                            .with_activation(activation)
+                            .with_n_targets(1)
+                            .with_likelihood(likelihood)
+                            .with_prior(prior);
+                        let data = random_data(40, 3, 1, &likelihood, 100 + a as u64);
+                        let fused = MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap();
+                        assert!(fused.uses_fused_kernel(), "{name}: the CPU backends take the fused path");
+                        let plain = MlpPosterior::new(config.clone(), &data, &device, dtype)
+                            .unwrap()
+                            .with_gradient_path(GradientPath::Plain);
+                        assert!(!plain.uses_fused_kernel());
+                        let (fused, plain) = (AutodiffLogDensity::new(fused), AutodiffLogDensity::new(plain));
+                        let d = fused.dim();
+                        let mut thetas = Vec::new();
+                        for c in 0..chains as u64 {
+                            let theta = (0..1000u64)
+                                .map(|s| random_theta(d, 0.8, 10_000 * (l as u64 + 10 * p as u64) + 100 * c + s))
+                                .find(|t| kink_distance(&config, &data, t) > 1e-3)
+                                .expect("a point away from kinks");
+                            thetas.extend(theta);
+                        }
+                        let (fv, fg) = evaluate(&fused, &thetas, chains);
+                        let (pv, pg) = evaluate(&plain, &thetas, chains);
+                        for c in 0..chains {
+                            let what = format!("{name} {dtype:?} {activation} {likelihood:?} prior {p} chain {c}");
+                            let rel = ((fv[c] - pv[c]) / pv[c]).abs();
+                            assert!(rel <= tol, "{what}: value {} vs {} (rel {rel:e})", fv[c], pv[c]);
+                            let (g, r) = (&fg[c * d..(c + 1) * d], &pg[c * d..(c + 1) * d]);
+                            let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                            let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                            assert!(worst <= tol * scale, "{what}: gradient error {worst:e} on scale {scale:e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_likelihood_alone_matches_too() {
+    // `log_likelihood` (no prior) is what the predictive code calls; it goes through the same
+    // operation with the prior switched off.
+    let device = DeviceName::Flex.device().unwrap();
+    for likelihood in all_likelihoods() {
+        let config = BnnConfig::new(2).with_hidden(vec![6]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+        let data = random_data(25, 2, 1, &likelihood, 5);
+        let fused = MlpPosterior::new(config.clone(), &data, &device, DType::F64).unwrap();
+        let plain = MlpPosterior::new(config, &data, &device, DType::F64).unwrap().with_gradient_path(GradientPath::Plain);
+        let d = fused.layout_dim();
+        let theta = random_theta(2 * d, 0.8, 9);
+        let t = burn::tensor::Tensor::<2>::from_data(
+            burn::tensor::TensorData::new(theta, [2, d]),
+            (&device, DType::F64),
+        );
+        let a: Vec<f64> = fused.log_likelihood(&t).into_data().iter::<f64>().collect();
+        let b: Vec<f64> = plain.log_likelihood(&t).into_data().iter::<f64>().collect();
+        for (x, y) in a.iter().zip(&b) {
+            assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{likelihood:?}: {x} vs {y}");
+        }
+    }
+}
