@@ -196,7 +196,8 @@ fn wgpu_device_samples_or_explains() {
 
 #[test]
 fn diagnose_matches_arviz_on_a_fixture_and_reads_run_dirs() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/diagnostics");
+    let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+    let fixtures = crate_dir.join("../../../shared/fixtures/diagnostics");
     let fixtures = std::env::var_os("BNN_FIXTURES_DIR").map(PathBuf::from).unwrap_or(fixtures);
     let dir = temp_dir("diagnose");
     let json = dir.join("ar1.json");

@@ -39,10 +39,12 @@ fn fixtures_dir() -> PathBuf {
     std::env::var_os("BNN_FIXTURES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/fixtures/diagnostics"
-            ))
+            // The crate folder as `cargo test` reports it when the test runs (a binary reused
+            // from a build in another checkout would carry that checkout's compile-time path).
+            let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+            crate_dir.join("../../../shared/fixtures/diagnostics")
         })
 }
 

@@ -68,6 +68,13 @@ pub struct BenchArgs {
     /// `auto`: the fused kernel on CPU devices; `plain`: Burn's tensor graph (for comparison).
     #[arg(long, value_enum, default_value = "auto")]
     pub gradient: GradientChoice,
+    /// Also run NUTS (one chain per ensemble-free cold start, δ 0.8, depth ≤ 10) for this many
+    /// warmup and then sampling iterations, and report leapfrog steps/s and ESS/s (0: skip).
+    #[arg(long, default_value_t = 0)]
+    pub nuts_iterations: usize,
+    /// Chains for the NUTS measurement (threaded, one per core at most).
+    #[arg(long, default_value_t = 2)]
+    pub nuts_chains: usize,
 }
 
 /// `--gradient` values.
@@ -105,6 +112,83 @@ struct BenchReport {
     evals: usize,
     repeats: usize,
     results: Vec<ChainResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nuts: Option<NutsResult>,
+    /// Peak resident memory of this process (Linux VmHWM), MB.
+    peak_rss_mb: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct NutsResult {
+    chains: usize,
+    warmup: usize,
+    draws: usize,
+    seconds: f64,
+    leapfrog_steps: u64,
+    leapfrog_per_second: f64,
+    /// Smallest bulk ESS over the log density and every coordinate, pooled over chains.
+    min_ess_bulk: f64,
+    /// Bulk ESS of the log density.
+    lp_ess_bulk: f64,
+    min_ess_per_second: f64,
+    mean_tree_depth: f64,
+    divergences: usize,
+}
+
+/// Times a short NUTS run (warmup included in the time and the leapfrog count).
+fn nuts_run(density: &AutodiffLogDensity<MlpPosterior>, iterations: usize, chains: usize) -> Result<NutsResult> {
+    use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
+    let d = density.dim();
+    let sampler = SamplerConfig::new(NutsConfig::new().into())
+        .with_num_warmup(iterations)
+        .with_num_draws(iterations)
+        .with_seed(1)
+        .init()?;
+    let starts: Vec<ChainStart> = (0..chains)
+        .map(|c| ChainStart::at((0..d).map(|i| 0.3 * (((i + 7 * c) as f64 * 0.7548776662).fract() - 0.5)).collect()))
+        .collect();
+    let start = Instant::now();
+    let mut states = sampler.init_chains(density, &starts)?;
+    let mut draws = bnn_sampler::CollectedDraws::new(chains, d).with_warmup(true);
+    sampler.run(density, &mut states, &mut draws, &std::sync::atomic::AtomicBool::new(false))?;
+    let seconds = start.elapsed().as_secs_f64();
+    let mut leapfrog_steps = 0u64;
+    let mut depth_sum = 0.0;
+    let mut divergences = 0;
+    let mut count = 0usize;
+    for c in 0..chains {
+        for s in draws.stats(c).iter().chain(&draws.chain(c).warmup_stats) {
+            leapfrog_steps += u64::from(s.n_leapfrog);
+        }
+        for s in draws.stats(c) {
+            depth_sum += f64::from(s.tree_depth);
+            divergences += usize::from(s.divergent);
+            count += 1;
+        }
+    }
+    let lp_ess_bulk = bnn_diagnostics::ess_bulk(&draws.stat(|s| s.log_density));
+    let min_ess_bulk = (0..d).map(|i| bnn_diagnostics::ess_bulk(&draws.coordinate(i))).fold(lp_ess_bulk, f64::min);
+    Ok(NutsResult {
+        chains,
+        warmup: iterations,
+        draws: iterations,
+        seconds,
+        leapfrog_steps,
+        leapfrog_per_second: leapfrog_steps as f64 / seconds,
+        min_ess_bulk,
+        lp_ess_bulk,
+        min_ess_per_second: min_ess_bulk / seconds,
+        mean_tree_depth: depth_sum / count.max(1) as f64,
+        divergences,
+    })
+}
+
+/// Peak resident set size from /proc (None off Linux).
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
@@ -144,6 +228,14 @@ pub fn run(args: BenchArgs) -> Result<()> {
         let us_per_call = times[times.len() / 2];
         results.push(ChainResult { chains: c, us_per_call, us_per_chain_grad: us_per_call / c as f64 });
     }
+    let nuts = if args.nuts_iterations > 0 {
+        if args.nuts_chains == 0 {
+            bail!("--nuts-chains must be positive");
+        }
+        Some(nuts_run(&density, args.nuts_iterations, args.nuts_chains)?)
+    } else {
+        None
+    };
     let report = BenchReport {
         problem: args.problem,
         device: args.device.concrete().to_string(),
@@ -154,6 +246,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         evals: args.evals,
         repeats: args.repeats,
         results,
+        nuts,
+        peak_rss_mb: peak_rss_mb(),
     };
     let json = serde_json::to_string_pretty(&report)?;
     println!("{json}");
