@@ -1,17 +1,11 @@
 //! `cargo bench -p bnn-kernels`: microseconds per value+gradient of the fused kernel alone (no
 //! Burn), on the shapes of the issue-6 problems, printed as JSON lines.
 
-use bnn_kernels::{KernelActivation, KernelData, KernelHead, KernelLayer, KernelSpec, MlpKernel, Workspace};
+use bnn_kernels::{KernelActivation, KernelData, KernelHead, KernelSpec, MlpKernel, Workspace};
 use std::time::Instant;
 
 fn spec(widths: &[usize], activation: KernelActivation, head: KernelHead, targets: usize) -> KernelSpec {
-    let mut offset = 0;
-    let mut layers = Vec::new();
-    for w in widths.windows(2) {
-        layers.push(KernelLayer { d_in: w[0], d_out: w[1], weight_offset: offset, bias_offset: offset + w[0] * w[1] });
-        offset += w[0] * w[1] + w[1];
-    }
-    KernelSpec { layers, activation, head, target_columns: targets, dim: offset }
+    KernelSpec::dense(widths, activation, head, targets)
 }
 
 fn main() {

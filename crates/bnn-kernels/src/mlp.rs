@@ -248,7 +248,7 @@ fn matmul_accumulate<R: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{KernelActivation, KernelLayer};
+    use crate::spec::KernelActivation;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
@@ -272,22 +272,8 @@ mod tests {
         ]
     }
 
-    /// Layers laid out like the Burn MLP: weight then bias, layer by layer; log σ last.
     fn spec(widths: &[usize], activation: KernelActivation, head: KernelHead, targets: usize) -> KernelSpec {
-        let mut offset = 0;
-        let mut layers = Vec::new();
-        for w in widths.windows(2) {
-            layers.push(KernelLayer { d_in: w[0], d_out: w[1], weight_offset: offset, bias_offset: offset + w[0] * w[1] });
-            offset += w[0] * w[1] + w[1];
-        }
-        let head = match head {
-            KernelHead::LearnedSigma { prior_mean, prior_sd, .. } => {
-                offset += 1;
-                KernelHead::LearnedSigma { log_sigma_offset: offset - 1, prior_mean, prior_sd }
-            }
-            other => other,
-        };
-        KernelSpec { layers, activation, head, target_columns: targets, dim: offset }
+        KernelSpec::dense(widths, activation, head, targets)
     }
 
     fn spec_for(head: KernelHead, activation: KernelActivation) -> KernelSpec {

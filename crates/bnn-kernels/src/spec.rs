@@ -60,6 +60,26 @@ impl std::fmt::Display for KernelError {
 impl std::error::Error for KernelError {}
 
 impl KernelSpec {
+    /// The layout of Burn's MLP module flattened in module order: each layer's weight
+    /// `[d_in, d_out]` then its bias, layer by layer; a learned log σ (whatever offset `head`
+    /// names) goes last. `widths` runs from inputs to outputs, e.g. `[8, 16, 16, 2]`.
+    pub fn dense(widths: &[usize], activation: KernelActivation, head: KernelHead, target_columns: usize) -> Self {
+        let mut offset = 0;
+        let mut layers = Vec::new();
+        for w in widths.windows(2) {
+            layers.push(KernelLayer { d_in: w[0], d_out: w[1], weight_offset: offset, bias_offset: offset + w[0] * w[1] });
+            offset += w[0] * w[1] + w[1];
+        }
+        let head = match head {
+            KernelHead::LearnedSigma { prior_mean, prior_sd, .. } => {
+                offset += 1;
+                KernelHead::LearnedSigma { log_sigma_offset: offset - 1, prior_mean, prior_sd }
+            }
+            other => other,
+        };
+        KernelSpec { layers, activation, head, target_columns, dim: offset }
+    }
+
     pub fn d_input(&self) -> usize {
         self.layers[0].d_in
     }
