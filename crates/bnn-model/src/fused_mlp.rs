@@ -1,16 +1,20 @@
 //! The built-in MLP log likelihood as one Burn operation with a handwritten backward.
 //!
 //! Burn's backend-extension mechanism (`#[backend_extension]`) registers
-//! [`FusedMlpBackend::fused_mlp_log_likelihood`] as a primitive of the Flex and NdArray CPU
-//! backends, and of `Autodiff` over them. Its autodiff implementation runs the fused host kernel
-//! of `bnn-kernels` once, forward and backward together, keeps the `[C, D]` gradient as the
-//! operation's saved state, and on the backward pass scales it by the incoming gradient. To
-//! Burn's autodiff this is one node: `theta.grad(&values.sum().backward())` works as for any
-//! other operation, and the log prior (plain tensor operations) composes with it.
+//! [`FusedMlpBackend::fused_mlp_log_density`] as a primitive of the Flex and NdArray CPU
+//! backends, of the CubeCL backend (wgpu and the other GPU runtimes), and of `Autodiff` over
+//! them. Its autodiff implementation computes value and gradient together, keeps the `[C, D]`
+//! gradient as the operation's saved state, and on the backward pass scales it by the incoming
+//! gradient. To Burn's autodiff this is one node: `theta.grad(&values.sum().backward())` works
+//! as for any other operation.
+//!
+//! Two programs compute the pair ([`FusedProgram`]): the host kernel of `bnn-kernels` (CPU
+//! backends only) and the same forward/handwritten backward as batched backend tensor operations
+//! ([`crate::ops_gradient`], every backend; the one used on wgpu).
 //!
 //! Why: the plain tensor graph of a small BNN spends most of its time in scalar `tanhf`/`expf`
-//! and per-operation overhead (see the issue-6 note); the fused pass is 5–10× faster on the CPU.
-//! Other devices (wgpu) use the plain autodiff path, which stays the reference.
+//! and per-operation overhead (see the issue-6 note); the host kernel is 5–10× faster on the CPU.
+//! The plain autodiff path stays as the reference both programs are tested against.
 // NdArray is deprecated upstream but remains a supported backend here.
 #![allow(deprecated)]
 
@@ -24,10 +28,22 @@ use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{backend_extension, Autodiff, Backend, DispatchDevice, Flex, NdArray, TensorMetadata};
+use burn::backend::{backend_extension, Autodiff, Backend, Cube, DispatchDevice, Flex, NdArray, TensorMetadata};
 use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
+use std::any::Any;
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::ops_gradient::{self, DeviceTensors};
+
+/// Which program computes the fused value and gradient.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FusedProgram {
+    /// The `bnn-kernels` host kernel (Flex and NdArray devices only).
+    HostKernel,
+    /// Batched tensor operations of the device's backend with a handwritten backward (any device).
+    TensorOps,
+}
 
 /// The model and training data the fused operation evaluates, shared by every call.
 ///
@@ -35,6 +51,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct FusedMlp {
     inner: Arc<FusedMlpInner>,
+    program: FusedProgram,
 }
 
 #[derive(Debug)]
@@ -46,6 +63,9 @@ struct FusedMlpInner {
     x64: Vec<f64>,
     y64: Vec<f64>,
     prior: PriorCoefficients,
+    /// Data and prior uploaded for [`FusedProgram::TensorOps`], one entry per (backend, device,
+    /// float type) seen; uploaded on first use so that each call moves only θ.
+    device_tensors: Mutex<Vec<Arc<dyn Any + Send + Sync>>>,
 }
 
 /// One layer's slices of θ, as `MlpPosterior` found them in the layout.
@@ -58,7 +78,9 @@ pub struct LayerOffsets {
 }
 
 impl FusedMlp {
-    /// Builds the operation for a validated model and its (validated) training data.
+    /// Builds the operation for a validated model and its (validated) training data; it runs
+    /// the host kernel on CPU devices and the tensor program elsewhere until
+    /// [`FusedMlp::with_program`] says otherwise.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         layers: &[LayerOffsets],
@@ -101,7 +123,11 @@ impl FusedMlp {
             .iter()
             .map(|l| KernelLayer { d_in: l.d_in, d_out: l.d_out, weight_offset: l.weight_offset, bias_offset: l.bias_offset })
             .collect();
-        let kernel = MlpKernel::new(KernelSpec { layers, activation, head, target_columns, dim })?;
+        let spec = KernelSpec { layers, activation, head, target_columns, dim };
+        if !ops_gradient::pieces_tile_theta(&spec) {
+            return Err(KernelError("the layers' weights and biases (and log σ) do not tile θ".into()));
+        }
+        let kernel = MlpKernel::new(spec)?;
         let rows = data.rows;
         if targets.len() != rows * target_columns {
             return Err(KernelError(format!("{} target values for {rows} rows × {target_columns} columns", targets.len())));
@@ -114,16 +140,67 @@ impl FusedMlp {
             x64: data.x.clone(),
             y64: targets,
             prior,
+            device_tensors: Mutex::new(Vec::new()),
         };
-        Ok(Self { inner: Arc::new(inner) })
+        Ok(Self { inner: Arc::new(inner), program: FusedProgram::HostKernel })
     }
 
-    /// Whether `device` (with or without autodiff) runs the fused operation.
+    /// Chooses the program; [`FusedProgram::HostKernel`] on a device without it is an error.
+    pub fn with_program(mut self, program: FusedProgram, device: &Device) -> Result<Self, KernelError> {
+        if program == FusedProgram::HostKernel && !Self::host_kernel_runs_on(device) {
+            return Err(KernelError(format!("the host kernel runs on the flex and ndarray devices, not on {device:?}")));
+        }
+        self.program = program;
+        Ok(self)
+    }
+
+    /// The program the operation runs.
+    pub fn program(&self) -> FusedProgram {
+        self.program
+    }
+
+    /// Whether `device` (with or without autodiff) runs the fused operation at all.
     pub fn supports(device: &Device) -> bool {
         matches!(
             device.clone().without_autodiff().as_dispatch(),
-            DispatchDevice::Flex(_) | DispatchDevice::NdArray(_)
+            DispatchDevice::Flex(_) | DispatchDevice::NdArray(_) | DispatchDevice::Cube(_)
         )
+    }
+
+    /// Whether `device` runs the host kernel (the CPU backends).
+    pub fn host_kernel_runs_on(device: &Device) -> bool {
+        matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Flex(_) | DispatchDevice::NdArray(_))
+    }
+
+    /// The program a device uses by default: the host kernel where it runs, else tensor ops.
+    pub fn default_program(device: &Device) -> FusedProgram {
+        if Self::host_kernel_runs_on(device) {
+            FusedProgram::HostKernel
+        } else {
+            FusedProgram::TensorOps
+        }
+    }
+
+    /// The device copies of data and prior for backend `B`, uploaded on first use.
+    fn device_tensors<B: Backend>(&self, device: &B::Device, dtype: DType) -> Arc<DeviceTensors<B>> {
+        let mut cache = self.inner.device_tensors.lock().unwrap_or_else(PoisonError::into_inner);
+        for entry in cache.iter() {
+            if let Ok(found) = Arc::clone(entry).downcast::<DeviceTensors<B>>() {
+                if &found.device == device && found.dtype == dtype {
+                    return found;
+                }
+            }
+        }
+        let m = &self.inner;
+        let uploaded = Arc::new(DeviceTensors::<B>::upload(&m.x64, &m.y64, m.rows, m.kernel.spec(), &m.prior, device, dtype));
+        cache.push(uploaded.clone());
+        uploaded
+    }
+
+    /// Value `[C]` and, when asked, gradient `[C, D]` through [`FusedProgram::TensorOps`].
+    fn evaluate_tensor_ops<B: ops_gradient::FusedStages>(&self, theta: FloatTensor<B>, terms: Terms, with_gradient: bool) -> (FloatTensor<B>, Option<FloatTensor<B>>) {
+        let data = self.device_tensors::<B>(&theta.device(), theta.dtype());
+        ops_gradient::evaluate::<B>(self.inner.kernel.spec(), &data, self.inner.prior.constant, theta, terms, with_gradient)
     }
 
     /// Log likelihood `[C]` of each row of θ `[C, D]`, differentiable with respect to θ.
@@ -233,13 +310,13 @@ pub struct FusedCall {
 }
 
 /// The fused MLP log density as a Burn backend operation.
-#[backend_extension(Flex, NdArray, Autodiff)]
+#[backend_extension(Flex, NdArray, Cube, Autodiff)]
 pub trait FusedMlpBackend: Backend {
     /// θ `[C, D]` → log likelihood or log posterior `[C]`.
     fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self>;
 }
 
-/// Value and gradient in one pass, for the autodiff implementation (host backends only).
+/// Value and gradient in one pass, for the autodiff implementation.
 pub trait FusedMlpGradient: Backend {
     /// θ `[C, D]` → (log density `[C]`, gradient `[C, D]`).
     fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>);
@@ -258,7 +335,10 @@ fn read_host<B: Backend>(tensor: FloatTensor<B>) -> TensorData {
     }
 }
 
-fn host_value<B: Backend>(theta: FloatTensor<B>, call: &FusedCall) -> FloatTensor<B> {
+fn host_value<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> FloatTensor<B> {
+    if call.model.program == FusedProgram::TensorOps {
+        return call.model.evaluate_tensor_ops::<B>(theta, call.terms, false).0;
+    }
     let device = theta.device();
     let dtype = theta.dtype();
     let (values, _) = call.model.evaluate_host(&read_host::<B>(theta), call.terms, false);
@@ -266,7 +346,11 @@ fn host_value<B: Backend>(theta: FloatTensor<B>, call: &FusedCall) -> FloatTenso
     B::float_from_data(TensorData::new(values, [c]).convert_dtype(dtype), &device)
 }
 
-fn host_value_and_gradient<B: Backend>(theta: FloatTensor<B>, call: &FusedCall) -> (FloatTensor<B>, FloatTensor<B>) {
+fn host_value_and_gradient<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> (FloatTensor<B>, FloatTensor<B>) {
+    if call.model.program == FusedProgram::TensorOps {
+        let (value, gradient) = call.model.evaluate_tensor_ops::<B>(theta, call.terms, true);
+        return (value, gradient.expect("asked for the gradient"));
+    }
     let device = theta.device();
     let dtype = theta.dtype();
     let (values, gradient) = call.model.evaluate_host(&read_host::<B>(theta), call.terms, true);
@@ -293,6 +377,23 @@ macro_rules! host_backend {
 
 host_backend!(Flex);
 host_backend!(NdArray);
+
+impl ops_gradient::FusedStages for Flex {}
+impl ops_gradient::FusedStages for NdArray {}
+
+/// The CubeCL runtimes (wgpu, CUDA, ...) have no host kernel: always the tensor program.
+impl FusedMlpBackend for Cube {
+    fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self> {
+        call.model.evaluate_tensor_ops::<Self>(theta, call.terms, false).0
+    }
+}
+
+impl FusedMlpGradient for Cube {
+    fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (value, gradient) = call.model.evaluate_tensor_ops::<Self>(theta, call.terms, true);
+        (value, gradient.expect("asked for the gradient"))
+    }
+}
 
 /// Backward of the fused operation: ∂L/∂θ = (∂L/∂value) ⊙ ∇ log p, row by row.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! Posteriors over flat parameter vectors: the trait, and the built-in batched MLP posterior.
 
 use crate::flatten::layout_of;
-use crate::fused_mlp::{FusedMlp, LayerOffsets};
+use crate::fused_mlp::{FusedMlp, FusedProgram, LayerOffsets};
 use crate::layout::{ParameterKind, ParameterLayout};
 use crate::model::BnnConfig;
 use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
@@ -46,12 +46,27 @@ pub enum PosteriorError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GradientPath {
-    /// The fused operation with a handwritten backward ([`crate::fused_mlp`]) on the CPU
-    /// backends (Flex, NdArray); Burn's tensor graph on other devices.
+    /// The fused operation with a handwritten backward ([`crate::fused_mlp`]): the host kernel
+    /// on the CPU backends (Flex, NdArray), batched tensor operations on wgpu.
     #[default]
     Auto,
-    /// Burn's tensor graph everywhere (the reference the fused path is tested against).
+    /// The fused operation as batched backend tensor operations on every device (on the CPU
+    /// this is slower than the host kernel; it exists to compare and test the wgpu program).
+    TensorOps,
+    /// Burn's tensor graph everywhere (the reference the fused paths are tested against).
     Plain,
+}
+
+impl GradientPath {
+    pub const ALL: [GradientPath; 3] = [GradientPath::Auto, GradientPath::TensorOps, GradientPath::Plain];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GradientPath::Auto => "auto",
+            GradientPath::TensorOps => "tensor_ops",
+            GradientPath::Plain => "plain",
+        }
+    }
 }
 
 /// Slices of one dense layer inside θ.
@@ -120,6 +135,7 @@ impl MlpPosterior {
                 .map(|l| LayerOffsets { d_in: l.d_in, d_out: l.d_out, weight_offset: l.weight.start, bias_offset: l.bias.start })
                 .collect();
             let fused = FusedMlp::new(&offsets, config.activation, &config.likelihood, log_sigma_index, d, data, coefficients.clone())
+                .and_then(|f| f.with_program(FusedMlp::default_program(&device), &device))
                 .map_err(|e| PosteriorError::Fused(e.to_string()))?;
             Some(fused)
         } else {
@@ -143,15 +159,31 @@ impl MlpPosterior {
 
     /// Chooses how the log likelihood is evaluated (default [`GradientPath::Auto`]).
     pub fn with_gradient_path(mut self, path: GradientPath) -> Self {
-        if path == GradientPath::Plain {
-            self.fused = None;
-        }
+        self.fused = match path {
+            GradientPath::Plain => None,
+            GradientPath::Auto => self.fused.map(|f| {
+                let program = FusedMlp::default_program(&self.device);
+                f.with_program(program, &self.device).expect("the default program runs on its device")
+            }),
+            GradientPath::TensorOps => self
+                .fused
+                .map(|f| f.with_program(FusedProgram::TensorOps, &self.device).expect("tensor ops run on every device")),
+        };
         self
     }
 
-    /// Whether evaluations go through the fused kernel (CPU device and `Auto` path).
+    /// Whether evaluations go through the fused operation (any path but `Plain`).
     pub fn uses_fused_kernel(&self) -> bool {
         self.fused.is_some()
+    }
+
+    /// What computes the gradient: "host_kernel", "tensor_ops" or "plain" (Burn's graph).
+    pub fn gradient_program(&self) -> &'static str {
+        match self.fused.as_ref().map(FusedMlp::program) {
+            Some(FusedProgram::HostKernel) => "host_kernel",
+            Some(FusedProgram::TensorOps) => "tensor_ops",
+            None => "plain",
+        }
     }
 
     pub fn config(&self) -> &BnnConfig {

@@ -1,6 +1,8 @@
 //! The fused MLP operation (handwritten backward, `bnn_model::fused_mlp`) against Burn's plain
 //! tensor graph: value and gradient of the log posterior for every activation, likelihood head
-//! and prior family, on both CPU backends, batched, in f32 and f64.
+//! and prior family, batched, for both programs — the host kernel on both CPU backends (f32 and
+//! f64), the batched tensor-operation program on the CPU backends (f32 and f64) and on wgpu
+//! (f32; lavapipe in CI, skipped with a message where no adapter exists).
 //!
 //! Tolerances: f32 agreement to 1e-5 relative (value: |a − b| / |b|; gradient: the largest
 //! coordinate error over the gradient's largest coordinate, so coordinates near zero are judged
@@ -31,12 +33,18 @@ fn priors() -> Vec<PriorSpec> {
     ]
 }
 
-#[test]
-fn fused_path_matches_the_plain_autodiff_path() {
+/// Every activation × likelihood × prior: `path` on `name` against the plain graph on `name`.
+fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &str, precisions: &[(DType, f64)]) {
     let chains = 3;
-    for name in [DeviceName::Ndarray, DeviceName::Flex] {
-        let device = name.device().unwrap();
-        for (dtype, tol) in [(DType::F32, 1e-5), (DType::F64, 1e-9)] {
+    let device = match name.device() {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("skipping {name}: {e}");
+            return;
+        }
+    };
+    {
+        for &(dtype, tol) in precisions {
             for (a, activation) in Activation::ALL.into_iter().enumerate() {
                 for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
                     for (p, prior) in priors().into_iter().enumerate() {
@@ -47,8 +55,8 @@ fn fused_path_matches_the_plain_autodiff_path() {
                             .with_likelihood(likelihood)
                             .with_prior(prior);
                         let data = random_data(40, 3, 1, &likelihood, 100 + a as u64);
-                        let fused = MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap();
-                        assert!(fused.uses_fused_kernel(), "{name}: the CPU backends take the fused path");
+                        let fused = MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap().with_gradient_path(path);
+                        assert_eq!(fused.gradient_program(), expected_program, "{name} {path:?}");
                         let plain = MlpPosterior::new(config.clone(), &data, &device, dtype)
                             .unwrap()
                             .with_gradient_path(GradientPath::Plain);
@@ -66,7 +74,7 @@ fn fused_path_matches_the_plain_autodiff_path() {
                         let (fv, fg) = evaluate(&fused, &thetas, chains);
                         let (pv, pg) = evaluate(&plain, &thetas, chains);
                         for c in 0..chains {
-                            let what = format!("{name} {dtype:?} {activation} {likelihood:?} prior {p} chain {c}");
+                            let what = format!("{name} {path:?} {dtype:?} {activation} {likelihood:?} prior {p} chain {c}");
                             let rel = ((fv[c] - pv[c]) / pv[c]).abs();
                             assert!(rel <= tol, "{what}: value {} vs {} (rel {rel:e})", fv[c], pv[c]);
                             let (g, r) = (&fg[c * d..(c + 1) * d], &pg[c * d..(c + 1) * d]);
@@ -79,6 +87,26 @@ fn fused_path_matches_the_plain_autodiff_path() {
             }
         }
     }
+}
+
+#[test]
+fn host_kernel_matches_the_plain_autodiff_path() {
+    for name in [DeviceName::Ndarray, DeviceName::Flex] {
+        check_against_plain(name, GradientPath::Auto, "host_kernel", &[(DType::F32, 1e-5), (DType::F64, 1e-9)]);
+    }
+}
+
+#[test]
+fn tensor_ops_program_matches_the_plain_autodiff_path_on_the_cpu() {
+    for name in [DeviceName::Ndarray, DeviceName::Flex] {
+        check_against_plain(name, GradientPath::TensorOps, "tensor_ops", &[(DType::F32, 1e-5), (DType::F64, 1e-9)]);
+    }
+}
+
+#[test]
+fn tensor_ops_program_matches_the_plain_autodiff_path_on_wgpu() {
+    // The default on wgpu is the tensor-operation program; its shaders work in f32.
+    check_against_plain(DeviceName::Wgpu, GradientPath::Auto, "tensor_ops", &[(DType::F32, 1e-5)]);
 }
 
 #[test]

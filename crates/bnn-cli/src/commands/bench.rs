@@ -65,7 +65,9 @@ pub struct BenchArgs {
     /// Also write the JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// `auto`: the fused kernel on CPU devices; `plain`: Burn's tensor graph (for comparison).
+    /// `auto`: the fused operation (host kernel on CPU devices, batched tensor operations on
+    /// wgpu); `tensor-ops`: the tensor-operation program on any device; `plain`: Burn's tensor
+    /// graph (the reference, for comparison).
     #[arg(long, value_enum, default_value = "auto")]
     pub gradient: GradientChoice,
     /// Also run NUTS (one chain per ensemble-free cold start, δ 0.8, depth ≤ 10) for this many
@@ -81,6 +83,7 @@ pub struct BenchArgs {
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum GradientChoice {
     Auto,
+    TensorOps,
     Plain,
 }
 
@@ -88,6 +91,7 @@ impl From<GradientChoice> for GradientPath {
     fn from(choice: GradientChoice) -> Self {
         match choice {
             GradientChoice::Auto => GradientPath::Auto,
+            GradientChoice::TensorOps => GradientPath::TensorOps,
             GradientChoice::Plain => GradientPath::Plain,
         }
     }
@@ -104,7 +108,8 @@ struct ChainResult {
 struct BenchReport {
     problem: Problem,
     device: String,
-    /// `fused` (handwritten backward) or `plain` (Burn's tensor graph).
+    /// `host_kernel` or `tensor_ops` (the fused operation's two programs, handwritten backward)
+    /// or `plain` (Burn's tensor graph).
     gradient: &'static str,
     dtype: &'static str,
     n_train: usize,
@@ -204,7 +209,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let config = args.problem.config(data.train.x_cols);
     let device = args.device.device().map_err(|e| anyhow!(e))?;
     let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?.with_gradient_path(args.gradient.into());
-    let gradient = if posterior.uses_fused_kernel() { "fused" } else { "plain" };
+    let gradient = posterior.gradient_program();
     let density = AutodiffLogDensity::new(posterior);
     let d = density.dim();
     let mut results = Vec::new();
