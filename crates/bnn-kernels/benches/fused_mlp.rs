@@ -1,5 +1,6 @@
 //! `cargo bench -p bnn-kernels`: microseconds per value+gradient of the fused kernel alone (no
 //! Burn), on the shapes of the issue-6 problems, printed as JSON lines.
+//! `cargo bench -p bnn-kernels -- cos2x` runs only the problems whose name contains `cos2x`.
 
 use bnn_kernels::{KernelActivation, KernelData, KernelHead, KernelSpec, MlpKernel, Workspace};
 use std::time::Instant;
@@ -17,7 +18,12 @@ fn main() {
         ("concrete", spec(&[8, 16, 16, 2], KernelActivation::Tanh, hetero, 1), 824),
         ("protein", spec(&[9, 16, 16, 2], KernelActivation::Relu, hetero, 1), 36584),
     ];
+    // Cargo passes `--bench`; other arguments filter the problems by name.
+    let filters: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     for (name, spec, rows) in problems {
+        if !filters.is_empty() && !filters.iter().any(|f| name.contains(f.as_str())) {
+            continue;
+        }
         let kernel = MlpKernel::new(spec.clone()).expect("valid spec");
         let x: Vec<f32> = (0..rows * spec.d_input()).map(|i| ((i as f32 * 0.618034).fract() - 0.5) * 3.0).collect();
         let y: Vec<f32> = (0..rows * spec.target_columns).map(|i| ((i as f32 * 0.414214).fract() - 0.5) * 2.0).collect();

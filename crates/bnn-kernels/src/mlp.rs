@@ -126,12 +126,15 @@ fn evaluate_one<R: Real>(
         let input: &[R] = if l == 0 { data.x } else { &below[l - 1] };
         let pre = &mut ws.pre[l];
         let bias = &theta[layer.bias_offset..layer.bias_offset + layer.d_out];
-        for row in pre.chunks_exact_mut(layer.d_out) {
-            row.copy_from_slice(bias);
-        }
         let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
-        // pre += input · W   ([n, d_in] · [d_in, d_out], all row major)
-        matmul_accumulate(pre, input, weight, n, layer.d_out, layer.d_in, Layout::row(layer.d_in), Layout::row(layer.d_out), true);
+        // pre = input · W + b   ([n, d_in] · [d_in, d_out], all row major). The bias is added
+        // after the product: copying it into every row first costs a memcpy call per row.
+        matmul_accumulate(pre, input, weight, n, layer.d_out, layer.d_in, Layout::row(layer.d_in), Layout::row(layer.d_out), false);
+        for row in pre.chunks_exact_mut(layer.d_out) {
+            for (o, &b) in row.iter_mut().zip(bias) {
+                *o += b;
+            }
+        }
         if l < last {
             activation::forward(spec.activation, pre, &mut rest[0]);
         }
@@ -218,6 +221,11 @@ fn matmul_accumulate<R: Real>(
     accumulate: bool,
 ) {
     assert!(dst.len() >= m * n && lhs.len() >= m * k && rhs.len() >= k * n);
+    if m.min(n).min(k) == 1 {
+        // Outer products and matrix-vector products (the 1-input and 1-output layers of small
+        // regression nets): direct loops beat gemm's fixed cost (~0.5 µs per call) here.
+        return small_matmul(dst, lhs, rhs, m, n, k, lhs_layout, rhs_layout, accumulate);
+    }
     // SAFETY: the assertion bounds every index the strides reach: the largest is
     // (m−1)·rs + (k−1)·cs of the lhs, which is < m·k for both layouts (likewise rhs and dst).
     unsafe {
@@ -243,6 +251,105 @@ fn matmul_accumulate<R: Real>(
             Parallelism::None,
         );
     }
+}
+
+/// [`matmul_accumulate`] for shapes with a unit dimension, as loops the compiler vectorizes:
+/// a dot product per row when `n == 1`, else row updates `dst[i, :] += lhs[i, p] · rhs[p, :]`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn small_matmul<R: Real>(
+    dst: &mut [R],
+    lhs: &[R],
+    rhs: &[R],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs_layout: Layout,
+    rhs_layout: Layout,
+    accumulate: bool,
+) {
+    let dst = &mut dst[..m * n];
+    let at = |layout: Layout, row: usize, col: usize| row * layout.row_stride as usize + col * layout.col_stride as usize;
+    if n == 1 && lhs_layout.col_stride == 1 && rhs_layout.row_stride == 1 {
+        // Rows of lhs are contiguous: one dot product per output.
+        for (i, out) in dst.iter_mut().enumerate() {
+            let d = dot(&lhs[at(lhs_layout, i, 0)..][..k], &rhs[..k]);
+            *out = if accumulate { *out + d } else { d };
+        }
+        return;
+    }
+    if !accumulate {
+        // The first term below is added to this zero; with k == 1 (outer products) it is the
+        // only term, so write it directly instead.
+        if k == 1 {
+            for (i, row) in dst.chunks_exact_mut(n).enumerate() {
+                let a = lhs[at(lhs_layout, i, 0)];
+                if rhs_layout.col_stride == 1 {
+                    for (o, &r) in row.iter_mut().zip(&rhs[..n]) {
+                        *o = a * r;
+                    }
+                } else {
+                    for (j, o) in row.iter_mut().enumerate() {
+                        *o = a * rhs[at(rhs_layout, 0, j)];
+                    }
+                }
+            }
+            return;
+        }
+        dst.fill(R::ZERO);
+    }
+    if n == 1 {
+        if lhs_layout.row_stride == 1 {
+            // Columns of lhs are contiguous (a transposed view): dst += rhs[p] · lhs[:, p].
+            for p in 0..k {
+                let a = rhs[at(rhs_layout, p, 0)];
+                for (o, &l) in dst.iter_mut().zip(&lhs[at(lhs_layout, 0, p)..][..m]) {
+                    *o += a * l;
+                }
+            }
+        } else {
+            for (i, out) in dst.iter_mut().enumerate() {
+                for p in 0..k {
+                    *out += lhs[at(lhs_layout, i, p)] * rhs[at(rhs_layout, p, 0)];
+                }
+            }
+        }
+        return;
+    }
+    for (i, row) in dst.chunks_exact_mut(n).enumerate() {
+        for p in 0..k {
+            let a = lhs[at(lhs_layout, i, p)];
+            if rhs_layout.col_stride == 1 {
+                for (o, &r) in row.iter_mut().zip(&rhs[at(rhs_layout, p, 0)..][..n]) {
+                    *o += a * r;
+                }
+            } else {
+                for (j, o) in row.iter_mut().enumerate() {
+                    *o += a * rhs[at(rhs_layout, p, j)];
+                }
+            }
+        }
+    }
+}
+
+/// Σ a_i b_i with 16 independent partial sums, so that the loop vectorizes without reassociating
+/// a single running sum (which the compiler may not do for floats).
+#[inline(always)]
+fn dot<R: Real>(a: &[R], b: &[R]) -> R {
+    const LANES: usize = 16;
+    let mut partial = [R::ZERO; LANES];
+    let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (a_rest, b_rest) = (a_chunks.remainder(), b_chunks.remainder());
+    for (x, y) in a_chunks.zip(b_chunks) {
+        for l in 0..LANES {
+            partial[l] += x[l] * y[l];
+        }
+    }
+    let mut sum = R::ZERO;
+    for (x, y) in a_rest.iter().zip(b_rest) {
+        sum += *x * *y;
+    }
+    partial.iter().fold(sum, |acc, &v| acc + v)
 }
 
 #[cfg(test)]
@@ -444,6 +551,41 @@ mod tests {
         kernel.evaluate(data, &th, &mut a, None, &mut ws).unwrap();
         kernel.evaluate(data, &th, &mut b, Some(&mut g), &mut ws).unwrap();
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn small_shape_products_match_a_naive_product() {
+        // Every unit-dimension shape the layers produce, in both operand layouts, accumulating
+        // or not, against a plain triple loop in f64.
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for &(m, n, k) in &[(80, 50, 1), (80, 1, 50), (50, 1, 80), (1, 50, 80), (1, 1, 37), (3, 1, 1), (1, 7, 1), (33, 1, 40)] {
+            for lhs_t in [false, true] {
+                for rhs_t in [false, true] {
+                    for accumulate in [false, true] {
+                        let lhs: Vec<f64> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+                        let rhs: Vec<f64> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+                        let start: Vec<f64> = (0..m * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+                        let (ll, rl) = (
+                            if lhs_t { Layout::transposed(m) } else { Layout::row(k) },
+                            if rhs_t { Layout::transposed(k) } else { Layout::row(n) },
+                        );
+                        let get = |v: &[f64], l: Layout, r: usize, c: usize| v[r * l.row_stride as usize + c * l.col_stride as usize];
+                        let mut got = start.clone();
+                        matmul_accumulate(&mut got, &lhs, &rhs, m, n, k, ll, rl, accumulate);
+                        for i in 0..m {
+                            for j in 0..n {
+                                let mut want = if accumulate { start[i * n + j] } else { 0.0 };
+                                for p in 0..k {
+                                    want += get(&lhs, ll, i, p) * get(&rhs, rl, p, j);
+                                }
+                                let g = got[i * n + j];
+                                assert!((g - want).abs() < 1e-12, "{m}x{n}x{k} lhsᵀ {lhs_t} rhsᵀ {rhs_t} acc {accumulate}: {g} vs {want}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -225,20 +225,21 @@ impl FusedMlp {
     fn add_prior<R: Copy + Into<f64>>(&self, thetas: &[R], values: &mut [f64], gradients: Option<&mut [R]>, from: impl Fn(f64) -> R) {
         let prior = &self.inner.prior;
         let d = self.dim();
-        for (c, value) in values.iter_mut().enumerate() {
-            let theta = &thetas[c * d..(c + 1) * d];
-            let mut lp = prior.constant;
-            for i in 0..d {
-                let t: f64 = theta[i].into();
-                lp -= 0.5 * prior.quadratic[i] * t * t + prior.absolute[i] * t.abs();
+        for (value, theta) in values.iter_mut().zip(thetas.chunks_exact(d)) {
+            let mut penalty = 0.0;
+            for ((&t, &q), &b) in theta.iter().zip(&prior.quadratic).zip(&prior.absolute) {
+                let t: f64 = t.into();
+                penalty += 0.5 * q * t * t + b * t.abs();
             }
-            *value += lp;
+            *value += prior.constant - penalty;
         }
         if let Some(gradients) = gradients {
-            for (i, g) in gradients.iter_mut().enumerate() {
-                let (t, j): (f64, usize) = (thetas[i].into(), i % d);
-                let sign = if t > 0.0 { 1.0 } else if t < 0.0 { -1.0 } else { 0.0 };
-                *g = from((*g).into() - prior.quadratic[j] * t - prior.absolute[j] * sign);
+            for (gradient, theta) in gradients.chunks_exact_mut(d).zip(thetas.chunks_exact(d)) {
+                for (((g, &t), &q), &b) in gradient.iter_mut().zip(theta).zip(&prior.quadratic).zip(&prior.absolute) {
+                    let t: f64 = t.into();
+                    let sign = if t > 0.0 { 1.0 } else if t < 0.0 { -1.0 } else { 0.0 };
+                    *g = from((*g).into() - q * t - b * sign);
+                }
             }
         }
     }
