@@ -45,7 +45,10 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         let data = TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype);
         let theta = Tensor::<2>::from_data(data, (self.posterior.device(), dtype)).require_grad();
         let values = self.posterior.log_posterior(theta.clone());
-        let grads = values.clone().sum().backward();
+        // Burn seeds backward with ones of the root's shape, so backward from the `[C]` values
+        // is the gradient of their sum (one graph node fewer than `sum().backward()`); chains
+        // do not share parameters, so row c of the result is ∇ log p(θ_c).
+        let grads = values.backward();
         let gradient = theta
             .grad(&grads)
             .ok_or_else(|| LogDensityError::new("log posterior does not depend on θ"))?;

@@ -336,7 +336,8 @@ fn read_host<B: Backend>(tensor: FloatTensor<B>) -> TensorData {
     }
 }
 
-fn host_value<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> FloatTensor<B> {
+/// The operation on a CPU backend: the host kernel, or the tensor program when chosen.
+fn cpu_value<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> FloatTensor<B> {
     if call.model.program == FusedProgram::TensorOps {
         return call.model.evaluate_tensor_ops::<B>(theta, call.terms, false).0;
     }
@@ -347,7 +348,7 @@ fn host_value<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedC
     B::float_from_data(TensorData::new(values, [c]).convert_dtype(dtype), &device)
 }
 
-fn host_value_and_gradient<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> (FloatTensor<B>, FloatTensor<B>) {
+fn cpu_value_and_gradient<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> (FloatTensor<B>, FloatTensor<B>) {
     if call.model.program == FusedProgram::TensorOps {
         let (value, gradient) = call.model.evaluate_tensor_ops::<B>(theta, call.terms, true);
         return (value, gradient.expect("asked for the gradient"));
@@ -361,23 +362,23 @@ fn host_value_and_gradient<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, 
     (values, gradient)
 }
 
-macro_rules! host_backend {
+macro_rules! cpu_backend {
     ($backend:ty) => {
         impl FusedMlpBackend for $backend {
             fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self> {
-                host_value::<Self>(theta, &call)
+                cpu_value::<Self>(theta, &call)
             }
         }
         impl FusedMlpGradient for $backend {
             fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>) {
-                host_value_and_gradient::<Self>(theta, call)
+                cpu_value_and_gradient::<Self>(theta, call)
             }
         }
     };
 }
 
-host_backend!(Flex);
-host_backend!(NdArray);
+cpu_backend!(Flex);
+cpu_backend!(NdArray);
 
 impl ops_gradient::FusedStages for Flex {}
 impl ops_gradient::FusedStages for NdArray {}

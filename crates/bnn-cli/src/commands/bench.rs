@@ -77,6 +77,11 @@ pub struct BenchArgs {
     /// Chains for the NUTS measurement (threaded, one per core at most).
     #[arg(long, default_value_t = 2)]
     pub nuts_chains: usize,
+    /// Also time one chain per call on the CPU (flex, fused host kernel) in the same run and
+    /// report each chain count's throughput as a multiple of it (the GPU goal: C = 1024 chains
+    /// per call at ≥ 100× one CPU chain).
+    #[arg(long)]
+    pub versus_cpu: bool,
 }
 
 /// `--gradient` values.
@@ -102,6 +107,32 @@ struct ChainResult {
     chains: usize,
     us_per_call: f64,
     us_per_chain_grad: f64,
+    chain_grads_per_second: f64,
+    /// Chain gradients per second over those of one chain per call on the CPU (`--versus-cpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    speedup_vs_one_cpu_chain: Option<f64>,
+}
+
+/// Median microseconds of one call with `c` chains (small random weights: a typical region for
+/// a standardized-data posterior); three untimed calls first (kernel compilation, autotuning).
+fn time_calls(density: &AutodiffLogDensity<MlpPosterior>, c: usize, evals: usize, repeats: usize) -> Result<f64> {
+    let d = density.dim();
+    let positions: Vec<f64> = (0..c * d).map(|i| 0.3 * ((i as f64 * 0.7548776662).fract() - 0.5)).collect();
+    let mut values = vec![0.0; c];
+    let mut grads = vec![0.0; c * d];
+    for _ in 0..3 {
+        density.log_density_and_gradient(&positions, &mut values, &mut grads)?;
+    }
+    let mut times = Vec::with_capacity(repeats);
+    for _ in 0..repeats {
+        let start = Instant::now();
+        for _ in 0..evals {
+            density.log_density_and_gradient(&positions, &mut values, &mut grads)?;
+        }
+        times.push(start.elapsed().as_secs_f64() * 1e6 / evals as f64);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
 
 #[derive(Serialize)]
@@ -121,6 +152,9 @@ struct BenchReport {
     nuts: Option<NutsResult>,
     /// Peak resident memory of this process (Linux VmHWM), MB.
     peak_rss_mb: Option<f64>,
+    /// µs of one value+gradient with one chain per call on flex (`--versus-cpu`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_one_chain_us: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -208,30 +242,28 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let data = prepare(args.problem.dataset(), &Preparation::default())?;
     let config = args.problem.config(data.train.x_cols);
     let device = args.device.device().map_err(|e| anyhow!(e))?;
+    let cpu_one_chain_us = if args.versus_cpu {
+        let cpu = DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
+        let cpu_density = AutodiffLogDensity::new(MlpPosterior::new(config.clone(), &data.train, &cpu, DType::F32)?);
+        Some(time_calls(&cpu_density, 1, args.evals, args.repeats)?)
+    } else {
+        None
+    };
     let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?.with_gradient_path(args.gradient.into());
     let gradient = posterior.gradient_program();
     let density = AutodiffLogDensity::new(posterior);
     let d = density.dim();
     let mut results = Vec::new();
     for &c in &chains {
-        // Small random weights: a typical region for a standardized-data posterior.
-        let positions: Vec<f64> = (0..c * d).map(|i| 0.3 * ((i as f64 * 0.7548776662).fract() - 0.5)).collect();
-        let mut values = vec![0.0; c];
-        let mut grads = vec![0.0; c * d];
-        for _ in 0..3 {
-            density.log_density_and_gradient(&positions, &mut values, &mut grads)?;
-        }
-        let mut times = Vec::with_capacity(args.repeats);
-        for _ in 0..args.repeats {
-            let start = Instant::now();
-            for _ in 0..args.evals {
-                density.log_density_and_gradient(&positions, &mut values, &mut grads)?;
-            }
-            times.push(start.elapsed().as_secs_f64() * 1e6 / args.evals as f64);
-        }
-        times.sort_by(f64::total_cmp);
-        let us_per_call = times[times.len() / 2];
-        results.push(ChainResult { chains: c, us_per_call, us_per_chain_grad: us_per_call / c as f64 });
+        let us_per_call = time_calls(&density, c, args.evals, args.repeats)?;
+        let us_per_chain_grad = us_per_call / c as f64;
+        results.push(ChainResult {
+            chains: c,
+            us_per_call,
+            us_per_chain_grad,
+            chain_grads_per_second: 1e6 / us_per_chain_grad,
+            speedup_vs_one_cpu_chain: cpu_one_chain_us.map(|cpu| cpu / us_per_chain_grad),
+        });
     }
     let nuts = if args.nuts_iterations > 0 {
         if args.nuts_chains == 0 {
@@ -253,6 +285,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         results,
         nuts,
         peak_rss_mb: peak_rss_mb(),
+        cpu_one_chain_us,
     };
     let json = serde_json::to_string_pretty(&report)?;
     println!("{json}");
