@@ -267,57 +267,20 @@ pub(crate) fn head(out: CubeTensor, y: CubeTensor, head: KernelHead) -> Option<(
     let grad = empty_like(&out, shape);
     let (count, dim) = launch_shape(c * n);
     let client = out.client.clone();
-    match head {
-        KernelHead::Fixed { sigma } => regression_head_kernel::launch(
-            &client,
-            count,
-            dim,
-            out.into_buffer_arg(),
-            y.into_buffer_arg(),
-            row_ll.clone().into_buffer_arg(),
-            grad.clone().into_buffer_arg(),
-            n as u32,
-            k as u32,
-            (1.0 / (sigma * sigma)) as f32,
-            0.0,
-            FIXED,
-            elem,
-        ),
-        KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
-            let (code, lo, hi) = if softplus {
-                (HETERO_SOFTPLUS, sigma_min, sigma_max)
-            } else {
-                (HETERO_EXP, sigma_min.ln(), sigma_max.ln())
-            };
-            regression_head_kernel::launch(
-                &client,
-                count,
-                dim,
-                out.into_buffer_arg(),
-                y.into_buffer_arg(),
-                row_ll.clone().into_buffer_arg(),
-                grad.clone().into_buffer_arg(),
-                n as u32,
-                (k / 2) as u32,
-                lo as f32,
-                hi as f32,
-                code,
-                elem,
-            )
-        }
-        KernelHead::Categorical => categorical_head_kernel::launch(
-            &client,
-            count,
-            dim,
-            out.into_buffer_arg(),
-            y.into_buffer_arg(),
-            row_ll.clone().into_buffer_arg(),
-            grad.clone().into_buffer_arg(),
-            n as u32,
-            k as u32,
-            elem,
-        ),
+    // The regression heads share one kernel: (comptime code, targets, a, b) as it documents.
+    let regression = match head {
+        KernelHead::Fixed { sigma } => Some((FIXED, k, 1.0 / (sigma * sigma), 0.0)),
+        KernelHead::Heteroscedastic { softplus: false, sigma_min, sigma_max } => Some((HETERO_EXP, k / 2, sigma_min.ln(), sigma_max.ln())),
+        KernelHead::Heteroscedastic { softplus: true, sigma_min, sigma_max } => Some((HETERO_SOFTPLUS, k / 2, sigma_min, sigma_max)),
+        KernelHead::Categorical => None,
         KernelHead::LearnedSigma { .. } => return None,
+    };
+    let (out, y, ll_arg, grad_arg) = (out.into_buffer_arg(), y.into_buffer_arg(), row_ll.clone().into_buffer_arg(), grad.clone().into_buffer_arg());
+    match regression {
+        Some((code, targets, a, b)) => regression_head_kernel::launch(
+            &client, count, dim, out, y, ll_arg, grad_arg, n as u32, targets as u32, a as f32, b as f32, code, elem,
+        ),
+        None => categorical_head_kernel::launch(&client, count, dim, out, y, ll_arg, grad_arg, n as u32, k as u32, elem),
     }
     Some((row_ll, grad))
 }
