@@ -50,7 +50,7 @@ impl RunContext {
         let data = prepare(&config.data.dataset, &how)?;
         let bnn = config.bnn_config(data.train.x_cols)?;
         let device = config.device_name()?.device().map_err(|e| anyhow!(e))?;
-        let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?;
+        let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?.with_gradient_path(config.runtime.gradient);
         let layout = posterior.layout().clone();
         Ok(Self { config, dir, data, bnn, device, density: AutodiffLogDensity::new(posterior), layout })
     }

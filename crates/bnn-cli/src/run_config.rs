@@ -4,7 +4,7 @@
 
 use crate::model_args::{parse_hidden, parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Context, Result};
-use bnn_model::{Activation, BnnConfig, DeviceName, Prior, PriorSpec};
+use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
 use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -202,11 +202,13 @@ pub struct RuntimeSection {
     pub device: String,
     /// Worker threads; absent: all cores. Results do not depend on it.
     pub threads: Option<usize>,
+    /// How the posterior's gradient is computed (`auto`: the fused operation).
+    pub gradient: GradientPath,
 }
 
 impl Default for RuntimeSection {
     fn default() -> Self {
-        Self { device: "cpu".into(), threads: None }
+        Self { device: "cpu".into(), threads: None, gradient: GradientPath::Auto }
     }
 }
 
@@ -340,6 +342,10 @@ pub struct RunFlags {
     /// Worker threads (the results do not depend on it).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// auto (the fused operation: host kernel on CPU devices, tensor operations + CubeCL
+    /// kernels on wgpu), tensor_ops (that program on every device) or plain (Burn's graph).
+    #[arg(long)]
+    pub gradient: Option<GradientPath>,
 }
 
 fn set<T: Clone>(target: &mut T, value: &Option<T>) {
@@ -440,6 +446,7 @@ impl RunConfig {
         if f.threads.is_some() {
             self.runtime.threads = f.threads;
         }
+        set(&mut self.runtime.gradient, &f.gradient);
         self.validate()?;
         Ok(self)
     }

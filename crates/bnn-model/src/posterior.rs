@@ -69,6 +69,17 @@ impl GradientPath {
     }
 }
 
+impl std::str::FromStr for GradientPath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let wanted = s.trim().to_ascii_lowercase().replace('-', "_");
+        GradientPath::ALL.into_iter().find(|p| p.name() == wanted).ok_or_else(|| {
+            let names: Vec<_> = GradientPath::ALL.iter().map(|p| p.name()).collect();
+            format!("unknown gradient path '{s}'; expected one of {}", names.join(", "))
+        })
+    }
+}
+
 /// Slices of one dense layer inside θ.
 #[derive(Debug, Clone)]
 struct LayerSlices {
