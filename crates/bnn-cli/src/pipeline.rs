@@ -50,6 +50,9 @@ impl RunContext {
         let data = prepare(&config.data.dataset, &how)?;
         let bnn = config.bnn_config(data.train.x_cols)?;
         let device = config.device_name()?.device().map_err(|e| anyhow!(e))?;
+        if let Some(threads) = config.runtime.threads {
+            bnn_model::fused_mlp::set_kernel_threads(threads);
+        }
         let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?.with_gradient_path(config.runtime.gradient);
         let layout = posterior.layout().clone();
         Ok(Self { config, dir, data, bnn, device, density: AutodiffLogDensity::new(posterior), layout })

@@ -31,7 +31,10 @@ use burn::backend::tensor::FloatTensor;
 use burn::backend::{backend_extension, Autodiff, Backend, Cube, DispatchDevice, Flex, NdArray, TensorMetadata};
 use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
 use std::any::Any;
+use bnn_kernels::Real;
+use rayon::prelude::*;
 use std::cell::RefCell;
+use std::thread::LocalKey;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ops_gradient::{self, DeviceTensors};
@@ -222,13 +225,13 @@ impl FusedMlp {
     }
 
     /// Adds the log prior `constant − ½ Σ a θ² − Σ b |θ|` and its gradient, chain by chain.
-    fn add_prior<R: Copy + Into<f64>>(&self, thetas: &[R], values: &mut [f64], gradients: Option<&mut [R]>, from: impl Fn(f64) -> R) {
+    fn add_prior<R: Real>(&self, thetas: &[R], values: &mut [f64], gradients: Option<&mut [R]>, from: impl Fn(f64) -> R) {
         let prior = &self.inner.prior;
         let d = self.dim();
         for (value, theta) in values.iter_mut().zip(thetas.chunks_exact(d)) {
             let mut penalty = 0.0;
             for ((&t, &q), &b) in theta.iter().zip(&prior.quadratic).zip(&prior.absolute) {
-                let t: f64 = t.into();
+                let t = t.to_f64();
                 penalty += 0.5 * q * t * t + b * t.abs();
             }
             *value += prior.constant - penalty;
@@ -236,9 +239,9 @@ impl FusedMlp {
         if let Some(gradients) = gradients {
             for (gradient, theta) in gradients.chunks_exact_mut(d).zip(thetas.chunks_exact(d)) {
                 for (((g, &t), &q), &b) in gradient.iter_mut().zip(theta).zip(&prior.quadratic).zip(&prior.absolute) {
-                    let t: f64 = t.into();
+                    let t = t.to_f64();
                     let sign = if t > 0.0 { 1.0 } else if t < 0.0 { -1.0 } else { 0.0 };
-                    *g = from((*g).into() - q * t - b * sign);
+                    *g = from(g.to_f64() - q * t - b * sign);
                 }
             }
         }
@@ -259,11 +262,7 @@ impl FusedMlp {
                 let thetas = theta.as_slice::<f64>().expect("checked dtype");
                 let mut grads = with_gradient.then(|| vec![0.0f64; c * d]);
                 let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
-                WORKSPACE_F64.with_borrow_mut(|ws| m.kernel.evaluate(data, thetas, &mut values, grads.as_deref_mut(), ws))
-                    .expect("shapes were validated when the operation was built");
-                if terms == Terms::Posterior {
-                    self.add_prior(thetas, &mut values, grads.as_deref_mut(), |v| v);
-                }
+                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F64, |v| v);
                 grads.map(|g| TensorData::new(g, [c, d]))
             }
             _ => {
@@ -277,17 +276,64 @@ impl FusedMlp {
                 };
                 let mut grads = with_gradient.then(|| vec![0.0f32; c * d]);
                 let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
-                WORKSPACE_F32.with_borrow_mut(|ws| m.kernel.evaluate(data, thetas, &mut values, grads.as_deref_mut(), ws))
-                    .expect("shapes were validated when the operation was built");
-                if terms == Terms::Posterior {
-                    self.add_prior(thetas, &mut values, grads.as_deref_mut(), |v| v as f32);
-                }
+                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F32, |v| v as f32);
                 grads.map(|g| TensorData::new(g, [c, d]).convert_dtype(theta.dtype()))
             }
         };
         (values, gradient)
     }
 }
+
+impl FusedMlp {
+    /// The host kernel (and prior) over the chains of one call. Chains are independent, so a
+    /// call with enough work is split into contiguous blocks of chains over Rayon's pool (the
+    /// batched samplers make one call for all chains); every chain is computed by the same code
+    /// whatever the split, so results do not depend on the thread count.
+    #[allow(clippy::too_many_arguments)]
+    fn evaluate_chains<R: Real>(
+        &self,
+        data: KernelData<'_, R>,
+        thetas: &[R],
+        values: &mut [f64],
+        gradients: Option<&mut [R]>,
+        terms: Terms,
+        workspace: &'static LocalKey<RefCell<Workspace<R>>>,
+        from: fn(f64) -> R,
+    ) {
+        let (c, d) = (values.len(), self.dim());
+        let run = |values: &mut [f64], thetas: &[R], mut gradients: Option<&mut [R]>| {
+            workspace
+                .with_borrow_mut(|ws| self.inner.kernel.evaluate(data, thetas, values, gradients.as_deref_mut(), ws))
+                .expect("shapes were validated when the operation was built");
+            if terms == Terms::Posterior {
+                self.add_prior(thetas, values, gradients, from);
+            }
+        };
+        let threads = rayon::current_num_threads();
+        // Rough cost of one chain in multiply-adds. Below ~400k per call (~100 µs) waking a
+        // sleeping Rayon worker costs about what the split saves (measured on 2 cores).
+        let work_per_chain = data.rows * self.inner.kernel.spec().layers.iter().map(|l| l.d_in * l.d_out).sum::<usize>();
+        if threads < 2 || c < 2 || c * work_per_chain < PARALLEL_WORK_THRESHOLD {
+            return run(values, thetas, gradients);
+        }
+        let per_block = c.div_ceil(threads.min(c));
+        let blocks = values.par_chunks_mut(per_block).zip(thetas.par_chunks(per_block * d));
+        match gradients {
+            Some(g) => blocks.zip(g.par_chunks_mut(per_block * d)).for_each(|((v, t), g)| run(v, t, Some(g))),
+            None => blocks.for_each(|(v, t)| run(v, t, None)),
+        }
+    }
+}
+
+/// Caps the threads the host kernel splits a batched call over (Rayon's global pool). Takes
+/// effect only before the first batched call of the process: Rayon fixes its pool then, and a
+/// later call is ignored (the numbers do not depend on the thread count either way).
+pub fn set_kernel_threads(threads: usize) {
+    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build_global();
+}
+
+/// Multiply-adds per call from which the host kernel splits chains over threads.
+const PARALLEL_WORK_THRESHOLD: usize = 400_000;
 
 thread_local! {
     /// One kernel workspace per thread: sampler threads never share buffers, and nothing is

@@ -132,3 +132,31 @@ fn fused_likelihood_alone_matches_too() {
         }
     }
 }
+
+#[test]
+fn host_kernel_results_do_not_depend_on_the_thread_count() {
+    // A batched call with enough work is split over Rayon's pool; each chain must come out
+    // bit for bit the same with 1 or 3 threads (and the split must cover every chain).
+    let device = DeviceName::Flex.device().unwrap();
+    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic { link: bnn_model::ScaleLink::Exp };
+    let config = BnnConfig::new(4).with_hidden(vec![32, 32]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let data = random_data(400, 4, 1, &likelihood, 21);
+    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
+    let (d, chains) = (density.dim(), 7);
+    let thetas = random_theta(chains * d, 0.5, 33);
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| evaluate(&density, &thetas, chains))
+    };
+    let (v1, g1) = run(1);
+    let (v3, g3) = run(3);
+    assert!(v1.iter().all(|v| v.is_finite() && *v != 0.0), "every chain evaluated: {v1:?}");
+    assert_eq!(v1, v3);
+    assert_eq!(g1, g3);
+    // And each chain alone gives the same numbers as inside the batch.
+    for c in [0, chains - 1] {
+        let (v, g) = evaluate(&density, &thetas[c * d..(c + 1) * d], 1);
+        assert_eq!(v[0], v1[c]);
+        assert_eq!(g, g1[c * d..(c + 1) * d]);
+    }
+}
