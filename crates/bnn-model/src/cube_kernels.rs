@@ -292,10 +292,11 @@ impl crate::ops_gradient::FusedStages for Cube {
         bias: CubeTensor,
         activation: KernelActivation,
     ) -> (CubeTensor, Option<CubeTensor>) {
-        if activation == KernelActivation::Identity {
-            return crate::ops_gradient::activate::<Cube>(<Cube as burn::backend::ops::FloatTensorOps<Cube>>::float_add(product, bias), activation);
-        }
-        match bias_activation(product.clone(), bias.clone(), activation) {
+        // Identity needs no kernel (φ' ≡ 1 is `None`); other float types fall back too.
+        let fused = (activation != KernelActivation::Identity)
+            .then(|| bias_activation(product.clone(), bias.clone(), activation))
+            .flatten();
+        match fused {
             Some((a, d)) => (a, Some(d)),
             None => crate::ops_gradient::activate::<Cube>(<Cube as burn::backend::ops::FloatTensorOps<Cube>>::float_add(product, bias), activation),
         }
