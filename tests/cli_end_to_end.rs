@@ -164,17 +164,32 @@ fn bench_prints_json() {
     let dir = temp_dir("bench");
     let json = dir.join("bench.json");
     let o = bnn(&[
-        "bench", "--problem", "cos2x-relu", "--chains", "1,3", "--device", "flex", "--evals", "3", "--repeats", "1", "--json",
-        json.to_str().unwrap(),
+        "bench", "--problem", "cos2x-relu", "--chains", "1,3", "--device", "flex", "--evals", "3", "--repeats", "1", "--versus-cpu",
+        "--json", json.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["n_params"], 1 * 50 + 50 + 50 + 1);
+    assert_eq!(report["gradient"], "host_kernel");
+    assert!(report["cpu_one_chain_us"].as_f64().unwrap() > 0.0);
     let results = report["results"].as_array().unwrap();
     assert_eq!(results.len(), 2);
     assert!(results.iter().all(|r| r["us_per_chain_grad"].as_f64().unwrap() > 0.0));
+    assert!(results.iter().all(|r| r["speedup_vs_one_cpu_chain"].as_f64().unwrap() > 0.0));
+    let o = bnn(&["bench", "--problem", "cos2x-relu", "--chains", "2", "--device", "flex", "--evals", "2", "--repeats", "1", "--gradient", "tensor-ops"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"tensor_ops\""), "{}", stdout(&o));
     let o = bnn(&["bench", "--chains", "0"]);
     assert!(!o.status.success());
+}
+
+#[test]
+fn run_with_too_few_draws_to_diagnose_is_refused_before_any_work() {
+    let dir = temp_dir("few-draws").join("run");
+    let o = bnn(&["run", "--dataset", "cos2x", "--draws", "6", "--thin", "2", "--out", dir.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("at least 4 kept draws"), "{}", stderr(&o));
+    assert!(!dir.exists(), "nothing may be written for a refused run");
 }
 
 #[test]

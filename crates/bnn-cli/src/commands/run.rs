@@ -20,6 +20,14 @@ pub struct RunArgs {
 
 pub fn run(args: RunArgs) -> Result<()> {
     let config = RunConfig::resolve(&args.flags)?;
+    // The run ends with R-hat/ESS, which need 4 kept draws per chain: refuse before any work.
+    let kept = config.sampler.draws.div_ceil(config.sampler.thin);
+    if kept < 4 {
+        bail!(
+            "bnn run diagnoses the draws at the end, which needs at least 4 kept draws per chain (draws / thin, rounded up); \
+             this config keeps {kept}. Raise --draws, or use `bnn sample` alone"
+        );
+    }
     let dir = RunDir::new(&args.out);
     let ctx = RunContext::new(config, dir.clone())?;
     dir.claim(&ctx.config)?;
