@@ -210,6 +210,32 @@ fn wgpu_device_samples_or_explains() {
 }
 
 #[test]
+fn wgpu_runs_1024_dei_mcmc_chains_in_lockstep() {
+    // Many chains per ensemble member (1024 from 4 members), one batched gradient call per
+    // leapfrog step; a tiny budget, so lavapipe in CI finishes in well under a minute.
+    let dir = temp_dir("wgpu-1024");
+    let o = bnn(&[
+        "run", "--dataset", "cos2x", "--hidden", "4", "--members", "4", "--epochs", "20", "--chains", "1024", "--batched", "true",
+        "--warmup", "3", "--draws", "4", "--max-depth", "3", "--checkpoint-every", "0", "--device", "wgpu", "--out",
+        dir.to_str().unwrap(),
+    ]);
+    if !o.status.success() {
+        let message = stderr(&o);
+        assert!(message.contains("no wgpu adapter"), "{message}");
+        eprintln!("skipping the 1024-chain wgpu run: {message}");
+        return;
+    }
+    let summary = json(&dir.join("summary.json"));
+    assert_eq!(summary["chains"], 1024);
+    assert_eq!(summary["device"], "wgpu");
+    let draws_files = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("draws_chain_")).count();
+    assert_eq!(draws_files, 1024);
+    let (_, rows) = read_csv(&dir.join("draws_chain_1023.csv"));
+    assert_eq!(rows.len(), 4, "4 kept draws in the last chain");
+    assert!(rows.iter().flatten().all(|v| v.is_finite()));
+}
+
+#[test]
 fn diagnose_matches_arviz_on_a_fixture_and_reads_run_dirs() {
     let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
     let fixtures = crate_dir.join("../../../shared/fixtures/diagnostics");
