@@ -11,6 +11,7 @@
 //! out contiguously, fall back to the tensor-operation program.
 
 use bnn_kernels::{KernelActivation, KernelHead, KernelSpec};
+use burn::backend::ops::FloatTensorOps;
 use burn::backend::Cube;
 use burn::tensor::{DType, Shape};
 use burn_cubecl::cubecl;
@@ -298,20 +299,19 @@ impl crate::ops_gradient::FusedStages for Cube {
             .flatten();
         match fused {
             Some((a, d)) => (a, Some(d)),
-            None => crate::ops_gradient::activate::<Cube>(<Cube as burn::backend::ops::FloatTensorOps<Cube>>::float_add(product, bias), activation),
+            None => crate::ops_gradient::activate::<Cube>(Cube::float_add(product, bias), activation),
         }
     }
 
     fn head(spec: &KernelSpec, out: CubeTensor, y: &CubeTensor, theta: &CubeTensor) -> (CubeTensor, CubeTensor, Option<CubeTensor>) {
-        use burn::backend::ops::FloatTensorOps;
         let shape = out.meta.shape().clone();
         let (c, n, k) = (shape[0], shape[1], shape[2]);
-        let y_rows = <Cube as FloatTensorOps<Cube>>::float_reshape(y.clone(), Shape::new([n, y.meta.shape()[2]]));
+        let y_rows = Cube::float_reshape(y.clone(), Shape::new([n, y.meta.shape()[2]]));
         match head(out.clone(), y_rows, spec.head) {
             Some((row_ll, grad)) => {
-                let ll = <Cube as FloatTensorOps<Cube>>::float_reshape(<Cube as FloatTensorOps<Cube>>::float_sum_dim(row_ll, 1), Shape::new([c]));
+                let ll = Cube::float_reshape(Cube::float_sum_dim(row_ll, 1), Shape::new([c]));
                 let constant = crate::ops_gradient::head_constant(spec.head, n, k);
-                (<Cube as FloatTensorOps<Cube>>::float_add_scalar(ll, burn::backend::Scalar::Float(constant)), grad, None)
+                (Cube::float_add_scalar(ll, burn::backend::Scalar::Float(constant)), grad, None)
             }
             None => crate::ops_gradient::head::<Cube>(spec, out, y, theta),
         }

@@ -43,45 +43,43 @@ fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &
             return;
         }
     };
-    {
-        for &(dtype, tol) in precisions {
-            for (a, activation) in Activation::ALL.into_iter().enumerate() {
-                for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
-                    for (p, prior) in priors().into_iter().enumerate() {
-                        let config = BnnConfig::new(3)
-                            .with_hidden(vec![5, 4])
-                            .with_activation(activation)
-                            .with_n_targets(1)
-                            .with_likelihood(likelihood)
-                            .with_prior(prior);
-                        let data = random_data(40, 3, 1, &likelihood, 100 + a as u64);
-                        let fused = MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap().with_gradient_path(path);
-                        assert_eq!(fused.gradient_program(), expected_program, "{name} {path:?}");
-                        let plain = MlpPosterior::new(config.clone(), &data, &device, dtype)
-                            .unwrap()
-                            .with_gradient_path(GradientPath::Plain);
-                        assert!(!plain.uses_fused_kernel());
-                        let (fused, plain) = (AutodiffLogDensity::new(fused), AutodiffLogDensity::new(plain));
-                        let d = fused.dim();
-                        let mut thetas = Vec::new();
-                        for c in 0..chains as u64 {
-                            let theta = (0..1000u64)
-                                .map(|s| random_theta(d, 0.8, 10_000 * (l as u64 + 10 * p as u64) + 100 * c + s))
-                                .find(|t| kink_distance(&config, &data, t) > 1e-3)
-                                .expect("a point away from kinks");
-                            thetas.extend(theta);
-                        }
-                        let (fv, fg) = evaluate(&fused, &thetas, chains);
-                        let (pv, pg) = evaluate(&plain, &thetas, chains);
-                        for c in 0..chains {
-                            let what = format!("{name} {path:?} {dtype:?} {activation} {likelihood:?} prior {p} chain {c}");
-                            let rel = ((fv[c] - pv[c]) / pv[c]).abs();
-                            assert!(rel <= tol, "{what}: value {} vs {} (rel {rel:e})", fv[c], pv[c]);
-                            let (g, r) = (&fg[c * d..(c + 1) * d], &pg[c * d..(c + 1) * d]);
-                            let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                            let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-                            assert!(worst <= tol * scale, "{what}: gradient error {worst:e} on scale {scale:e}");
-                        }
+    for &(dtype, tol) in precisions {
+        for (a, activation) in Activation::ALL.into_iter().enumerate() {
+            for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
+                for (p, prior) in priors().into_iter().enumerate() {
+                    let config = BnnConfig::new(3)
+                        .with_hidden(vec![5, 4])
+                        .with_activation(activation)
+                        .with_n_targets(1)
+                        .with_likelihood(likelihood)
+                        .with_prior(prior);
+                    let data = random_data(40, 3, 1, &likelihood, 100 + a as u64);
+                    let fused = MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap().with_gradient_path(path);
+                    assert_eq!(fused.gradient_program(), expected_program, "{name} {path:?}");
+                    let plain = MlpPosterior::new(config.clone(), &data, &device, dtype)
+                        .unwrap()
+                        .with_gradient_path(GradientPath::Plain);
+                    assert!(!plain.uses_fused_kernel());
+                    let (fused, plain) = (AutodiffLogDensity::new(fused), AutodiffLogDensity::new(plain));
+                    let d = fused.dim();
+                    let mut thetas = Vec::new();
+                    for c in 0..chains as u64 {
+                        let theta = (0..1000u64)
+                            .map(|s| random_theta(d, 0.8, 10_000 * (l as u64 + 10 * p as u64) + 100 * c + s))
+                            .find(|t| kink_distance(&config, &data, t) > 1e-3)
+                            .expect("a point away from kinks");
+                        thetas.extend(theta);
+                    }
+                    let (fv, fg) = evaluate(&fused, &thetas, chains);
+                    let (pv, pg) = evaluate(&plain, &thetas, chains);
+                    for c in 0..chains {
+                        let what = format!("{name} {path:?} {dtype:?} {activation} {likelihood:?} prior {p} chain {c}");
+                        let rel = ((fv[c] - pv[c]) / pv[c]).abs();
+                        assert!(rel <= tol, "{what}: value {} vs {} (rel {rel:e})", fv[c], pv[c]);
+                        let (g, r) = (&fg[c * d..(c + 1) * d], &pg[c * d..(c + 1) * d]);
+                        let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                        let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                        assert!(worst <= tol * scale, "{what}: gradient error {worst:e} on scale {scale:e}");
                     }
                 }
             }

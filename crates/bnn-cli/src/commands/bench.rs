@@ -68,8 +68,8 @@ pub struct BenchArgs {
     /// `auto`: the fused operation (host kernel on CPU devices, batched tensor operations on
     /// wgpu); `tensor-ops`: the tensor-operation program on any device; `plain`: Burn's tensor
     /// graph (the reference, for comparison).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub gradient: GradientChoice,
+    #[arg(long, default_value = "auto")]
+    pub gradient: GradientPath,
     /// Also run NUTS (one chain per ensemble-free cold start, δ 0.8, depth ≤ 10) for this many
     /// warmup and then sampling iterations, and report leapfrog steps/s and ESS/s (0: skip).
     #[arg(long, default_value_t = 0)]
@@ -82,24 +82,6 @@ pub struct BenchArgs {
     /// per call at ≥ 100× one CPU chain).
     #[arg(long)]
     pub versus_cpu: bool,
-}
-
-/// `--gradient` values.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum GradientChoice {
-    Auto,
-    TensorOps,
-    Plain,
-}
-
-impl From<GradientChoice> for GradientPath {
-    fn from(choice: GradientChoice) -> Self {
-        match choice {
-            GradientChoice::Auto => GradientPath::Auto,
-            GradientChoice::TensorOps => GradientPath::TensorOps,
-            GradientChoice::Plain => GradientPath::Plain,
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -249,7 +231,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     } else {
         None
     };
-    let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?.with_gradient_path(args.gradient.into());
+    let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?.with_gradient_path(args.gradient);
     let gradient = posterior.gradient_program();
     let density = AutodiffLogDensity::new(posterior);
     let d = density.dim();
