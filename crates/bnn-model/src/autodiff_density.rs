@@ -2,7 +2,7 @@
 
 use crate::posterior::Posterior;
 use bnn_sampler::{LogDensity, LogDensityError};
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{DType, Tensor, TensorData};
 
 /// Evaluates value and gradient of a [`Posterior`] with one forward and one backward pass per
 /// batch: positions go to the device as `[C, D]`, values `[C]` and gradients `[C, D]` come back.
@@ -42,7 +42,11 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
             )));
         }
         let dtype = self.posterior.dtype();
-        let data = TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype);
+        // Straight to the evaluation's float type: one host copy instead of two.
+        let data = match dtype {
+            DType::F32 => TensorData::new(positions.iter().map(|&v| v as f32).collect::<Vec<_>>(), [c, d]),
+            _ => TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype),
+        };
         let theta = Tensor::<2>::from_data(data, (self.posterior.device(), dtype)).require_grad();
         let values = self.posterior.log_posterior(theta.clone());
         // Burn seeds backward with ones of the root's shape, so backward from the `[C]` values
@@ -52,7 +56,7 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         let gradient = theta
             .grad(&grads)
             .ok_or_else(|| LogDensityError::new("log posterior does not depend on θ"))?;
-        let read = |t: Tensor<2>, out: &mut [f64]| -> Result<(), LogDensityError> {
+        fn read<const D: usize>(t: Tensor<D>, out: &mut [f64]) -> Result<(), LogDensityError> {
             let data = t
                 .try_into_data()
                 .map_err(|e| LogDensityError::new(format!("reading from the device failed: {e:?}")))?;
@@ -60,8 +64,9 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
                 *o = v;
             }
             Ok(())
-        };
-        read(values.reshape([1, c]), log_densities)?;
+        }
+        // Read as they are: a reshape of the tracked values would register one more graph node.
+        read(values, log_densities)?;
         read(gradient, gradients)
     }
 }

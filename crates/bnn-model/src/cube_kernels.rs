@@ -203,9 +203,12 @@ fn elem_type(dtype: DType) -> Option<ElemType> {
     }
 }
 
-fn launch_shape(units: usize) -> (CubeCount, CubeDim) {
-    let cubes = units.div_ceil(UNITS_PER_CUBE as usize) as u32;
-    (CubeCount::Static(cubes, 1, 1), CubeDim::new_1d(UNITS_PER_CUBE))
+/// Cubes for `units` units, one per element: spread over the grid's Y (and Z) axes when one axis
+/// would exceed the device's limit (65,535 on wgpu; concrete at 4096 chains needs 131k cubes).
+/// The kernels index with `ABSOLUTE_POS`, which counts across all axes.
+fn launch_shape(client: &cubecl::client::Client, units: usize) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new_1d(UNITS_PER_CUBE);
+    (cubecl::calculate_cube_count_elemwise(client, units, dim), dim)
 }
 
 fn empty_like(t: &CubeTensor, shape: Shape) -> CubeTensor {
@@ -239,7 +242,7 @@ pub(crate) fn bias_activation(
         KernelActivation::TruncRelu => (TRUNC_RELU, 0.0),
         KernelActivation::Identity => (IDENTITY, 0.0),
     };
-    let (count, dim) = launch_shape(shape.num_elements());
+    let (count, dim) = launch_shape(&product.client, shape.num_elements());
     bias_activation_kernel::launch(
         &product.client,
         count,
@@ -266,7 +269,7 @@ pub(crate) fn head(out: CubeTensor, y: CubeTensor, head: KernelHead) -> Option<(
     let (out, y) = (contiguous(out), contiguous(y));
     let row_ll = empty_like(&out, Shape::new([c, n]));
     let grad = empty_like(&out, shape);
-    let (count, dim) = launch_shape(c * n);
+    let (count, dim) = launch_shape(&out.client, c * n);
     let client = out.client.clone();
     // The regression heads share one kernel: (comptime code, targets, a, b) as it documents.
     let regression = match head {
@@ -288,6 +291,10 @@ pub(crate) fn head(out: CubeTensor, y: CubeTensor, head: KernelHead) -> Option<(
 
 
 impl crate::ops_gradient::FusedStages for Cube {
+    fn max_tensor_bytes(tensor: &CubeTensor) -> Option<u64> {
+        Some(tensor.client.properties().memory.max_page_size)
+    }
+
     fn bias_activation(
         product: CubeTensor,
         bias: CubeTensor,

@@ -29,7 +29,7 @@ use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{backend_extension, Autodiff, Backend, Cube, DispatchDevice, Flex, NdArray, TensorMetadata};
-use burn::tensor::{DType, Device, Shape, Tensor, TensorData};
+use burn::tensor::{DType, Device, Shape, Slice, Tensor, TensorData};
 use std::any::Any;
 use bnn_kernels::Real;
 use rayon::prelude::*;
@@ -55,6 +55,9 @@ pub enum FusedProgram {
 pub struct FusedMlp {
     inner: Arc<FusedMlpInner>,
     program: FusedProgram,
+    /// Cap on the bytes of the largest intermediate tensor of one tensor-program run; `None`:
+    /// the device's largest buffer (see [`FusedMlp::with_max_tensor_bytes`]).
+    max_tensor_bytes: Option<u64>,
 }
 
 #[derive(Debug)]
@@ -145,7 +148,7 @@ impl FusedMlp {
             prior,
             device_tensors: Mutex::new(Vec::new()),
         };
-        Ok(Self { inner: Arc::new(inner), program: FusedProgram::HostKernel })
+        Ok(Self { inner: Arc::new(inner), program: FusedProgram::HostKernel, max_tensor_bytes: None })
     }
 
     /// Chooses the program; [`FusedProgram::HostKernel`] on a device without it is an error.
@@ -155,6 +158,16 @@ impl FusedMlp {
         }
         self.program = program;
         Ok(self)
+    }
+
+    /// Caps the bytes of the largest intermediate tensor (`[chains, rows, width]` activations)
+    /// of one run of the tensor program: a call with more chains runs in consecutive blocks of
+    /// chains. Without a cap the device's largest buffer is the limit (on wgpu, e.g., Mesa's
+    /// lavapipe allows 128 MiB: concrete at 4096 chains needs 216 MB). Lower it to bound the
+    /// device memory of one call; results do not depend on it. No effect on the host kernel.
+    pub fn with_max_tensor_bytes(mut self, bytes: u64) -> Self {
+        self.max_tensor_bytes = Some(bytes);
+        self
     }
 
     /// The program the operation runs.
@@ -200,10 +213,29 @@ impl FusedMlp {
         uploaded
     }
 
-    /// Value `[C]` and, when asked, gradient `[C, D]` through [`FusedProgram::TensorOps`].
+    /// Value `[C]` and, when asked, gradient `[C, D]` through [`FusedProgram::TensorOps`], in
+    /// blocks of chains small enough for the device's buffers.
     fn evaluate_tensor_ops<B: ops_gradient::FusedStages>(&self, theta: FloatTensor<B>, terms: Terms, with_gradient: bool) -> (FloatTensor<B>, Option<FloatTensor<B>>) {
         let data = self.device_tensors::<B>(&theta.device(), theta.dtype());
-        ops_gradient::evaluate::<B>(self.inner.kernel.spec(), &data, self.inner.prior.constant, theta, terms, with_gradient)
+        let spec = self.inner.kernel.spec();
+        let [c, d] = [theta.shape()[0], theta.shape()[1]];
+        let per_chain = ops_gradient::largest_tensor_bytes_per_chain(spec, self.inner.rows, theta.dtype());
+        let limit = self.max_tensor_bytes.or_else(|| B::max_tensor_bytes(&theta));
+        let block = ops_gradient::chains_per_block(c, per_chain, limit);
+        let run = |theta| ops_gradient::evaluate::<B>(spec, &data, self.inner.prior.constant, theta, terms, with_gradient);
+        if block >= c {
+            return run(theta);
+        }
+        let mut values = Vec::with_capacity(c.div_ceil(block));
+        let mut gradients = Vec::with_capacity(c.div_ceil(block));
+        for start in (0..c).step_by(block) {
+            let rows = Slice::from(start..(start + block).min(c));
+            let (value, gradient) = run(B::float_slice(theta.clone(), &[rows, Slice::from(0..d)]));
+            values.push(value);
+            gradients.extend(gradient);
+        }
+        let gradient = with_gradient.then(|| B::float_cat(gradients, 0));
+        (B::float_cat(values, 0), gradient)
     }
 
     /// Log likelihood `[C]` of each row of θ `[C, D]`, differentiable with respect to θ.

@@ -239,6 +239,12 @@ pub(crate) trait FusedStages: Backend {
         activate::<Self>(Self::float_add(product, bias), activation)
     }
 
+    /// The largest tensor the device can hold in one buffer, if it has such a limit
+    /// (`tensor`: any tensor on the device).
+    fn max_tensor_bytes(_tensor: &FloatTensor<Self>) -> Option<u64> {
+        None
+    }
+
     /// Outputs `[C, N, K]` → (log likelihood `[C]`, `∂/∂out`, `∂/∂ log σ` `[C, 1]` if learned).
     fn head(
         spec: &KernelSpec,
@@ -338,6 +344,22 @@ pub(crate) fn evaluate<B: FusedStages>(
     (value, gradient)
 }
 
+/// Bytes per chain of the program's largest intermediate: a `[rows, width]` block of the widest
+/// layer input/output (or of the head's outputs and targets).
+pub(crate) fn largest_tensor_bytes_per_chain(spec: &KernelSpec, rows: usize, dtype: DType) -> u64 {
+    let widest = spec.layers.iter().map(|l| l.d_in.max(l.d_out)).chain([spec.target_columns]).max().unwrap_or(1);
+    (rows * widest * dtype.size()) as u64
+}
+
+/// How many of `chains` one run may take so that its largest tensor stays within `limit` bytes
+/// (at least one; all of them without a limit).
+pub(crate) fn chains_per_block(chains: usize, bytes_per_chain: u64, limit: Option<u64>) -> usize {
+    match limit {
+        Some(limit) => ((limit / bytes_per_chain.max(1)) as usize).clamp(1, chains.max(1)),
+        None => chains.max(1),
+    }
+}
+
 /// Whether the layers' weights and biases (and the learned log σ) cover `0..dim` exactly once,
 /// so that concatenating the gradient pieces in offset order lays them out as θ.
 pub(crate) fn pieces_tile_theta(spec: &KernelSpec) -> bool {
@@ -358,4 +380,29 @@ pub(crate) fn pieces_tile_theta(spec: &KernelSpec) -> bool {
         next = start + len;
     }
     next == spec.dim
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnn_kernels::KernelLayer;
+
+    #[test]
+    fn blocks_of_chains_fit_the_limit() {
+        // 1-50-1 net on 80 rows in f32: the widest block is 80 × 50 × 4 bytes per chain.
+        let layers = vec![
+            KernelLayer { d_in: 1, d_out: 50, weight_offset: 0, bias_offset: 50 },
+            KernelLayer { d_in: 50, d_out: 1, weight_offset: 100, bias_offset: 150 },
+        ];
+        let spec = KernelSpec { layers, activation: KernelActivation::Tanh, head: KernelHead::Fixed { sigma: 0.1 }, target_columns: 1, dim: 151 };
+        let per_chain = largest_tensor_bytes_per_chain(&spec, 80, DType::F32);
+        assert_eq!(per_chain, 16_000);
+        assert_eq!(chains_per_block(4096, per_chain, None), 4096);
+        assert_eq!(chains_per_block(4096, per_chain, Some(128 << 20)), 4096);
+        assert_eq!(chains_per_block(10_000, per_chain, Some(128 << 20)), 8388);
+        assert_eq!(chains_per_block(10, per_chain, Some(47_999)), 2);
+        // A limit below one chain still runs one chain at a time (the device reports the error).
+        assert_eq!(chains_per_block(10, per_chain, Some(10)), 1);
+        assert_eq!(largest_tensor_bytes_per_chain(&spec, 80, DType::F64), 32_000);
+    }
 }

@@ -183,6 +183,14 @@ impl MlpPosterior {
         self
     }
 
+    /// Caps the bytes of the fused tensor program's largest intermediate per call: calls with
+    /// more chains run in blocks of chains (see [`FusedMlp::with_max_tensor_bytes`]). The
+    /// default limit is the device's largest buffer.
+    pub fn with_max_tensor_bytes(mut self, bytes: u64) -> Self {
+        self.fused = self.fused.map(|f| f.with_max_tensor_bytes(bytes));
+        self
+    }
+
     /// Whether evaluations go through the fused operation (any path but `Plain`).
     pub fn uses_fused_kernel(&self) -> bool {
         self.fused.is_some()

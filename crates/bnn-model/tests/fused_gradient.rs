@@ -158,3 +158,68 @@ fn host_kernel_results_do_not_depend_on_the_thread_count() {
         assert_eq!(g, g1[c * d..(c + 1) * d]);
     }
 }
+
+#[test]
+fn the_tensor_program_in_blocks_of_chains_gives_the_same_results() {
+    // A call whose activations exceed the device's largest buffer runs in blocks of chains
+    // (`with_max_tensor_bytes` forces that here): every chain must come out as in one block.
+    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic { link: bnn_model::ScaleLink::Exp };
+    let config = BnnConfig::new(3).with_hidden(vec![8, 8]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let data = random_data(30, 3, 1, &likelihood, 8);
+    // Widest block per chain: 30 rows × 8 columns × 4 bytes; cap at 2 chains → blocks 2,2,2,1.
+    let cap = 2 * 30 * 8 * 4;
+    for name in [DeviceName::Flex, DeviceName::Wgpu] {
+        let device = match name.device() {
+            Ok(device) => device,
+            Err(e) => {
+                eprintln!("skipping {name}: {e}");
+                continue;
+            }
+        };
+        let build = || MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap().with_gradient_path(GradientPath::TensorOps);
+        let whole = AutodiffLogDensity::new(build());
+        let blocks = AutodiffLogDensity::new(build().with_max_tensor_bytes(cap));
+        let (d, chains) = (whole.dim(), 7);
+        let thetas = random_theta(chains * d, 0.5, 41);
+        let (wv, wg) = evaluate(&whole, &thetas, chains);
+        let (bv, bg) = evaluate(&blocks, &thetas, chains);
+        assert!(wv.iter().all(|v| v.is_finite()), "{name}: {wv:?}");
+        for c in 0..chains {
+            let rel = ((wv[c] - bv[c]) / wv[c]).abs();
+            assert!(rel <= 1e-6, "{name} chain {c}: value {} in blocks vs {} whole", bv[c], wv[c]);
+            let (g, r) = (&bg[c * d..(c + 1) * d], &wg[c * d..(c + 1) * d]);
+            let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+            assert!(worst <= 1e-6 * scale, "{name} chain {c}: gradient differs by {worst:e} on scale {scale:e}");
+        }
+    }
+}
+
+#[test]
+fn wgpu_kernels_cover_grids_larger_than_one_launch_axis() {
+    // 4400 chains × 80 rows × 50 units = 17.6M units: more than 65,535 cubes of 256 on one axis
+    // (wgpu's limit), so the launch spreads over two axes. The first and last chains of the
+    // batch must match the same chains evaluated alone.
+    let device = match DeviceName::Wgpu.device() {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("skipping wgpu: {e}");
+            return;
+        }
+    };
+    let likelihood = bnn_model::Likelihood::GaussianFixed { sigma: 0.1 };
+    let config = BnnConfig::new(1).with_hidden(vec![50]).with_activation(Activation::Sigmoid).with_likelihood(likelihood);
+    let data = random_data(80, 1, 1, &likelihood, 3);
+    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
+    let (d, chains) = (density.dim(), 4400);
+    let thetas = random_theta(chains * d, 0.5, 17);
+    let (values, grads) = evaluate(&density, &thetas, chains);
+    for c in [0, 1, chains / 2, chains - 1] {
+        let (v, g) = evaluate(&density, &thetas[c * d..(c + 1) * d], 1);
+        let rel = ((values[c] - v[0]) / v[0]).abs();
+        assert!(rel <= 1e-6, "chain {c}: {} in the batch vs {} alone", values[c], v[0]);
+        let scale = g.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let worst = g.iter().zip(&grads[c * d..(c + 1) * d]).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(worst <= 1e-6 * scale, "chain {c}: gradient differs by {worst:e} on scale {scale:e}");
+    }
+}
