@@ -3,7 +3,7 @@
 use crate::activation;
 use crate::likelihood::{self, HeadInput};
 use crate::real::Real;
-use crate::spec::{KernelError, KernelHead, KernelSpec};
+use crate::spec::{KernelError, KernelHead, KernelLayer, KernelSpec};
 use gemm::Parallelism;
 
 /// Reusable buffers for one evaluation (pre- and post-activations of every layer, back-propagated
@@ -127,12 +127,21 @@ fn evaluate_one<R: Real>(
         let pre = &mut ws.pre[l];
         let bias = &theta[layer.bias_offset..layer.bias_offset + layer.d_out];
         let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
-        // pre = input · W + b   ([n, d_in] · [d_in, d_out], all row major). The bias is added
-        // after the product: copying it into every row first costs a memcpy call per row.
-        matmul_accumulate(pre, input, weight, n, layer.d_out, layer.d_in, Layout::row(layer.d_in), Layout::row(layer.d_out), false);
-        for row in pre.chunks_exact_mut(layer.d_out) {
-            for (o, &b) in row.iter_mut().zip(bias) {
-                *o += b;
+        if layer.d_in == 1 {
+            // One input (the first layer of 1-d regression): pre = x ⊗ w + b in a single pass.
+            for (row, &x) in pre.chunks_exact_mut(layer.d_out).zip(input) {
+                for ((o, &w), &b) in row.iter_mut().zip(weight).zip(bias) {
+                    *o = x * w + b;
+                }
+            }
+        } else {
+            // pre = input · W + b   ([n, d_in] · [d_in, d_out], all row major). The bias is
+            // added after the product: copying it into every row first costs a memcpy per row.
+            matmul_accumulate(pre, input, weight, n, layer.d_out, layer.d_in, Layout::row(layer.d_in), Layout::row(layer.d_out), false);
+            for row in pre.chunks_exact_mut(layer.d_out) {
+                for (o, &b) in row.iter_mut().zip(bias) {
+                    *o += b;
+                }
             }
         }
         if l < last {
@@ -161,18 +170,26 @@ fn evaluate_one<R: Real>(
     if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
         gradient[log_sigma_offset] = R::from_f64(head.d_log_sigma);
     }
+    // Whether the pass that made this layer's delta also summed its bias gradient (and, for a
+    // one-input layer, its weight gradient): the output layer's come from the head.
+    let mut bias_done = false;
+    let mut weight_done = false;
     for l in (0..=last).rev() {
         let layer = spec.layers[l];
         let input: &[R] = if l == 0 { data.x } else { &ws.post[l - 1] };
         let delta = &ws.delta[..n * layer.d_out];
-        // ∂W = inputᵀ · delta   ([d_in, n] · [n, d_out])
-        let weight_grad = &mut gradient[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
-        matmul_accumulate(weight_grad, input, delta, layer.d_in, layer.d_out, n, Layout::transposed(layer.d_in), Layout::row(layer.d_out), false);
-        // ∂b = column sums of delta
-        let bias_grad = &mut gradient[layer.bias_offset..layer.bias_offset + layer.d_out];
-        for row in delta.chunks_exact(layer.d_out) {
-            for (g, &v) in bias_grad.iter_mut().zip(row) {
-                *g += v;
+        if !weight_done {
+            // ∂W = inputᵀ · delta   ([d_in, n] · [n, d_out])
+            let weight_grad = &mut gradient[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+            matmul_accumulate(weight_grad, input, delta, layer.d_in, layer.d_out, n, Layout::transposed(layer.d_in), Layout::row(layer.d_out), false);
+        }
+        if !bias_done {
+            // ∂b = column sums of delta
+            let bias_grad = &mut gradient[layer.bias_offset..layer.bias_offset + layer.d_out];
+            for row in delta.chunks_exact(layer.d_out) {
+                for (g, &v) in bias_grad.iter_mut().zip(row) {
+                    *g += v;
+                }
             }
         }
         if l > 0 {
@@ -180,11 +197,32 @@ fn evaluate_one<R: Real>(
             let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
             let below = &mut ws.delta_below[..n * layer.d_in];
             matmul_accumulate(below, delta, weight, n, layer.d_in, layer.d_out, Layout::row(layer.d_out), Layout::transposed(layer.d_out), false);
-            activation::backward(spec.activation, &ws.pre[l - 1], &ws.post[l - 1], below);
+            // The same pass sums the layer below's bias gradient, and its weight gradient when
+            // that layer has one input (then ∂W = Σ_rows input_i · delta_i is a row update).
+            let under = spec.layers[l - 1];
+            let under_input: &[R] = if l == 1 { data.x } else { &ws.post[l - 2] };
+            let (weight_grad, bias_grad) = split_weight_bias(gradient, under);
+            let weight_grad = (under.d_in == 1).then_some((under_input, weight_grad));
+            activation::backward_with_sums(spec.activation, &ws.pre[l - 1], &ws.post[l - 1], below, layer.d_in, bias_grad, weight_grad);
+            bias_done = true;
+            weight_done = under.d_in == 1;
             std::mem::swap(&mut ws.delta, &mut ws.delta_below);
         }
     }
     head.log_likelihood
+}
+
+/// The weight and bias gradient slices of `layer` inside one chain's gradient.
+fn split_weight_bias<R>(gradient: &mut [R], layer: KernelLayer) -> (&mut [R], &mut [R]) {
+    let (w_start, w_len) = (layer.weight_offset, layer.d_in * layer.d_out);
+    let (b_start, b_len) = (layer.bias_offset, layer.d_out);
+    if w_start < b_start {
+        let (low, high) = gradient.split_at_mut(b_start);
+        (&mut low[w_start..w_start + w_len], &mut high[..b_len])
+    } else {
+        let (low, high) = gradient.split_at_mut(w_start);
+        (&mut high[..w_len], &mut low[b_start..b_start + b_len])
+    }
 }
 
 /// How a `[rows, cols]` operand sits in memory: `row_stride` between rows, `col_stride` between
@@ -496,6 +534,40 @@ mod tests {
                         let mut plus = theta.to_vec();
                         plus[i] += h;
                         let mut minus = theta.to_vec();
+                        minus[i] -= h;
+                        let fd = (naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &plus)
+                            - naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &minus))
+                            / (2.0 * h);
+                        let g = grads[c * spec.dim + i];
+                        assert!((g - fd).abs() <= 1e-6 * fd.abs().max(1.0), "{head:?} {activation:?} coordinate {i}: {g} vs {fd}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_input_and_one_unit_layers_match_naive_and_finite_differences() {
+        // The fused passes for one-input layers (forward x ⊗ w + b; ∂W summed in the backward
+        // pass of the layer above) and a hidden layer of width 1, for every activation.
+        for head in heads() {
+            let (out, targets) = match head {
+                KernelHead::Heteroscedastic { .. } => (2, 1),
+                KernelHead::Categorical => (3, 3),
+                _ => (1, 1),
+            };
+            for activation in ACTIVATIONS {
+                let spec = spec(&[1, 6, 1, 5, out], activation, head, targets);
+                let p = problem(&spec, 13, 2, 5);
+                let (values, grads) = run::<f64>(&spec, &p);
+                for c in 0..p.chains {
+                    let theta = &p.thetas[c * spec.dim..(c + 1) * spec.dim];
+                    let naive = naive_log_likelihood(&spec, &p.x, &p.y, p.rows, theta);
+                    assert!((values[c] - naive).abs() <= 1e-10 * naive.abs().max(1.0), "{head:?} {activation:?}: {} vs {naive}", values[c]);
+                    for i in 0..spec.dim {
+                        let h = 1e-6;
+                        let (mut plus, mut minus) = (theta.to_vec(), theta.to_vec());
+                        plus[i] += h;
                         minus[i] -= h;
                         let fd = (naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &plus)
                             - naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &minus))
