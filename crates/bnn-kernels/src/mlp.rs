@@ -518,30 +518,33 @@ mod tests {
         (values, grads.iter().map(|g| g.to_f64()).collect())
     }
 
+    /// The f64 kernel's values against the naive evaluation (1e-10) and its gradients against
+    /// central finite differences of it (1e-6), chain by chain.
+    fn assert_matches_naive(spec: &KernelSpec, p: &Problem, what: &str) {
+        let (values, grads) = run::<f64>(spec, p);
+        let naive = |theta: &[f64]| naive_log_likelihood(spec, &p.x, &p.y, p.rows, theta);
+        for c in 0..p.chains {
+            let theta = &p.thetas[c * spec.dim..(c + 1) * spec.dim];
+            let expected = naive(theta);
+            assert!((values[c] - expected).abs() <= 1e-10 * expected.abs().max(1.0), "{what}: {} vs {expected}", values[c]);
+            for i in 0..spec.dim {
+                let h = 1e-6;
+                let (mut plus, mut minus) = (theta.to_vec(), theta.to_vec());
+                plus[i] += h;
+                minus[i] -= h;
+                let fd = (naive(&plus) - naive(&minus)) / (2.0 * h);
+                let g = grads[c * spec.dim + i];
+                assert!((g - fd).abs() <= 1e-6 * fd.abs().max(1.0), "{what} coordinate {i}: {g} vs {fd}");
+            }
+        }
+    }
+
     #[test]
     fn f64_kernel_matches_naive_value_and_finite_differences() {
         for head in heads() {
             for activation in ACTIVATIONS {
                 let spec = spec_for(head, activation);
-                let p = problem(&spec, 17, 2, 7);
-                let (values, grads) = run::<f64>(&spec, &p);
-                for c in 0..p.chains {
-                    let theta = &p.thetas[c * spec.dim..(c + 1) * spec.dim];
-                    let naive = naive_log_likelihood(&spec, &p.x, &p.y, p.rows, theta);
-                    assert!((values[c] - naive).abs() <= 1e-10 * naive.abs().max(1.0), "{head:?} {activation:?}: {} vs {naive}", values[c]);
-                    for i in 0..spec.dim {
-                        let h = 1e-6;
-                        let mut plus = theta.to_vec();
-                        plus[i] += h;
-                        let mut minus = theta.to_vec();
-                        minus[i] -= h;
-                        let fd = (naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &plus)
-                            - naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &minus))
-                            / (2.0 * h);
-                        let g = grads[c * spec.dim + i];
-                        assert!((g - fd).abs() <= 1e-6 * fd.abs().max(1.0), "{head:?} {activation:?} coordinate {i}: {g} vs {fd}");
-                    }
-                }
+                assert_matches_naive(&spec, &problem(&spec, 17, 2, 7), &format!("{head:?} {activation:?}"));
             }
         }
     }
@@ -558,24 +561,7 @@ mod tests {
             };
             for activation in ACTIVATIONS {
                 let spec = spec(&[1, 6, 1, 5, out], activation, head, targets);
-                let p = problem(&spec, 13, 2, 5);
-                let (values, grads) = run::<f64>(&spec, &p);
-                for c in 0..p.chains {
-                    let theta = &p.thetas[c * spec.dim..(c + 1) * spec.dim];
-                    let naive = naive_log_likelihood(&spec, &p.x, &p.y, p.rows, theta);
-                    assert!((values[c] - naive).abs() <= 1e-10 * naive.abs().max(1.0), "{head:?} {activation:?}: {} vs {naive}", values[c]);
-                    for i in 0..spec.dim {
-                        let h = 1e-6;
-                        let (mut plus, mut minus) = (theta.to_vec(), theta.to_vec());
-                        plus[i] += h;
-                        minus[i] -= h;
-                        let fd = (naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &plus)
-                            - naive_log_likelihood(&spec, &p.x, &p.y, p.rows, &minus))
-                            / (2.0 * h);
-                        let g = grads[c * spec.dim + i];
-                        assert!((g - fd).abs() <= 1e-6 * fd.abs().max(1.0), "{head:?} {activation:?} coordinate {i}: {g} vs {fd}");
-                    }
-                }
+                assert_matches_naive(&spec, &problem(&spec, 13, 2, 5), &format!("{head:?} {activation:?} 1-6-1-5"));
             }
         }
     }
