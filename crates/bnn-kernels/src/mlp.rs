@@ -170,12 +170,12 @@ fn evaluate_one<R: Real>(
     if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
         gradient[log_sigma_offset] = R::from_f64(head.d_log_sigma);
     }
-    // Whether the pass that made this layer's delta also summed its bias gradient (and, for a
-    // one-input layer, its weight gradient): the output layer's come from the head.
-    let mut bias_done = false;
-    let mut weight_done = false;
     for l in (0..=last).rev() {
         let layer = spec.layers[l];
+        // Below the output layer, the pass that made this delta (layer l + 1's) already summed
+        // the bias gradient, and the weight gradient of a one-input layer.
+        let bias_done = l < last;
+        let weight_done = bias_done && layer.d_in == 1;
         let input: &[R] = if l == 0 { data.x } else { &ws.post[l - 1] };
         let delta = &ws.delta[..n * layer.d_out];
         if !weight_done {
@@ -204,8 +204,6 @@ fn evaluate_one<R: Real>(
             let (weight_grad, bias_grad) = split_weight_bias(gradient, under);
             let weight_grad = (under.d_in == 1).then_some((under_input, weight_grad));
             activation::backward_with_sums(spec.activation, &ws.pre[l - 1], &ws.post[l - 1], below, layer.d_in, bias_grad, weight_grad);
-            bias_done = true;
-            weight_done = under.d_in == 1;
             std::mem::swap(&mut ws.delta, &mut ws.delta_below);
         }
     }
