@@ -38,6 +38,7 @@ use std::thread::LocalKey;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::ops_gradient::{self, DeviceTensors};
+pub use crate::terms::Terms;
 
 /// Which program computes the fused value and gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -372,13 +373,6 @@ thread_local! {
     /// allocated per call after the first.
     static WORKSPACE_F32: RefCell<Workspace<f32>> = RefCell::new(Workspace::default());
     static WORKSPACE_F64: RefCell<Workspace<f64>> = RefCell::new(Workspace::default());
-}
-
-/// Which terms of the log density the fused operation returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Terms {
-    Likelihood,
-    Posterior,
 }
 
 /// The argument of the fused operation besides θ.

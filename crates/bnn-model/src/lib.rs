@@ -20,6 +20,7 @@ pub mod posterior;
 pub mod predictive;
 pub mod prior;
 pub mod store;
+mod terms;
 
 pub use activation::Activation;
 pub use autodiff_density::AutodiffLogDensity;

@@ -11,7 +11,7 @@
 //! θ into weights). Here the backward reuses the activation derivatives saved in the forward and
 //! slices θ once per layer; every operation is still batched across the C chains.
 
-use crate::fused_mlp::Terms;
+use crate::terms::Terms;
 use crate::prior::PriorCoefficients;
 use bnn_kernels::{KernelActivation, KernelHead, KernelSpec};
 use burn::backend::tensor::FloatTensor;

@@ -29,17 +29,24 @@ pub trait Posterior: Send + Sync {
     fn log_posterior(&self, theta: Tensor<2>) -> Tensor<1>;
 }
 
-/// Why a posterior could not be built.
+/// Why a posterior could not be built. Each message names its cause, which is therefore not
+/// also returned as `source()`: a report of the error chain says it once.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PosteriorError {
     #[error("invalid model config: {0}")]
     Config(String),
     #[error("data do not fit the model: {0}")]
-    Data(#[from] DataShapeError),
+    Data(DataShapeError),
     #[error("the device does not support {0:?} arithmetic")]
     UnsupportedDType(DType),
     #[error("the fused MLP kernel cannot be built: {0}")]
     Fused(String),
+}
+
+impl From<DataShapeError> for PosteriorError {
+    fn from(error: DataShapeError) -> Self {
+        Self::Data(error)
+    }
 }
 
 /// How the built-in posterior computes its log likelihood and gradient.

@@ -20,11 +20,11 @@ pub enum StoreError {
     #[error("invalid model config: {0}")]
     Config(String),
     #[error("cannot save parameters: {0}")]
-    Length(#[from] LengthMismatch),
+    Length(LengthMismatch),
     #[error("cannot write parameters to {}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },
-    #[error("cannot read parameters from {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot read parameters from {}: {cause}", path.display())]
+    Read { path: PathBuf, cause: std::io::Error },
     #[error("{} is not a readable safetensors file: {reason}", path.display())]
     Corrupt { path: PathBuf, reason: String },
     #[error("{} has no tensor '{tensor}', which this model needs (the file holds {found}); was it saved for another architecture?", path.display())]
@@ -35,6 +35,12 @@ pub enum StoreError {
     Shape { path: PathBuf, tensor: String, expected: Vec<usize>, found: Vec<usize> },
     #[error("tensor '{tensor}' in {} is {found}, but parameters are stored as F32", path.display())]
     DType { path: PathBuf, tensor: String, found: String },
+}
+
+impl From<LengthMismatch> for StoreError {
+    fn from(error: LengthMismatch) -> Self {
+        Self::Length(error)
+    }
 }
 
 /// The device models are built on for saving and loading (host memory).
@@ -69,7 +75,7 @@ pub fn load_parameters(config: &BnnConfig, path: &Path) -> Result<Vec<f32>, Stor
     let mut store = SafetensorsStore::from_file(path);
     let corrupt = |reason: String| StoreError::Corrupt { path: path.to_path_buf(), reason };
     let found = store.get_all_tensors().map_err(|e| match e {
-        SafetensorsStoreError::Io(source) => StoreError::Read { path: path.to_path_buf(), source },
+        SafetensorsStoreError::Io(cause) => StoreError::Read { path: path.to_path_buf(), cause },
         other => corrupt(other.to_string()),
     })?;
     // Names first (a layer more or less is best told as such), then shapes and dtypes.
