@@ -9,10 +9,7 @@ use crate::error::DataError;
 
 /// Lower-case hex SHA-256 of the file's bytes, as `sha256sum` prints it.
 pub fn sha256_file(path: &Path) -> Result<String, DataError> {
-    let io_error = |source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_error = |cause| DataError::Io { path: path.to_path_buf(), cause };
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 16];

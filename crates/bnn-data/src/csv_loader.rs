@@ -32,10 +32,7 @@ pub struct CsvOptions {
 /// dataset is named after the file stem. Constant columns are rejected, because the samplers
 /// work on standardized data.
 pub fn load_csv(path: &Path, opts: &CsvOptions) -> Result<Dataset, DataError> {
-    let bytes = std::fs::read(path).map_err(|source| DataError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes = std::fs::read(path).map_err(|cause| DataError::Io { path: path.to_path_buf(), cause })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         DataError::NotUtf8 {

@@ -14,12 +14,27 @@ pub const DATA_DIR_ENV: &str = "BNN_DATA_DIR";
 /// The repository is checked out as `X/main` (or any clone) with the data in `X/shared`, so
 /// walking up from either place finds it without configuration.
 pub fn data_dir() -> Result<PathBuf, DataError> {
+    locate_data_dir(std::env::var_os(DATA_DIR_ENV).as_deref(), &search_starts())
+}
+
+/// Where the searches for a `shared` folder begin: the current directory, then this crate's
+/// source directory.
+pub(crate) fn search_starts() -> Vec<PathBuf> {
     let mut starts = Vec::new();
     if let Ok(cwd) = std::env::current_dir() {
         starts.push(cwd);
     }
     starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    locate_data_dir(std::env::var_os(DATA_DIR_ENV).as_deref(), &starts)
+    starts
+}
+
+/// The first `shared/<relative>` folder beside an ancestor of one of `start_dirs`.
+pub(crate) fn find_shared_folder(start_dirs: &[PathBuf], relative: &[&str]) -> Option<PathBuf> {
+    start_dirs
+        .iter()
+        .flat_map(|start| start.ancestors())
+        .map(|ancestor| relative.iter().fold(ancestor.join("shared"), |path, part| path.join(part)))
+        .find(|candidate| candidate.is_dir())
 }
 
 /// [`data_dir`] with its inputs made explicit, so it can be tested without touching the
@@ -33,14 +48,7 @@ pub fn locate_data_dir(env_value: Option<&OsStr>, start_dirs: &[PathBuf]) -> Res
             Err(DataError::DataDirInvalid { path })
         };
     }
-    start_dirs
-        .iter()
-        .flat_map(|start| start.ancestors())
-        .map(|ancestor| ancestor.join("shared").join("datasets"))
-        .find(|candidate| candidate.is_dir())
-        .ok_or_else(|| DataError::DataDirNotFound {
-            searched_from: start_dirs.to_vec(),
-        })
+    find_shared_folder(start_dirs, &["datasets"]).ok_or_else(|| DataError::DataDirNotFound { searched_from: start_dirs.to_vec() })
 }
 
 /// Joins a manifest's `/`-separated relative path onto `dir` in the platform's way.

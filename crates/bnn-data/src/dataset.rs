@@ -16,6 +16,43 @@ pub struct Dataset {
 }
 
 impl Dataset {
+    /// Data a program already holds (plain vectors, an ndarray's `as_slice()`): `x` row-major
+    /// with `n_features` values per row, `y` with `n_targets` per row. Columns are named
+    /// `x0, x1, …` and `y0, …`; lengths that do not make whole rows, a mismatch in the number of
+    /// rows, or a NaN or infinite value are errors.
+    pub fn from_rows<T: Copy + Into<f64>>(name: &str, x: &[T], n_features: usize, y: &[T], n_targets: usize) -> Result<Self, DataError> {
+        let invalid = |problem: String| DataError::InvalidRows { dataset: name.to_string(), problem };
+        if n_features == 0 || n_targets == 0 {
+            return Err(invalid(format!("needs at least one feature and one target (got {n_features} and {n_targets})")));
+        }
+        if x.len() % n_features != 0 || y.len() % n_targets != 0 {
+            return Err(invalid(format!(
+                "{} x values are not whole rows of {n_features} features, or {} y values not whole rows of {n_targets} targets",
+                x.len(),
+                y.len()
+            )));
+        }
+        let rows = x.len() / n_features;
+        if y.len() / n_targets != rows {
+            return Err(invalid(format!("x has {rows} rows, y has {}", y.len() / n_targets)));
+        }
+        let widen = |values: &[T], what: &str, cols: usize| -> Result<Vec<f64>, DataError> {
+            let values: Vec<f64> = values.iter().map(|&v| v.into()).collect();
+            match values.iter().position(|v| !v.is_finite()) {
+                Some(i) => Err(invalid(format!("{what} row {}, column {} is {}; every value must be finite", i / cols, i % cols, values[i]))),
+                None => Ok(values),
+            }
+        };
+        Ok(Dataset {
+            name: name.to_string(),
+            source: format!("in-memory:{name}"),
+            feature_names: (0..n_features).map(|j| format!("x{j}")).collect(),
+            target_names: (0..n_targets).map(|k| format!("y{k}")).collect(),
+            x: Matrix::new(rows, n_features, widen(x, "x", n_features)?),
+            y: Matrix::new(rows, n_targets, widen(y, "y", n_targets)?),
+        })
+    }
+
     pub fn n_rows(&self) -> usize {
         self.x.rows
     }
@@ -104,6 +141,20 @@ mod tests {
         let d = tiny(vec![1.0, 5.0, 2.0, 6.0, 3.0, 7.0], vec![4.0, 4.0, 4.0]);
         let err = d.check_no_constant_columns().unwrap_err();
         assert!(matches!(err, DataError::ConstantColumn { role: ColumnRole::Target, column: 1, .. }));
+    }
+
+    #[test]
+    fn rows_from_memory_are_checked() {
+        let d = Dataset::from_rows("mine", &[1.0f32, 2.0, 3.0, 4.0], 2, &[0.5f32, 1.5], 1).unwrap();
+        assert_eq!((d.n_rows(), d.n_features(), d.n_targets()), (2, 2, 1));
+        assert_eq!(d.x.row(1), &[3.0, 4.0]);
+        assert_eq!(d.feature_names, ["x0", "x1"]);
+        let error = Dataset::from_rows("mine", &[1.0, 2.0, 3.0], 2, &[0.5], 1).unwrap_err();
+        assert!(error.to_string().contains("not whole rows"), "{error}");
+        let error = Dataset::from_rows("mine", &[1.0, 2.0], 1, &[0.5], 1).unwrap_err();
+        assert!(error.to_string().contains("x has 2 rows, y has 1"), "{error}");
+        let error = Dataset::from_rows("mine", &[1.0, f64::NAN], 1, &[0.5, 1.0], 1).unwrap_err();
+        assert!(error.to_string().contains("x row 1, column 0 is NaN"), "{error}");
     }
 
     #[test]

@@ -24,12 +24,10 @@ impl fmt::Display for ColumnRole {
 /// Line and column numbers are 1-based, as a text editor shows them.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
-    #[error("cannot read {}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The message names the I/O error itself; it is not also returned as `source()`, so a
+    /// report of the error chain says it once.
+    #[error("cannot read {}: {cause}", path.display())]
+    Io { path: PathBuf, cause: std::io::Error },
 
     #[error("{}, line {line}: the file is not UTF-8 text; save it as UTF-8 (or plain ASCII)", path.display())]
     NotUtf8 { path: PathBuf, line: usize },
@@ -137,6 +135,9 @@ pub enum DataError {
         needed: usize,
         purpose: String,
     },
+
+    #[error("in-memory data {dataset:?}: {problem}")]
+    InvalidRows { dataset: String, problem: String },
 
     #[error("{name} = {value} is not allowed: it must be {requirement}")]
     InvalidParameter {

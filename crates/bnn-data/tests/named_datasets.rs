@@ -1,27 +1,17 @@
 //! The named UCI benchmarks load from the shared data folder with the manifest's shape and
 //! checksum; missing or corrupted copies are refused.
 //!
-//! These tests need the data folder (`../shared/datasets` beside the checkout, or
-//! `BNN_DATA_DIR`). Without it they fail, unless `BNN_SKIP_DATA_TESTS=1` opts out explicitly.
+//! The tests that read the data folder (`../shared/datasets` beside the checkout, or
+//! `BNN_DATA_DIR`) say they are skipped when it is missing; `BNN_REQUIRE_DATA=1` makes that a
+//! failure.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use bnn_data::{data_dir, list_named, load_named, load_named_from, sha256_file, DataError};
-
-fn shared_data_dir() -> Option<PathBuf> {
-    match data_dir() {
-        Ok(dir) => Some(dir),
-        Err(_) if std::env::var_os("BNN_SKIP_DATA_TESTS").is_some() => {
-            eprintln!("BNN_SKIP_DATA_TESTS is set and no data folder was found: skipping");
-            None
-        }
-        Err(e) => panic!("{e}\n(set BNN_SKIP_DATA_TESTS=1 to skip the tests that need the data)"),
-    }
-}
+use bnn_data::{list_named, load_named, load_named_from, require_data_dir, sha256_file, DataError};
 
 #[test]
 fn every_named_dataset_loads_with_the_manifest_shape() {
-    let Some(dir) = shared_data_dir() else { return };
+    let Some(dir) = require_data_dir("every_named_dataset_loads_with_the_manifest_shape") else { return };
     for entry in list_named() {
         let d = load_named_from(&dir, &entry.name).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(d.name, entry.name);
@@ -36,7 +26,7 @@ fn every_named_dataset_loads_with_the_manifest_shape() {
 
 #[test]
 fn airfoil_first_row_has_the_published_values() {
-    let Some(dir) = shared_data_dir() else { return };
+    let Some(dir) = require_data_dir("airfoil_first_row_has_the_published_values") else { return };
     let d = load_named_from(&dir, "airfoil").unwrap();
     // First line of UCI's airfoil_self_noise.dat: 800 0 0.3048 71.3 0.00266337 126.201
     assert_eq!(d.x.row(0), &[800.0, 0.0, 0.3048, 71.3, 0.00266337]);
@@ -45,7 +35,7 @@ fn airfoil_first_row_has_the_published_values() {
 
 #[test]
 fn load_named_finds_the_data_folder_by_itself() {
-    if shared_data_dir().is_none() {
+    if require_data_dir("load_named_finds_the_data_folder_by_itself").is_none() {
         return;
     }
     let d = load_named("yacht").unwrap();
@@ -54,7 +44,7 @@ fn load_named_finds_the_data_folder_by_itself() {
 
 #[test]
 fn corrupted_copy_fails_the_checksum() {
-    let Some(dir) = shared_data_dir() else { return };
+    let Some(dir) = require_data_dir("corrupted_copy_fails_the_checksum") else { return };
     let entry = list_named().iter().find(|d| d.name == "yacht").unwrap();
     let original = std::fs::read_to_string(dir.join("yacht").join("yacht.csv")).unwrap();
     // Change one value; the file still parses, so only the checksum can catch it.

@@ -1,0 +1,86 @@
+//! For tests that need files the repository does not hold (the UCI datasets, the ArviZ
+//! fixtures): find them, or print one line saying what is skipped and why. With
+//! `BNN_REQUIRE_DATA=1` (CI, where the files exist) a skip is a failure instead.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use crate::data_dir::{data_dir, find_shared_folder, join_relative, search_starts};
+use crate::manifest::list_named;
+
+/// Set to `1` to turn every skip for missing data into a test failure.
+pub const REQUIRE_DATA_ENV: &str = "BNN_REQUIRE_DATA";
+
+/// Overrides where the ArviZ reference fixtures are looked for.
+pub const FIXTURES_DIR_ENV: &str = "BNN_FIXTURES_DIR";
+
+/// The UCI data folder, if it holds every named dataset; otherwise `None` after printing
+/// `skipping <test>: UCI data not found (...): set BNN_DATA_DIR`.
+///
+/// # Panics
+/// When the data are missing and `BNN_REQUIRE_DATA=1`.
+pub fn require_data_dir(test: &str) -> Option<PathBuf> {
+    let dir = match data_dir() {
+        Ok(dir) => dir,
+        Err(e) => return skip(test, &format!("UCI data not found ({e}): set BNN_DATA_DIR")),
+    };
+    if let Some(entry) = list_named().iter().find(|entry| !join_relative(&dir, &entry.file).is_file()) {
+        let missing = join_relative(&dir, &entry.file);
+        return skip(test, &format!("UCI data not found ({} is missing): set BNN_DATA_DIR", missing.display()));
+    }
+    Some(dir)
+}
+
+/// The ArviZ fixtures folder (`$BNN_FIXTURES_DIR`, else `shared/fixtures/diagnostics` beside the
+/// checkout), if it holds `SHA256SUMS`; otherwise `None` after printing `skipping <test>: ...`.
+///
+/// # Panics
+/// When the fixtures are missing and `BNN_REQUIRE_DATA=1`.
+pub fn require_fixtures_dir(test: &str) -> Option<PathBuf> {
+    let dir = match std::env::var_os(FIXTURES_DIR_ENV).filter(|v| !v.is_empty()) {
+        Some(value) => PathBuf::from(value),
+        None => match find_shared_folder(&search_starts(), &["fixtures", "diagnostics"]) {
+            Some(dir) => dir,
+            None => return skip(test, "ArviZ fixtures not found (no shared/fixtures/diagnostics beside the checkout): set BNN_FIXTURES_DIR"),
+        },
+    };
+    if !dir.join("SHA256SUMS").is_file() {
+        return skip(test, &format!("ArviZ fixtures not found ({} has no SHA256SUMS): set BNN_FIXTURES_DIR", dir.display()));
+    }
+    Some(dir)
+}
+
+/// Whether `BNN_REQUIRE_DATA` asks for every data-dependent test to run.
+fn data_required() -> bool {
+    std::env::var(REQUIRE_DATA_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn skip(test: &str, reason: &str) -> Option<PathBuf> {
+    skip_unless_required(test, reason, data_required())
+}
+
+fn skip_unless_required(test: &str, reason: &str, required: bool) -> Option<PathBuf> {
+    if required {
+        panic!("{test}: {reason} ({REQUIRE_DATA_ENV} is set, so a missing file is a failure)");
+    }
+    // Straight to the process's stderr: the test harness captures `eprintln!` of passing tests,
+    // and a skip must be seen.
+    let _ = writeln!(std::io::stderr().lock(), "skipping {test}: {reason}");
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skip_returns_nothing() {
+        assert_eq!(skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", false), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "some_test: UCI data not found: set BNN_DATA_DIR (BNN_REQUIRE_DATA is set")]
+    fn a_required_skip_is_a_failure() {
+        skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", true);
+    }
+}
