@@ -24,6 +24,7 @@ mod geyer_ess;
 mod long_draws_csv;
 mod lppd_convergence;
 mod mcse;
+mod non_finite_json;
 mod potential_scale_reduction;
 mod quantile_type7;
 mod radix_sort;
@@ -48,6 +49,7 @@ pub use ess::{
 pub use long_draws_csv::{parse_long_draws_csv, read_long_draws_csv, DrawsCsvError, LongDraws};
 pub use lppd_convergence::LppdConvergence;
 pub use mcse::{mcse_mean, mcse_quantile, mcse_sd};
+pub use non_finite_json::{non_finite_from_json, serialize_non_finite, serialize_non_finite_slice};
 pub use quantile_type7::{quantile_type7, quantile_type7_sorted};
 pub use rank_normalize::{average_ranks, rank_normalize};
 pub use rhat::{rhat, rhat_bulk, rhat_identity, rhat_split, rhat_tail};

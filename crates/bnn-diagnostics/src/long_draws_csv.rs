@@ -126,14 +126,9 @@ impl fmt::Display for DrawsCsvError {
     }
 }
 
-impl std::error::Error for DrawsCsvError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Self::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+/// The messages name their causes (the I/O error of `Io`), so `source()` is `None`: a report of
+/// the error chain says each cause once.
+impl std::error::Error for DrawsCsvError {}
 
 /// Reads and validates a long-format draws CSV file.
 pub fn read_long_draws_csv(path: impl AsRef<Path>) -> Result<LongDraws, DrawsCsvError> {

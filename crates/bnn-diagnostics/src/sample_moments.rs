@@ -59,7 +59,12 @@ fn slice_sum(values: &[f64]) -> f64 {
             errors[lane] += error;
         }
     }
-    compensated_sum(sums.into_iter().chain(remainder.iter().copied())) + errors.iter().sum::<f64>()
+    let total = compensated_sum(sums.into_iter().chain(remainder.iter().copied()));
+    if !total.is_finite() {
+        // An infinite draw makes the rounding errors NaN; the sum is what a plain sum gives.
+        return total;
+    }
+    total + errors.iter().sum::<f64>()
 }
 
 /// Arithmetic mean; NaN for an empty slice.

@@ -14,40 +14,56 @@ use crate::rank_normalize::BlomScoreTables;
 use crate::ranked_draws::RankedDraws;
 use crate::rhat::larger_preferring_first;
 use crate::sample_moments::mean_and_variance;
+use crate::non_finite_json::{serialize_non_finite, serialize_non_finite_slice};
 use serde::Serialize;
 
 /// Posterior summary and convergence diagnostics of one scalar parameter. Each field equals the
 /// stand-alone function of the same name (`rhat`, `ess_bulk`, `mcse_mean`, …); NaN where that
-/// function gives NaN. Serializes with serde (NaN and ±∞ become `null` in JSON).
+/// function gives NaN. Serializes with serde: NaN as `null`, ±∞ as `"inf"`/`"-inf"`
+/// ([`serialize_non_finite`]: an infinite R-hat, stuck chains, stays visible).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ParameterSummary {
     /// Mean over all draws of all chains.
+    #[serde(serialize_with = "serialize_non_finite")]
     pub mean: f64,
     /// Standard deviation over all draws (ddof 1).
+    #[serde(serialize_with = "serialize_non_finite")]
     pub sd: f64,
     /// Rank-normalized split R-hat, `max(rhat_bulk, rhat_tail)`.
+    #[serde(serialize_with = "serialize_non_finite")]
     pub rhat: f64,
     /// Classic split R-hat of the raw draws.
+    #[serde(serialize_with = "serialize_non_finite")]
     pub rhat_split: f64,
     /// Rank-normalized split R-hat (location).
+    #[serde(serialize_with = "serialize_non_finite")]
     pub rhat_bulk: f64,
     /// Folded rank-normalized split R-hat (scale).
+    #[serde(serialize_with = "serialize_non_finite")]
     pub rhat_tail: f64,
     /// ESS of the rank-normalized split chains.
+    #[serde(serialize_with = "serialize_non_finite")]
     pub ess_bulk: f64,
     /// The smaller ESS of the 5% and 95% quantile indicators.
+    #[serde(serialize_with = "serialize_non_finite")]
     pub ess_tail: f64,
     /// Monte Carlo standard error of `mean`.
+    #[serde(serialize_with = "serialize_non_finite")]
     pub mcse_mean: f64,
     /// Monte Carlo standard error of `sd`.
+    #[serde(serialize_with = "serialize_non_finite")]
     pub mcse_sd: f64,
     /// 5% quantile of all draws (type 7).
+    #[serde(serialize_with = "serialize_non_finite")]
     pub q05: f64,
     /// Median of all draws (type 7).
+    #[serde(serialize_with = "serialize_non_finite")]
     pub q50: f64,
     /// 95% quantile of all draws (type 7).
+    #[serde(serialize_with = "serialize_non_finite")]
     pub q95: f64,
     /// Chain-wise R-hat of each chain (Sommer et al. 2024, κ = 4; see [`chainwise_rhat`]).
+    #[serde(serialize_with = "serialize_non_finite_slice")]
     pub crhat: Vec<f64>,
 }
 
@@ -233,5 +249,10 @@ mod tests {
             text.contains("\"ess_bulk\":") && text.contains("\"crhat\":["),
             "{text}"
         );
+        // Stuck chains: R-hat +∞ is written as "inf", one chain's undefined R-hat as null.
+        let stuck = serde_json::to_value(summarize(&[vec![1.0; 8], vec![2.0; 8]])).unwrap();
+        assert_eq!(stuck["rhat"], "inf");
+        let single = serde_json::to_value(summarize(&[vec![1.0, 2.0, 3.0, 4.0, 5.0]])).unwrap();
+        assert!(single["rhat"].is_null());
     }
 }

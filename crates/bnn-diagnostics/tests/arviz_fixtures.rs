@@ -14,13 +14,15 @@
 //! case / parameter / field; the run ends with the largest error seen per field family.
 //!
 //! The fixtures are read in place (never copied into the repository) from
-//! `$BNN_FIXTURES_DIR`, or by default from `shared/fixtures/diagnostics` next to the workspace.
+//! `$BNN_FIXTURES_DIR`, or by default from `shared/fixtures/diagnostics` next to the workspace;
+//! without them the tests say so and pass (`BNN_REQUIRE_DATA=1` makes that a failure). The
+//! degenerate cases are checked without files in `arviz_degenerate.rs`.
 
 use bnn_diagnostics::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 
 const RHAT_ABSOLUTE: f64 = 1e-9;
 const ESS_RELATIVE: f64 = 1e-8;
@@ -35,27 +37,10 @@ const ONE_SIGMA_PROBABILITIES: [f64; 2] = [0.158_655_3, 0.841_344_7];
 /// keep the indices, our implementation is good to ~1e-14).
 const BETA_QUANTILE_RELATIVE: f64 = 1e-10;
 
-fn fixtures_dir() -> PathBuf {
-    std::env::var_os("BNN_FIXTURES_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            // The crate folder as `cargo test` reports it when the test runs (a binary reused
-            // from a build in another checkout would carry that checkout's compile-time path).
-            let crate_dir = std::env::var_os("CARGO_MANIFEST_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-            crate_dir.join("../../../shared/fixtures/diagnostics")
-        })
-}
-
 /// Case names, from the `<case>.expected.json` files present.
-fn case_names() -> Vec<String> {
-    let dir = fixtures_dir();
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "fixtures folder {} is not readable ({e}); set BNN_FIXTURES_DIR",
-            dir.display()
-        )
+fn case_names(dir: &Path) -> Vec<String> {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| {
+        panic!("fixtures folder {} is not readable ({e}); set BNN_FIXTURES_DIR", dir.display())
     });
     let mut names: Vec<String> = entries
         .filter_map(|entry| {
@@ -450,7 +435,8 @@ fn larger(first: f64, second: f64) -> f64 {
 
 #[test]
 fn every_fixture_value_matches_arviz() {
-    let cases = case_names();
+    let Some(dir) = bnn_data::require_fixtures_dir("every_fixture_value_matches_arviz") else { return };
+    let cases = case_names(&dir);
     assert!(
         cases.len() >= 7,
         "expected the 7 documented cases, found {cases:?}"
@@ -458,7 +444,6 @@ fn every_fixture_value_matches_arviz() {
     let mut report = Report::default();
     let mut parameters_checked = 0;
     for case in &cases {
-        let dir = fixtures_dir();
         let json_text = std::fs::read_to_string(dir.join(format!("{case}.expected.json"))).unwrap();
         let expected: Value = serde_json::from_str(&json_text).unwrap();
         let draws = read_long_draws_csv(dir.join(format!("{case}.draws.csv")))
@@ -521,7 +506,7 @@ fn every_fixture_value_matches_arviz() {
 
 #[test]
 fn fixture_files_match_their_checksums() {
-    let dir = fixtures_dir();
+    let Some(dir) = bnn_data::require_fixtures_dir("fixture_files_match_their_checksums") else { return };
     let sums =
         std::fs::read_to_string(dir.join("SHA256SUMS")).expect("SHA256SUMS next to the fixtures");
     let mut checked = 0;
@@ -544,7 +529,7 @@ fn fixture_files_match_their_checksums() {
     }
     assert_eq!(
         checked,
-        2 * case_names().len(),
+        2 * case_names(&dir).len(),
         "every case's two files are listed"
     );
 }
