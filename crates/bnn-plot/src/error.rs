@@ -7,10 +7,11 @@ use thiserror::Error;
 /// are skipped and listed in [`crate::PlotReport::skipped`].
 #[derive(Debug, Error)]
 pub enum PlotError {
-    #[error("{}: {source}", .file.display())]
+    /// The message names the I/O error; it is not also `source()`, so a chain prints it once.
+    #[error("{}: {cause}", .file.display())]
     Io {
         file: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 
     /// A CSV row that cannot be read; `line` is the 1-based line in the file, comments counted.
@@ -28,10 +29,10 @@ pub enum PlotError {
     MissingColumn { file: PathBuf, column: String },
 
     /// Invalid JSON; serde_json's message carries the line and column.
-    #[error("{}: {source}", .file.display())]
+    #[error("{}: {cause}", .file.display())]
     Json {
         file: PathBuf,
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
 
     /// Valid JSON with a field of the wrong type, e.g. `"lppd": "high"`.

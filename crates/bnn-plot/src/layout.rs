@@ -33,13 +33,13 @@ impl LayoutEntry {
 
 /// The layout's entries in flattening order.
 pub(crate) fn read_layout(path: &Path) -> Result<Vec<LayoutEntry>, PlotError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PlotError::Io {
+    let text = std::fs::read_to_string(path).map_err(|cause| PlotError::Io {
         file: path.to_path_buf(),
-        source,
+        cause,
     })?;
-    let layout: LayoutFile = serde_json::from_str(&text).map_err(|source| PlotError::Json {
+    let layout: LayoutFile = serde_json::from_str(&text).map_err(|cause| PlotError::Json {
         file: path.to_path_buf(),
-        source,
+        cause,
     })?;
     Ok(layout.entries)
 }

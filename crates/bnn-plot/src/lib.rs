@@ -51,16 +51,16 @@ use std::path::Path;
 /// Writes every plot whose inputs exist in `dir`, and reports what was written and skipped.
 pub fn plot_run(dir: &Path, options: &PlotOptions) -> Result<PlotReport, PlotError> {
     if !dir.is_dir() {
-        let source = std::io::Error::new(std::io::ErrorKind::NotFound, "not a run directory");
+        let cause = std::io::Error::new(std::io::ErrorKind::NotFound, "not a run directory");
         return Err(PlotError::Io {
             file: dir.to_path_buf(),
-            source,
+            cause,
         });
     }
     let out_dir = options.out_dir.clone().unwrap_or_else(|| dir.join("plots"));
-    std::fs::create_dir_all(&out_dir).map_err(|source| PlotError::Io {
+    std::fs::create_dir_all(&out_dir).map_err(|cause| PlotError::Io {
         file: out_dir.clone(),
-        source,
+        cause,
     })?;
     let run = RunDir::new(dir, options.max_chains);
 

@@ -35,9 +35,9 @@ fn split(line: &str) -> impl Iterator<Item = &str> {
 impl NumericCsv {
     /// Reads `path`, parsing the columns whose names satisfy `keep`.
     pub fn read(path: &Path, keep: impl Fn(&str) -> bool) -> Result<Self, PlotError> {
-        let io_error = |source| PlotError::Io {
+        let io_error = |cause| PlotError::Io {
             file: path.to_path_buf(),
-            source,
+            cause,
         };
         let reader = BufReader::new(File::open(path).map_err(io_error)?);
         let mut lines = reader.lines().enumerate().map(|(i, line)| (i + 1, line));
@@ -78,9 +78,9 @@ impl NumericCsv {
 
     /// Reads only the header row, to choose the columns before the full read.
     pub fn header(path: &Path) -> Result<Vec<String>, PlotError> {
-        let io_error = |source| PlotError::Io {
+        let io_error = |cause| PlotError::Io {
             file: path.to_path_buf(),
-            source,
+            cause,
         };
         let reader = BufReader::new(File::open(path).map_err(io_error)?);
         for line in reader.lines() {

@@ -13,9 +13,9 @@ pub(crate) struct RunSummary {
 impl RunSummary {
     pub fn read(path: &Path) -> Result<Self, PlotError> {
         let file = path.to_path_buf();
-        let text = std::fs::read_to_string(path).map_err(|source| PlotError::Io {
+        let text = std::fs::read_to_string(path).map_err(|cause| PlotError::Io {
             file: file.clone(),
-            source,
+            cause,
         })?;
         match serde_json::from_str(&text) {
             Ok(Value::Object(fields)) => Ok(Self { file, fields }),
@@ -24,16 +24,16 @@ impl RunSummary {
                 field: "(top level)".into(),
                 message: "must be a JSON object".into(),
             }),
-            Err(source) => Err(PlotError::Json { file, source }),
+            Err(cause) => Err(PlotError::Json { file, cause }),
         }
     }
 
-    /// A numeric field; `None` when absent or `null` (e.g. `de_lppd` of a run without an ensemble).
+    /// A numeric field; `None` when absent or `null` (e.g. `de_lppd` of a run without an ensemble);
+    /// `"inf"` and `"-inf"` (an R-hat of stuck chains) are ±∞.
     pub fn number(&self, field: &str) -> Result<Option<f64>, PlotError> {
         match self.fields.get(field) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) => Ok(n.as_f64()),
-            Some(other) => Err(self.invalid(field, other)),
+            Some(value) => bnn_diagnostics::non_finite_from_json(value).map(Some).ok_or_else(|| self.invalid(field, value)),
         }
     }
 
@@ -80,7 +80,7 @@ impl RunSummary {
         PlotError::InvalidField {
             file: self.file.clone(),
             field: field.to_string(),
-            message: format!("should be a number or null, found {value}"),
+            message: format!("should be a number, null, \"inf\" or \"-inf\", found {value}"),
         }
     }
 }
@@ -107,6 +107,9 @@ mod tests {
         assert_eq!(s.number("de_lppd").unwrap(), None);
         assert_eq!(s.number("missing").unwrap(), None);
         assert_eq!(s.coverage().unwrap(), [(0.5, 0.4), (0.9, 0.88)]);
+        let stuck = summary(r#"{"rhat_test_loglik": "inf", "lppd": "-inf"}"#).unwrap();
+        assert_eq!(stuck.number("rhat_test_loglik").unwrap(), Some(f64::INFINITY));
+        assert_eq!(stuck.number("lppd").unwrap(), Some(f64::NEG_INFINITY));
     }
 
     #[test]
