@@ -2,20 +2,14 @@
 #![recursion_limit = "256"]
 
 mod commands;
-mod draw_reader;
-mod draw_store;
-mod early_stop;
-mod linear_baseline;
 mod model_args;
-mod pipeline;
-mod posterior_pass;
-mod prepared_data;
-mod progress;
-mod run_config;
-mod run_dir;
+mod progress_bars;
+mod run_flags;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 #[derive(Parser, Debug)]
 #[command(name = "bnn", version, about = "Sampling-based inference for Bayesian neural networks (Burn)")]
@@ -53,24 +47,70 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Ctrl-C stops sampling between draws; every chain is checkpointed before the exit.
-    let _ = ctrlc::set_handler(|| pipeline::STOP.store(true, std::sync::atomic::Ordering::Relaxed));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
     let result = match cli.command {
         Command::Data(c) => commands::data::run(c),
         Command::Model(c) => commands::model::run(c),
         Command::Bench(a) => commands::bench::run(a),
-        Command::Sample(a) => commands::sample::run(a),
+        Command::Sample(a) => commands::sample::run(a, stop),
         Command::Diagnose(a) => commands::diagnose::run(a),
         Command::Train(a) => commands::train::run(a),
         Command::Predict(a) => commands::predict::run(a),
         Command::Evaluate(a) => commands::evaluate::run(a),
-        Command::Run(a) => commands::run::run(a),
+        Command::Run(a) => commands::run::run(a, stop),
         Command::Plot(a) => commands::plot::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_report(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes joined by ": ", each cause once: a cause whose text the message
+/// already ends with (an error that names its cause and also returns it as `source()`) is not
+/// repeated.
+fn error_report(error: &anyhow::Error) -> String {
+    let mut message = error.to_string();
+    for cause in error.chain().skip(1) {
+        let text = cause.to_string();
+        if !message.ends_with(&text) {
+            message = format!("{message}: {text}");
+        }
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Named(&'static str, Option<Box<Named>>);
+
+    impl std::fmt::Display for Named {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Named {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    #[test]
+    fn each_cause_is_reported_once() {
+        let cause = Named("the model expects 1 target columns, the data has 2", None);
+        let wrapped = Named("data do not fit the model: the model expects 1 target columns, the data has 2", Some(Box::new(cause)));
+        let error = anyhow::Error::new(wrapped).context("building the posterior");
+        assert_eq!(error_report(&error), "building the posterior: data do not fit the model: the model expects 1 target columns, the data has 2");
+        let plain = anyhow::anyhow!("disk full").context("writing summary.json");
+        assert_eq!(error_report(&plain), "writing summary.json: disk full");
     }
 }

@@ -1,6 +1,6 @@
 //! `bnn bench`: value+gradient throughput of the BNN posteriors, as JSON.
 
-use crate::prepared_data::{prepare, Preparation};
+use bnn_pipeline::{prepare, Preparation};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, Likelihood, MlpPosterior, ScaleLink};
 use bnn_sampler::LogDensity;

@@ -1,9 +1,9 @@
 //! `bnn predict <run dir>`: posterior predictive mean, sd and equal-tailed intervals per test
 //! point (original units and standardized), from the stored draws.
 
-use crate::pipeline::{pass, predict_stage, RunContext};
-use crate::run_dir::RunDir;
+use crate::progress_bars::ProgressBars;
 use anyhow::Result;
+use bnn_pipeline::DeiMcmc;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -14,8 +14,6 @@ pub struct PredictArgs {
 }
 
 pub fn run(args: PredictArgs) -> Result<()> {
-    let dir = RunDir::new(&args.run_dir);
-    let ctx = RunContext::new(dir.load_config()?, dir)?;
-    let result = pass(&ctx)?;
-    predict_stage(&ctx, &result)
+    DeiMcmc::open(&args.run_dir)?.with_progress(ProgressBars::default()).predict()?;
+    Ok(())
 }

@@ -2,12 +2,14 @@
 //! directory's ensemble (trained first if missing), one pre-trained network, or cold; draws and
 //! checkpoints stream to the run directory. `--resume <dir>` continues an interrupted run.
 
-use crate::pipeline::{sample_stage, RunContext};
-use crate::run_config::{RunConfig, RunFlags};
-use crate::run_dir::RunDir;
+use crate::progress_bars::ProgressBars;
+use crate::run_flags::RunFlags;
 use anyhow::{bail, Result};
+use bnn_pipeline::{DeiMcmc, RunConfig, RunDir};
 use clap::Args;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct SampleArgs {
@@ -24,30 +26,24 @@ pub struct SampleArgs {
 
 /// The config of a resumed run: the stored one, with only settings that do not change the draws
 /// taken from the flags; anything else that differs is refused.
-pub fn resumed_config(dir: &RunDir, flags: &RunFlags) -> Result<RunConfig> {
+fn resumed_config(dir: &RunDir, flags: &RunFlags) -> Result<RunConfig> {
     let stored = dir.load_config()?;
-    let wanted = stored.clone().with_flags(flags)?;
+    let wanted = flags.apply(stored.clone())?;
     if wanted.sampling_identity() != stored.sampling_identity() {
         bail!("--resume continues {} with its own config.toml; other flags than --threads and --checkpoint-every would change the draws and are refused", dir.root().display());
     }
     Ok(wanted)
 }
 
-pub fn run(args: SampleArgs) -> Result<()> {
-    let (dir, config, resume) = match &args.resume {
-        Some(path) => {
-            let dir = RunDir::new(path);
-            (dir.clone(), resumed_config(&dir, &args.flags)?, true)
-        }
-        None => (RunDir::new(&args.out), RunConfig::resolve(&args.flags)?, false),
+pub fn run(args: SampleArgs, stop: Arc<AtomicBool>) -> Result<()> {
+    let (config, dir) = match &args.resume {
+        Some(path) => (resumed_config(&RunDir::new(path), &args.flags)?, path),
+        None => (args.flags.resolve()?, &args.out),
     };
-    let ctx = RunContext::new(config, dir.clone())?;
-    if !resume {
-        dir.claim(&ctx.config)?;
-    }
-    let outcome = sample_stage(&ctx, resume)?;
-    if !outcome.finished {
-        bail!("sampling was interrupted");
+    let run = DeiMcmc::new(config, dir)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
+    let sampling = if args.resume.is_some() { run.resume()? } else { run.sample()? };
+    if !sampling.finished {
+        bail!("sampling was interrupted; continue with `bnn sample --resume {}`", dir.display());
     }
     Ok(())
 }

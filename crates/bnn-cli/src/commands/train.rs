@@ -1,9 +1,9 @@
 //! `bnn train`: train the deep ensemble and save its members (safetensors) into a run directory.
 
-use crate::pipeline::{train_stage, RunContext};
-use crate::run_config::{RunConfig, RunFlags};
-use crate::run_dir::RunDir;
+use crate::progress_bars::ProgressBars;
+use crate::run_flags::RunFlags;
 use anyhow::Result;
+use bnn_pipeline::DeiMcmc;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -17,13 +17,6 @@ pub struct TrainArgs {
 }
 
 pub fn run(args: TrainArgs) -> Result<()> {
-    let config = RunConfig::resolve(&args.flags)?;
-    let dir = RunDir::new(&args.out);
-    let ctx = RunContext::new(config, dir.clone())?;
-    dir.claim(&ctx.config)?;
-    if dir.members_json().exists() {
-        anyhow::bail!("{} already holds a trained ensemble; choose a new --out", dir.root().display());
-    }
-    train_stage(&ctx)?;
+    DeiMcmc::new(args.flags.resolve()?, &args.out)?.with_progress(ProgressBars::default()).train_ensemble()?;
     Ok(())
 }

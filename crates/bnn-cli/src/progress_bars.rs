@@ -1,0 +1,68 @@
+//! The terminal view of a run's progress: stage messages on stderr and one bar per chain
+//! (iterations, divergences, step size, acceptance, ETA). indicatif draws nothing when stderr is
+//! not a terminal, so logs and CI stay clean.
+
+use bnn_pipeline::{ChainIteration, Progress, ProgressEvent};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::sync::{Mutex, PoisonError};
+
+/// Renders [`ProgressEvent`]s; the bars exist while chains run.
+#[derive(Default)]
+pub struct ProgressBars {
+    bars: Mutex<Option<(MultiProgress, Vec<ProgressBar>)>>,
+}
+
+impl ProgressBars {
+    fn start(&self, iterations: usize, done: &[usize]) {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template("chain {prefix:>3} [{bar:30}] {pos}/{len} {msg} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        let bars = done
+            .iter()
+            .enumerate()
+            .map(|(c, &done)| {
+                let bar = multi.add(ProgressBar::new(iterations as u64));
+                bar.set_style(style.clone());
+                bar.set_prefix(c.to_string());
+                bar.set_position(done as u64);
+                bar
+            })
+            .collect();
+        *self.bars.lock().unwrap_or_else(PoisonError::into_inner) = Some((multi, bars));
+    }
+
+    fn update(&self, it: &ChainIteration) {
+        if let Some((_, bars)) = self.bars.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            let Some(bar) = bars.get(it.chain) else { return };
+            bar.set_position(it.iteration as u64);
+            bar.set_message(format!(
+                "{} div {} eps {:.3} acc {:.2}",
+                if it.warmup { "warmup" } else { "sample" },
+                it.divergences,
+                it.step_size,
+                it.accept_stat
+            ));
+        }
+    }
+
+    fn end(&self) {
+        if let Some((_, bars)) = self.bars.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            for bar in &bars {
+                bar.abandon();
+            }
+        }
+    }
+}
+
+impl Progress for ProgressBars {
+    fn report(&self, event: &ProgressEvent<'_>) {
+        match event {
+            // Lines only while no bars are drawn: a line printed under them leaves stale copies.
+            ProgressEvent::Started { message, .. } | ProgressEvent::Finished { message, .. } => eprintln!("{message}"),
+            ProgressEvent::ChainsStarted { iterations, done } => self.start(*iterations, done),
+            ProgressEvent::Iteration(it) => self.update(it),
+            ProgressEvent::ChainsEnded => self.end(),
+        }
+    }
+}

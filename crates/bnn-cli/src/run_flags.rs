@@ -1,0 +1,268 @@
+//! The flags of `bnn train`, `sample` and `run`: every key of a run's config, each one present
+//! overriding a `--config run.toml`, which overrides the defaults.
+
+use anyhow::Result;
+use bnn_model::GradientPath;
+use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, Standardize};
+use clap::Args;
+use std::path::PathBuf;
+
+/// Command-line flags; each one present overrides the config file and the defaults.
+#[derive(Args, Debug, Clone, Default)]
+pub struct RunFlags {
+    /// A TOML file with any of the sections [data], [model], [ensemble], [sampler], [runtime].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// A benchmark name (concrete, ...), a generator (cos2x, robot-arm) or a CSV file.
+    #[arg(long)]
+    pub dataset: Option<String>,
+    /// Seed of the random train/test split (and of generated data).
+    #[arg(long)]
+    pub split_seed: Option<u64>,
+    /// Share of the rows held out as test set [default: 0.2].
+    #[arg(long)]
+    pub test_fraction: Option<f64>,
+    /// Share of all rows held out (from the training part) as a validation set for early stopping
+    /// of the members [default: 0, or 0.1 with --mile].
+    #[arg(long)]
+    pub validation_fraction: Option<f64>,
+    #[arg(long, value_enum)]
+    pub standardize: Option<Standardize>,
+    /// Hidden layer widths, comma separated ("" for a linear model).
+    #[arg(long)]
+    pub hidden: Option<String>,
+    /// tanh, relu, leaky_relu, sigmoid, silu, trunc_relu or identity.
+    #[arg(long)]
+    pub activation: Option<String>,
+    /// hetero (σ = exp(o)), hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
+    #[arg(long)]
+    pub likelihood: Option<String>,
+    /// Number of regression targets the network predicts (the data must have as many) [default: 1].
+    #[arg(long)]
+    pub targets: Option<usize>,
+    /// Prior of every weight and bias: normal:<s>, laplace:<b> or fan_in_normal:<s>.
+    #[arg(long)]
+    pub prior: Option<String>,
+    /// Per-layer prior, repeatable: <layer>=<weight prior>[/<bias prior>].
+    #[arg(long = "layer-prior")]
+    pub layer_priors: Vec<String>,
+    /// Ensemble members M [default: 12].
+    #[arg(long)]
+    pub members: Option<usize>,
+    /// Full-batch Adam steps per member (with --batch-size: maximum epochs) [default: 5000].
+    #[arg(long)]
+    pub epochs: Option<usize>,
+    /// Adam's learning rate [default: 1e-3].
+    #[arg(long)]
+    pub learning_rate: Option<f64>,
+    /// Weight decay of the members [default: 1e-2, coupled L2].
+    #[arg(long)]
+    pub weight_decay: Option<f64>,
+    /// Use AdamW's decoupled weight decay.
+    #[arg(long)]
+    pub decoupled_weight_decay: Option<bool>,
+    /// Minibatch size of the members' training [default: full batch].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Stop a member after this many epochs without validation improvement.
+    #[arg(long)]
+    pub patience: Option<usize>,
+    /// The MILE recipe: AdamW lr 1e-3, wd 1e-3, batch 32, ≤500 epochs, patience 10 on a 10%
+    /// validation split (other flags still override its parts).
+    #[arg(long)]
+    pub mile: bool,
+    /// Transition kernel.
+    #[arg(long, value_enum)]
+    pub sampler: Option<Algorithm>,
+    /// Chain starting points.
+    #[arg(long, value_enum)]
+    pub init: Option<Init>,
+    /// The network every chain starts from with --init single (safetensors, as `bnn train` writes).
+    #[arg(long)]
+    pub init_from: Option<PathBuf>,
+    /// Number of chains (default: one per ensemble member).
+    #[arg(long)]
+    pub chains: Option<usize>,
+    /// Warmup (adaptation) iterations per chain [default: 100].
+    #[arg(long)]
+    pub warmup: Option<usize>,
+    /// Draws per chain [default: 1000].
+    #[arg(long)]
+    pub draws: Option<usize>,
+    /// Target acceptance statistic (≈0.45 suits ReLU nets, whose leapfrog error is first order).
+    #[arg(long)]
+    pub target_accept: Option<f64>,
+    /// NUTS: maximum tree depth [default: 10].
+    #[arg(long)]
+    pub max_depth: Option<usize>,
+    /// HMC: leapfrog steps per draw.
+    #[arg(long)]
+    pub leapfrog_steps: Option<usize>,
+    /// Keep every k-th draw.
+    #[arg(long)]
+    pub thin: Option<usize>,
+    /// Seed of the members' initializations and of the chains' random streams.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// NUTS/HMC: advance all chains in lockstep with one batched gradient call per leapfrog step
+    /// (the GPU-friendly mode; the same draws as running the chains apart).
+    #[arg(long)]
+    pub batched: Option<bool>,
+    /// Save every chain's state every N iterations (0: only at the end and on Ctrl-C) [default: 50].
+    #[arg(long)]
+    pub checkpoint_every: Option<usize>,
+    /// Stop each chain once its expanding-window test LPPD has converged.
+    #[arg(long)]
+    pub early_stop: Option<bool>,
+    /// ϖ: how many of the latest cumulative LPPD values are averaged [default: 100].
+    #[arg(long)]
+    pub early_stop_window: Option<usize>,
+    /// ε: the largest accepted distance of that average from the latest value [default: 1e-3].
+    #[arg(long)]
+    pub early_stop_tolerance: Option<f64>,
+    /// ndarray, flex, wgpu or cpu.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Worker threads (the results do not depend on it).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// auto (the fused operation: host kernel on CPU devices, tensor operations + CubeCL
+    /// kernels on wgpu), tensor_ops (that program on every device) or plain (Burn's graph).
+    #[arg(long)]
+    pub gradient: Option<GradientPath>,
+}
+
+
+fn set<T: Clone>(target: &mut T, value: &Option<T>) {
+    if let Some(v) = value {
+        *target = v.clone();
+    }
+}
+
+impl RunFlags {
+    /// Defaults, then `--config`, then the flags.
+    pub fn resolve(&self) -> Result<RunConfig> {
+        let base = match &self.config {
+            Some(path) => RunConfig::from_toml_file(path)?,
+            None => RunConfig::new(),
+        };
+        self.apply(base)
+    }
+
+    /// `config` with every flag that is present applied on top, validated.
+    pub fn apply(&self, mut config: RunConfig) -> Result<RunConfig> {
+        let f = self;
+        if f.mile {
+            config = config.with_mile();
+        }
+        let d = &mut config.data;
+        set(&mut d.dataset, &f.dataset);
+        set(&mut d.split_seed, &f.split_seed);
+        set(&mut d.test_fraction, &f.test_fraction);
+        set(&mut d.validation_fraction, &f.validation_fraction);
+        set(&mut d.standardize, &f.standardize);
+        let m = &mut config.model;
+        if let Some(hidden) = &f.hidden {
+            m.hidden = parse_hidden(hidden)?;
+        }
+        set(&mut m.activation, &f.activation);
+        set(&mut m.likelihood, &f.likelihood);
+        set(&mut m.targets, &f.targets);
+        set(&mut m.prior, &f.prior);
+        if !f.layer_priors.is_empty() {
+            m.layer_priors = f.layer_priors.clone();
+        }
+        let e = &mut config.ensemble;
+        set(&mut e.members, &f.members);
+        set(&mut e.epochs, &f.epochs);
+        set(&mut e.learning_rate, &f.learning_rate);
+        set(&mut e.weight_decay, &f.weight_decay);
+        set(&mut e.decoupled_weight_decay, &f.decoupled_weight_decay);
+        if f.batch_size.is_some() {
+            e.batch_size = f.batch_size;
+        }
+        if f.patience.is_some() {
+            e.patience = f.patience;
+        }
+        let s = &mut config.sampler;
+        set(&mut s.algorithm, &f.sampler);
+        set(&mut s.init, &f.init);
+        if f.init_from.is_some() {
+            s.init_from = f.init_from.clone();
+            if f.init.is_none() {
+                s.init = Init::Single;
+            }
+        }
+        if f.chains.is_some() {
+            s.chains = f.chains;
+        }
+        set(&mut s.warmup, &f.warmup);
+        set(&mut s.draws, &f.draws);
+        if f.target_accept.is_some() {
+            s.target_accept = f.target_accept;
+        }
+        set(&mut s.max_depth, &f.max_depth);
+        set(&mut s.leapfrog_steps, &f.leapfrog_steps);
+        set(&mut s.thin, &f.thin);
+        set(&mut s.seed, &f.seed);
+        set(&mut s.batched, &f.batched);
+        set(&mut s.checkpoint_every, &f.checkpoint_every);
+        set(&mut s.early_stop, &f.early_stop);
+        set(&mut s.early_stop_window, &f.early_stop_window);
+        set(&mut s.early_stop_tolerance, &f.early_stop_tolerance);
+        set(&mut config.runtime.device, &f.device);
+        if f.threads.is_some() {
+            config.runtime.threads = f.threads;
+        }
+        set(&mut config.runtime.gradient, &f.gradient);
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.toml");
+        std::fs::write(&path, "[data]\ndataset = \"concrete\"\n[sampler]\ndraws = 300\nwarmup = 50\n").unwrap();
+        let flags = RunFlags { config: Some(path), warmup: Some(7), ..RunFlags::default() };
+        let config = flags.resolve().unwrap();
+        assert_eq!(config.data.dataset, "concrete");
+        assert_eq!(config.sampler.draws, 300);
+        assert_eq!(config.sampler.warmup, 7);
+        assert_eq!(config.ensemble.members, 12);
+    }
+
+    #[test]
+    fn typos_and_impossible_settings_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.toml");
+        std::fs::write(&path, "[sampler]\ndraw = 300\n").unwrap();
+        let error = RunFlags { config: Some(path.clone()), ..RunFlags::default() }.resolve().unwrap_err();
+        let expected = format!("config {}: line 2: unknown key `draw` in [sampler]; valid keys: ", path.display());
+        assert!(format!("{error:#}").starts_with(&expected), "{error:#}");
+        for flags in [
+            RunFlags { draws: Some(0), ..RunFlags::default() },
+            RunFlags { thin: Some(0), ..RunFlags::default() },
+            RunFlags { patience: Some(3), ..RunFlags::default() },
+            RunFlags { init: Some(Init::Single), ..RunFlags::default() },
+            RunFlags { activation: Some("swish2".into()), ..RunFlags::default() },
+            RunFlags { device: Some("tpu".into()), ..RunFlags::default() },
+        ] {
+            assert!(flags.resolve().is_err(), "{flags:?}");
+        }
+    }
+
+    #[test]
+    fn mile_recipe_sets_its_parts_and_flags_still_win() {
+        let config = RunFlags { mile: true, patience: Some(4), ..RunFlags::default() }.resolve().unwrap();
+        assert_eq!(config.ensemble.batch_size, Some(32));
+        assert_eq!(config.ensemble.patience, Some(4));
+        assert!(config.ensemble.decoupled_weight_decay);
+        assert_eq!(config.data.validation_fraction, 0.1);
+    }
+}

@@ -1,0 +1,198 @@
+//! The DEI-MCMC run object: data, model, device and run directory of one run, with its stages
+//! — train the ensemble, sample, predict, evaluate, diagnose — callable one by one or all at once.
+
+use crate::evaluation::Evaluation;
+use crate::predictions::Predictions;
+use crate::prepared_data::{prepare, prepare_dataset, PreparedData, Preparation};
+use crate::progress::{Progress, Silent};
+use crate::run_config::{Init, RunConfig};
+use crate::run_diagnostics::RunDiagnostics;
+use crate::run_dir::{write_json, RunDir};
+use crate::sampling::Sampling;
+use crate::trained_ensemble::TrainedEnsemble;
+use anyhow::{anyhow, bail, Result};
+use bnn_data::Dataset;
+use bnn_model::{AutodiffLogDensity, BnnConfig, MlpPosterior, ParameterLayout, Posterior};
+use burn::tensor::{DType, Device};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// One DEI-MCMC run of the built-in MLP (Sommer et al. 2024): its config, its prepared data,
+/// the posterior on the training rows and the run directory every stage reads and writes.
+///
+/// ```no_run
+/// use bnn_pipeline::{DeiMcmc, EnsembleSection, RunConfig, RunOutcome, SamplerSection};
+/// # fn main() -> anyhow::Result<()> {
+/// let config = RunConfig::new()
+///     .with_ensemble(EnsembleSection::new().with_members(4).with_epochs(2000).with_learning_rate(0.01))
+///     .with_sampler(SamplerSection::new().with_warmup(100).with_draws(200));
+/// let run = DeiMcmc::new(config, "runs/cos2x")?;
+/// if let RunOutcome::Finished(report) = run.run()? {
+///     println!("test LPPD {:.3}, deep ensemble {:?}", report.evaluation.summary.lppd, report.evaluation.summary.de_lppd);
+/// }
+/// # Ok(()) }
+/// ```
+pub struct DeiMcmc {
+    pub(crate) config: RunConfig,
+    pub(crate) dir: RunDir,
+    pub(crate) data: PreparedData,
+    pub(crate) bnn: BnnConfig,
+    /// The posterior on the training data, with gradients through Burn's autodiff.
+    pub(crate) density: AutodiffLogDensity<MlpPosterior>,
+    pub(crate) layout: ParameterLayout,
+    pub(crate) device: Device,
+    pub(crate) progress: Arc<dyn Progress>,
+    pub(crate) stop: Arc<AtomicBool>,
+}
+
+/// How [`DeiMcmc::run`] ended.
+pub enum RunOutcome {
+    /// Every stage ran.
+    Finished(Box<RunReport>),
+    /// The stop flag ended sampling; every chain is checkpointed and [`DeiMcmc::resume`]
+    /// continues it.
+    Interrupted(Sampling),
+}
+
+/// What every stage of a complete run returned.
+pub struct RunReport {
+    /// The ensemble trained for this run (`None` when the chains did not start from one, or the
+    /// directory already held it).
+    pub ensemble: Option<TrainedEnsemble>,
+    pub sampling: Sampling,
+    pub predictions: Predictions,
+    pub evaluation: Evaluation,
+    pub diagnostics: RunDiagnostics,
+}
+
+impl DeiMcmc {
+    /// A run of `config` in `dir`, on the dataset its `[data]` section names (a benchmark, a
+    /// generator or a CSV file).
+    pub fn new(config: RunConfig, dir: impl Into<PathBuf>) -> Result<Self> {
+        config.validate()?;
+        let data = prepare(&config.data.dataset, &Preparation::of(&config.data))?;
+        Self::with_prepared(config, data, RunDir::new(dir))
+    }
+
+    /// A run on rows the caller holds ([`Dataset::from_rows`]); `config.data` still decides the
+    /// split and the scaling, and its `dataset` becomes the data's name. Later stages run from
+    /// this object (a directory of in-memory data cannot be reopened by name).
+    pub fn with_dataset(mut config: RunConfig, dataset: &Dataset, dir: impl Into<PathBuf>) -> Result<Self> {
+        config.data.dataset = dataset.name.clone();
+        config.validate()?;
+        let data = prepare_dataset(dataset, &Preparation::of(&config.data))?;
+        Self::with_prepared(config, data, RunDir::new(dir))
+    }
+
+    /// The run in an existing run directory, with the config saved there.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self> {
+        let dir = RunDir::new(dir);
+        let config = dir.load_config()?;
+        let data = prepare(&config.data.dataset, &Preparation::of(&config.data))?;
+        Self::with_prepared(config, data, dir)
+    }
+
+    fn with_prepared(config: RunConfig, data: PreparedData, dir: RunDir) -> Result<Self> {
+        let bnn = config.model.bnn_config(data.train.x_cols)?;
+        let device = config.device_name()?.device().map_err(|e| anyhow!(e))?;
+        if let Some(threads) = config.runtime.threads {
+            bnn_model::fused_mlp::set_kernel_threads(threads);
+        }
+        let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?.with_gradient_path(config.runtime.gradient);
+        let layout = posterior.layout().clone();
+        Ok(Self {
+            config,
+            dir,
+            data,
+            bnn,
+            density: AutodiffLogDensity::new(posterior),
+            layout,
+            device,
+            progress: Arc::new(Silent),
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Reports every stage and chain iteration to `progress`.
+    pub fn with_progress(mut self, progress: impl Progress + 'static) -> Self {
+        self.progress = Arc::new(progress);
+        self
+    }
+
+    /// Sampling stops between draws once `stop` is set (e.g. by a Ctrl-C handler), checkpointing
+    /// every chain first.
+    pub fn with_stop_flag(mut self, stop: Arc<AtomicBool>) -> Self {
+        self.stop = stop;
+        self
+    }
+
+    pub fn config(&self) -> &RunConfig {
+        &self.config
+    }
+
+    pub fn dir(&self) -> &RunDir {
+        &self.dir
+    }
+
+    /// The split, standardized data and the map back to original units.
+    pub fn data(&self) -> &PreparedData {
+        &self.data
+    }
+
+    /// The network and likelihood, with the data's input width.
+    pub fn model(&self) -> &BnnConfig {
+        &self.bnn
+    }
+
+    /// The posterior on the training data.
+    pub fn posterior(&self) -> &MlpPosterior {
+        self.density.posterior()
+    }
+
+    /// The flat-parameter layout: names, shapes and offsets of the network's tensors.
+    pub fn layout(&self) -> &ParameterLayout {
+        &self.layout
+    }
+
+    /// Writes the config to the run directory, refusing a directory that holds another run.
+    pub fn claim(&self) -> Result<()> {
+        self.dir.claim(&self.config)
+    }
+
+    /// Everything at once: the ensemble (when the chains start from one and the directory lacks
+    /// it), sampling, predictions, evaluation and diagnostics.
+    pub fn run(&self) -> Result<RunOutcome> {
+        // The run ends with R-hat/ESS, which need 4 kept draws per chain: refuse before any work.
+        let kept = self.config.sampler.kept_draws();
+        if kept < 4 {
+            bail!(
+                "a full run diagnoses the draws at the end, which needs at least 4 kept draws per chain (draws / thin, rounded up); \
+                 this config keeps {kept}. Raise the draws, or only sample (`bnn sample`)"
+            );
+        }
+        self.claim()?;
+        let ensemble = if self.config.sampler.init == Init::Ensemble && !self.dir.has_ensemble() { Some(self.train_ensemble()?) } else { None };
+        let sampling = self.sample()?;
+        if !sampling.finished {
+            return Ok(RunOutcome::Interrupted(sampling));
+        }
+        let predictions = self.predict()?;
+        let evaluation = self.evaluate(&predictions)?;
+        let diagnostics = self.diagnose()?;
+        Ok(RunOutcome::Finished(Box::new(RunReport { ensemble, sampling, predictions, evaluation, diagnostics })))
+    }
+
+    /// Convergence diagnostics of the stored draws, written to `diagnostics.json`.
+    pub fn diagnose(&self) -> Result<RunDiagnostics> {
+        let diagnostics = RunDiagnostics::of_run_dir(self.dir.root())?;
+        diagnostics.write_json(&self.dir.diagnostics())?;
+        Ok(diagnostics)
+    }
+
+    pub(crate) fn write_layout(&self) -> Result<()> {
+        let value = json!({ "dim": self.layout.dim(), "entries": serde_json::to_value(&self.layout.entries)?, "columns": crate::draw_store::cmdstan_names(&self.layout) });
+        write_json(&self.dir.layout(), &value)
+    }
+}

@@ -1,0 +1,62 @@
+//! How a run reports what it is doing: events handed to a [`Progress`] the caller supplies (the
+//! `bnn` command draws progress bars from them; a library user may log them or ignore them).
+
+/// A stage of a DEI-MCMC run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Training the deep ensemble (or finding a saved one).
+    Ensemble,
+    /// Running the chains.
+    Sampling,
+    /// The posterior predictive pass over the stored draws and `predictions.csv`.
+    Prediction,
+    /// Metrics and baselines into `summary.json`.
+    Evaluation,
+    /// Convergence diagnostics into `diagnostics.json`.
+    Diagnostics,
+}
+
+/// One iteration of one chain, as it happens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ChainIteration {
+    pub chain: usize,
+    /// Iterations of this chain done so far, warmup included (resumed runs count from the checkpoint).
+    pub iteration: usize,
+    pub warmup: bool,
+    /// Divergent transitions of this chain since sampling (re)started.
+    pub divergences: usize,
+    pub step_size: f64,
+    pub accept_stat: f64,
+}
+
+/// What a run reports.
+#[derive(Debug, Clone, Copy)]
+pub enum ProgressEvent<'a> {
+    /// A stage begins; `message` says what it does, e.g. "training 4 members on 80 rows (...)".
+    Started { stage: Stage, message: &'a str },
+    /// The chains start: each runs `iterations` in all, `done[c]` of them before (a resumed run).
+    ChainsStarted { iterations: usize, done: &'a [usize] },
+    Iteration(&'a ChainIteration),
+    /// The chains stopped (finished, or interrupted by the stop flag).
+    ChainsEnded,
+    /// A stage ends; `message` says how, e.g. "sampled in 2.5 s; draws in runs/cos2x".
+    Finished { stage: Stage, message: &'a str },
+}
+
+/// Receives a run's events; called from the threads that run the chains, hence `Sync`.
+pub trait Progress: Send + Sync {
+    fn report(&self, event: &ProgressEvent<'_>);
+}
+
+impl<F: Fn(&ProgressEvent<'_>) + Send + Sync> Progress for F {
+    fn report(&self, event: &ProgressEvent<'_>) {
+        self(event)
+    }
+}
+
+/// Reports nothing.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn report(&self, _: &ProgressEvent<'_>) {}
+}

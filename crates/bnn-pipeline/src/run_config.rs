@@ -1,0 +1,387 @@
+//! The complete configuration of a DEI-MCMC run, one Burn `Config` per section of `run.toml`
+//! (`[data]`, `[model]`, `[ensemble]`, `[sampler]`, `[runtime]`). Every run directory keeps it as
+//! `config.toml`, so a run can be repeated, resumed, predicted from and evaluated without
+//! restating any option.
+
+use crate::model_spec::{parse_layer_prior, parse_likelihood};
+use anyhow::{anyhow, bail, Result};
+use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
+use bnn_sampler::{AlgorithmConfig, HmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig};
+use burn::config::Config;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Transition kernel. A new sampler is a new variant here and an arm in
+/// [`SamplerSection::sampler_config`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// No-U-turn sampler (multinomial, generalized U-turn criterion).
+    Nuts,
+    /// Hamiltonian Monte Carlo with a fixed number of leapfrog steps.
+    Hmc,
+    /// Random-walk Metropolis (a baseline).
+    Rwm,
+}
+
+/// Where the chains start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Init {
+    /// DEI-MCMC: chain j starts at deep-ensemble member j (mod M).
+    Ensemble,
+    /// Every chain starts at one pre-trained network (`init_from`, a safetensors file).
+    Single,
+    /// Random initialization U(±1/sqrt(fan_in)), one stream per chain.
+    Cold,
+}
+
+/// How features and targets are standardized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum Standardize {
+    /// Statistics of the training split only (no test information leaks).
+    Train,
+    /// Statistics of the full data set (what the DEI-MCMC reference code does).
+    Full,
+}
+
+/// `[data]`: which rows, how they are split and scaled.
+#[derive(Config, Debug, PartialEq)]
+pub struct DataSection {
+    /// A benchmark name (concrete, ...), a generator (cos2x, robot-arm) or a CSV file; for data
+    /// handed over in memory, just its name.
+    #[config(default = "String::from(\"cos2x\")")]
+    pub dataset: String,
+    #[config(default = 0)]
+    pub split_seed: u64,
+    #[config(default = "bnn_data::DEFAULT_TEST_FRACTION")]
+    pub test_fraction: f64,
+    /// Share of all rows held out (from the training part) for the members' early stopping (0: none).
+    #[config(default = 0.0)]
+    pub validation_fraction: f64,
+    #[config(default = "Standardize::Train")]
+    pub standardize: Standardize,
+}
+
+/// `[model]`: the network, its likelihood head and priors, as text a config file can hold.
+#[derive(Config, Debug, PartialEq)]
+pub struct ModelSection {
+    #[config(default = "vec![16, 16]")]
+    pub hidden: Vec<usize>,
+    /// tanh, relu, leaky_relu, sigmoid, silu, trunc_relu or identity.
+    #[config(default = "String::from(\"relu\")")]
+    pub activation: String,
+    /// hetero, hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
+    #[config(default = "String::from(\"hetero\")")]
+    pub likelihood: String,
+    #[config(default = 1)]
+    pub targets: usize,
+    /// normal:<s>, laplace:<b> or fan_in_normal:<s>, for every weight and bias.
+    #[config(default = "String::from(\"normal:1\")")]
+    pub prior: String,
+    /// `<layer>=<weight prior>[/<bias prior>]` entries.
+    #[config(default = "Vec::new()")]
+    pub layer_priors: Vec<String>,
+}
+
+impl ModelSection {
+    /// The network and likelihood for data with `d_input` features; errors name the bad setting.
+    pub fn bnn_config(&self, d_input: usize) -> Result<BnnConfig> {
+        let prior: Prior = self.prior.parse().map_err(|e: String| anyhow!("prior: {e}"))?;
+        let mut spec = PriorSpec::uniform(prior);
+        for text in &self.layer_priors {
+            let (layer, lp) = parse_layer_prior(text)?;
+            spec = spec.with_layer(layer, lp);
+        }
+        let activation: Activation = self.activation.parse().map_err(|e: String| anyhow!("activation: {e}"))?;
+        let config = BnnConfig::new(d_input)
+            .with_hidden(self.hidden.clone())
+            .with_activation(activation)
+            .with_likelihood(parse_likelihood(&self.likelihood)?)
+            .with_n_targets(self.targets)
+            .with_prior(spec);
+        config.validate().map_err(|e| anyhow!(e))?;
+        Ok(config)
+    }
+}
+
+/// `[ensemble]`: how the deep ensemble is trained; the defaults are the DEI-MCMC reference recipe
+/// (5000 full-batch Adam steps, lr 1e-3, L2 1e-2).
+#[derive(Config, Debug, PartialEq)]
+pub struct EnsembleSection {
+    #[config(default = 12)]
+    pub members: usize,
+    /// Full-batch Adam steps, or with `batch_size` the maximum number of epochs.
+    #[config(default = 5000)]
+    pub epochs: usize,
+    #[config(default = 1e-3)]
+    pub learning_rate: f64,
+    #[config(default = 1e-2)]
+    pub weight_decay: f64,
+    /// AdamW's decoupled decay instead of L2 added to the gradient.
+    #[config(default = false)]
+    pub decoupled_weight_decay: bool,
+    /// Minibatch size; absent: full batch.
+    pub batch_size: Option<usize>,
+    /// Early stopping after this many epochs without validation improvement (needs
+    /// `data.validation_fraction > 0`).
+    pub patience: Option<usize>,
+}
+
+impl EnsembleSection {
+    /// The MILE recipe (Sommer et al. 2025): AdamW lr 1e-3, wd 1e-3, batch 32, ≤ 500 epochs,
+    /// patience 10 (on a validation split, which [`RunConfig::with_mile`] also sets).
+    pub fn mile(self) -> Self {
+        self.with_decoupled_weight_decay(true)
+            .with_learning_rate(1e-3)
+            .with_weight_decay(1e-3)
+            .with_batch_size(Some(32))
+            .with_epochs(500)
+            .with_patience(Some(10))
+    }
+}
+
+/// `[sampler]`: the kernel, its budget and where the chains start.
+#[derive(Config, Debug, PartialEq)]
+pub struct SamplerSection {
+    #[config(default = "Algorithm::Nuts")]
+    pub algorithm: Algorithm,
+    #[config(default = "Init::Ensemble")]
+    pub init: Init,
+    /// The pre-trained network of `init = "single"` (safetensors).
+    pub init_from: Option<PathBuf>,
+    /// Number of chains; absent: one per ensemble member.
+    pub chains: Option<usize>,
+    #[config(default = 100)]
+    pub warmup: usize,
+    #[config(default = 1000)]
+    pub draws: usize,
+    /// Absent: 0.8 for NUTS/HMC, 0.234 for random-walk Metropolis.
+    pub target_accept: Option<f64>,
+    #[config(default = 10)]
+    pub max_depth: usize,
+    #[config(default = 32)]
+    pub leapfrog_steps: usize,
+    /// Keep every `thin`-th draw on disk.
+    #[config(default = 1)]
+    pub thin: usize,
+    #[config(default = 0)]
+    pub seed: u64,
+    /// Advance all chains in lockstep with one `[C, D]` gradient call per leapfrog step.
+    #[config(default = false)]
+    pub batched: bool,
+    /// Save every chain's state every this many iterations (0: only at the end or on a stop).
+    #[config(default = 50)]
+    pub checkpoint_every: usize,
+    /// Stop a chain once its expanding-window test LPPD has converged (Sommer et al. Eq. 9).
+    #[config(default = false)]
+    pub early_stop: bool,
+    #[config(default = 100)]
+    pub early_stop_window: usize,
+    #[config(default = 1e-3)]
+    pub early_stop_tolerance: f64,
+}
+
+impl SamplerSection {
+    /// The sampler this section describes, with `threads` worker threads (`None`: all cores).
+    pub fn sampler_config(&self, threads: Option<usize>) -> SamplerConfig {
+        let target = self.target_accept;
+        let algorithm: AlgorithmConfig = match self.algorithm {
+            Algorithm::Nuts => {
+                let c = NutsConfig::new().with_max_tree_depth(self.max_depth as u32);
+                match target {
+                    Some(t) => c.with_target_accept(t),
+                    None => c,
+                }
+                .into()
+            }
+            Algorithm::Hmc => {
+                let c = HmcConfig::new().with_num_steps(self.leapfrog_steps);
+                match target {
+                    Some(t) => c.with_target_accept(t),
+                    None => c,
+                }
+                .into()
+            }
+            Algorithm::Rwm => match target {
+                Some(t) => RandomWalkConfig::new().with_target_accept(t),
+                None => RandomWalkConfig::new(),
+            }
+            .into(),
+        };
+        SamplerConfig::new(algorithm)
+            .with_num_warmup(self.warmup)
+            .with_num_draws(self.draws)
+            .with_seed(self.seed)
+            .with_threads(threads)
+            .with_batched(self.batched)
+    }
+
+    /// Draws kept per chain: `draws / thin`, rounded up.
+    pub fn kept_draws(&self) -> usize {
+        self.draws.div_ceil(self.thin.max(1))
+    }
+}
+
+/// `[runtime]`: where and how the numbers are computed; none of it changes the draws.
+#[derive(Config, Debug, PartialEq)]
+pub struct RuntimeSection {
+    /// ndarray, flex, wgpu or cpu.
+    #[config(default = "String::from(\"cpu\")")]
+    pub device: String,
+    /// Worker threads; absent: all cores. Results do not depend on it.
+    pub threads: Option<usize>,
+    /// How the posterior's gradient is computed (`auto`: the fused operation).
+    #[config(default = "GradientPath::Auto")]
+    pub gradient: GradientPath,
+}
+
+/// Everything a run needs, as written to `config.toml`.
+///
+/// ```
+/// use bnn_pipeline::{EnsembleSection, RunConfig, SamplerSection};
+/// let config = RunConfig::new()
+///     .with_ensemble(EnsembleSection::new().with_members(4).with_epochs(500))
+///     .with_sampler(SamplerSection::new().with_warmup(50).with_draws(100));
+/// config.validate().unwrap();
+/// assert_eq!(config.chains(), 4);
+/// ```
+#[derive(Config, Debug, PartialEq)]
+pub struct RunConfig {
+    #[config(default = "DataSection::new()")]
+    pub data: DataSection,
+    #[config(default = "ModelSection::new()")]
+    pub model: ModelSection,
+    #[config(default = "EnsembleSection::new()")]
+    pub ensemble: EnsembleSection,
+    #[config(default = "SamplerSection::new()")]
+    pub sampler: SamplerSection,
+    #[config(default = "RuntimeSection::new()")]
+    pub runtime: RuntimeSection,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The settings that decide the draws (see [`RunConfig::sampling_identity`]).
+pub type SamplingIdentity = (DataSection, ModelSection, EnsembleSection, SamplerSection, String);
+
+impl RunConfig {
+    /// The MILE training recipe, with a 10% validation split unless one is set.
+    pub fn with_mile(mut self) -> Self {
+        self.ensemble = self.ensemble.mile();
+        if self.data.validation_fraction == 0.0 {
+            self.data.validation_fraction = 0.1;
+        }
+        self
+    }
+
+    /// Rejects impossible settings before anything runs or is written.
+    pub fn validate(&self) -> Result<()> {
+        let d = &self.data;
+        if !(d.test_fraction > 0.0 && d.test_fraction < 1.0) {
+            bail!("test_fraction must lie in (0, 1), got {}", d.test_fraction);
+        }
+        if !(0.0..0.9).contains(&d.validation_fraction) {
+            bail!("validation_fraction must lie in [0, 0.9), got {}", d.validation_fraction);
+        }
+        let e = &self.ensemble;
+        if e.members == 0 || e.epochs == 0 {
+            bail!("the ensemble needs at least one member and one epoch (got members {}, epochs {})", e.members, e.epochs);
+        }
+        if e.batch_size == Some(0) {
+            bail!("batch_size must be positive");
+        }
+        if e.patience.is_some() && d.validation_fraction == 0.0 {
+            bail!("early stopping of the members (patience) needs a validation split: set --validation-fraction");
+        }
+        let s = &self.sampler;
+        if s.chains == Some(0) || s.draws == 0 {
+            bail!("chains and draws must be positive");
+        }
+        if s.thin == 0 {
+            bail!("thin must be at least 1");
+        }
+        if s.init == Init::Single && s.init_from.is_none() {
+            bail!("init = single needs init_from (--init-from <member.safetensors>)");
+        }
+        if s.early_stop && (s.early_stop_window == 0 || !(s.early_stop_tolerance > 0.0)) {
+            bail!("early stopping needs a positive window and tolerance");
+        }
+        if self.runtime.threads == Some(0) {
+            bail!("threads must be at least 1");
+        }
+        self.device_name()?;
+        self.model.bnn_config(1)?;
+        Ok(())
+    }
+
+    pub fn device_name(&self) -> Result<DeviceName> {
+        self.runtime.device.parse::<DeviceName>().map_err(|e| anyhow!(e))
+    }
+
+    /// Number of chains: as configured, or one per ensemble member.
+    pub fn chains(&self) -> usize {
+        self.sampler.chains.unwrap_or(self.ensemble.members)
+    }
+
+    /// Worker threads: as configured, or every core.
+    pub fn threads(&self) -> usize {
+        self.runtime.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// The settings that decide the draws: a run directory may only be resumed with these equal.
+    pub fn sampling_identity(&self) -> SamplingIdentity {
+        // How often state is saved does not change the draws.
+        let sampler = self.sampler.clone().with_checkpoint_every(0);
+        let device = self.device_name().map(|d| d.concrete().to_string()).unwrap_or_default();
+        (self.data.clone(), self.model.clone(), self.ensemble.clone(), sampler, device)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn impossible_settings_are_errors() {
+        let s = SamplerSection::new();
+        for config in [
+            RunConfig::new().with_sampler(s.clone().with_draws(0)),
+            RunConfig::new().with_sampler(s.clone().with_thin(0)),
+            RunConfig::new().with_ensemble(EnsembleSection::new().with_patience(Some(3))),
+            RunConfig::new().with_sampler(s.clone().with_init(Init::Single)),
+            RunConfig::new().with_model(ModelSection::new().with_activation("swish2".into())),
+            RunConfig::new().with_runtime(RuntimeSection::new().with_device("tpu".into())),
+        ] {
+            assert!(config.validate().is_err(), "{config:?}");
+        }
+        RunConfig::new().validate().unwrap();
+    }
+
+    #[test]
+    fn mile_recipe_sets_its_parts_and_a_validation_split() {
+        let config = RunConfig::new().with_mile();
+        assert_eq!(config.ensemble.batch_size, Some(32));
+        assert_eq!(config.ensemble.patience, Some(10));
+        assert!(config.ensemble.decoupled_weight_decay);
+        assert_eq!(config.data.validation_fraction, 0.1);
+        config.validate().unwrap();
+    }
+
+    #[test]
+    fn the_sampler_section_builds_its_sampler() {
+        let section = SamplerSection::new().with_algorithm(Algorithm::Hmc).with_target_accept(Some(0.6)).with_warmup(7);
+        let sampler = section.sampler_config(Some(1));
+        assert_eq!(sampler.num_warmup, 7);
+        assert!(sampler.init().is_ok());
+        assert_eq!(SamplerSection::new().with_draws(10).with_thin(3).kept_draws(), 4);
+    }
+}

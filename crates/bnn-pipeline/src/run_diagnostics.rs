@@ -1,0 +1,380 @@
+//! Convergence diagnostics of a run's stored draws (or of any long-format draws CSV): R-hat,
+//! ESS, MCSE and chain-wise cR-hat per parameter and per tensor, the sampler's warnings, and
+//! the chains that never moved.
+
+use crate::run_config::Algorithm;
+use crate::run_dir::{write_atomic, RunDir};
+use anyhow::{anyhow, bail, Context, Result};
+use bnn_diagnostics::{read_long_draws_csv, serialize_non_finite, summarize_all, DrawsCsvError, ParameterSummary};
+use serde::Serialize;
+use serde_json::json;
+use std::path::Path;
+
+/// R-hat above this suggests the chains have not mixed (Vehtari et al. 2021).
+pub const RHAT_WARN: f64 = 1.01;
+/// Bulk or tail ESS below this makes quantile and interval estimates unreliable.
+pub const ESS_WARN: f64 = 400.0;
+/// Chain-wise R-hat above this: a chain has not settled within itself.
+pub const CRHAT_WARN: f64 = 1.1;
+
+/// Summary of all scalars of one tensor (e.g. `layer1_weight`): the per-layer view of
+/// Sommer et al. 2024, where weights and biases are reported apart.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupSummary {
+    pub name: String,
+    pub count: usize,
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub rhat_mean: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub rhat_median: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub rhat_max: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub crhat_mean: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub crhat_max: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub ess_bulk_min: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub ess_bulk_median: f64,
+}
+
+/// The sampler's warnings in a run directory's draws.
+#[derive(Debug, Clone, Default)]
+pub struct SamplerWarnings {
+    pub divergences: usize,
+    pub max_tree_depth_hits: usize,
+    /// NUTS's maximum tree depth from the run's config.
+    pub max_depth: Option<usize>,
+    pub draws: usize,
+}
+
+/// Everything `bnn diagnose` reports.
+#[derive(Debug, Clone)]
+pub struct RunDiagnostics {
+    /// Parameter names (CmdStan columns; `lp__` first for a run directory).
+    pub names: Vec<String>,
+    pub summaries: Vec<ParameterSummary>,
+    pub groups: Vec<GroupSummary>,
+    pub chains: usize,
+    /// The chains' numbers: `0..chains` for a run directory, the `chain` column of a draws CSV.
+    pub chain_ids: Vec<u64>,
+    /// Draws per chain used (the common prefix when chains have unequal lengths).
+    pub draws: usize,
+    /// Set when chains had unequal lengths (early stopping, an unfinished run) and were cut to
+    /// their common prefix.
+    pub truncated_to: Option<usize>,
+    /// Chains (by number) in which every parameter kept one value: they never moved.
+    pub stuck_chains: Vec<u64>,
+    /// `None` for a draws CSV, which has no sampler statistics.
+    pub sampler: Option<SamplerWarnings>,
+    /// Function-space R-hat from the run's `summary.json`, when it has one.
+    pub function_space: Option<serde_json::Value>,
+    pub rhat_above_1_01: usize,
+    pub ess_below_400: usize,
+    pub crhat_above_1_1: usize,
+}
+
+/// `[param][chain][draw]` values with their names and chain numbers.
+struct Draws {
+    names: Vec<String>,
+    chain_ids: Vec<u64>,
+    values: Vec<Vec<Vec<f64>>>,
+}
+
+impl RunDiagnostics {
+    /// Diagnostics of a run directory's `draws_chain_<c>.csv` files.
+    pub fn of_run_dir(dir: &Path) -> Result<Self> {
+        let (draws, mut sampler, truncated_to) = read_run_dir(dir)?;
+        let function_space = std::fs::read_to_string(dir.join("summary.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).map(|s| {
+            json!({
+                "rhat_test_loglik": s["rhat_test_loglik"], "rhat_test_rmse": s["rhat_test_rmse"],
+                "pointwise_predictive_rhat_max": s["pointwise_predictive_rhat_max"], "pointwise_predictive_rhat_mean": s["pointwise_predictive_rhat_mean"],
+            })
+        });
+        sampler.max_depth = RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == Algorithm::Nuts).map(|c| c.sampler.max_depth);
+        Self::of_draws(draws, Some(sampler), truncated_to, function_space)
+    }
+
+    /// Diagnostics of draws in long format (columns `chain,draw,<param>...`).
+    pub fn of_long_draws_csv(path: &Path) -> Result<Self> {
+        let long = read_long_draws_csv(path).map_err(|e| match e {
+            DrawsCsvError::Io { .. } => anyhow!(e),
+            other => anyhow!("{}: {other}", path.display()),
+        })?;
+        Self::of_draws(Draws { names: long.parameter_names, chain_ids: long.chain_ids, values: long.draws }, None, None, None)
+    }
+
+    fn of_draws(draws: Draws, sampler: Option<SamplerWarnings>, truncated_to: Option<usize>, function_space: Option<serde_json::Value>) -> Result<Self> {
+        let draws_per_chain = draws.values.first().and_then(|p| p.first()).map_or(0, Vec::len);
+        if draws_per_chain < 4 {
+            bail!("at least 4 draws per chain are needed for R-hat and ESS");
+        }
+        let chains = draws.values[0].len();
+        let stuck_chains = (0..chains).filter(|&c| draws.values.iter().all(|parameter| is_constant(&parameter[c]))).map(|c| draws.chain_ids[c]).collect();
+        let summaries = summarize_all(&draws.values);
+        let groups = group_summaries(&draws.names, &summaries);
+        Ok(Self {
+            rhat_above_1_01: summaries.iter().filter(|s| s.rhat > RHAT_WARN).count(),
+            ess_below_400: summaries.iter().filter(|s| s.ess_bulk.min(s.ess_tail) < ESS_WARN).count(),
+            crhat_above_1_1: summaries.iter().filter(|s| s.crhat.iter().any(|&r| r > CRHAT_WARN)).count(),
+            names: draws.names,
+            summaries,
+            groups,
+            chains,
+            chain_ids: draws.chain_ids,
+            draws: draws_per_chain,
+            truncated_to,
+            stuck_chains,
+            sampler,
+            function_space,
+        })
+    }
+
+    /// Parameter indices by R-hat, worst first (NaN last).
+    pub fn worst_first(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.summaries.len()).collect();
+        order.sort_by(|&a, &b| self.summaries[b].rhat.total_cmp(&self.summaries[a].rhat));
+        order
+    }
+
+    /// The report as JSON: R-hat of stuck chains is `"inf"`, undefined values are `null`.
+    pub fn to_json(&self) -> Result<serde_json::Value> {
+        let parameters: serde_json::Map<String, serde_json::Value> = self
+            .names
+            .iter()
+            .zip(&self.summaries)
+            .map(|(name, s)| Ok((name.clone(), serde_json::to_value(ParameterRecord::from(s))?)))
+            .collect::<Result<_>>()?;
+        let sampler = self.sampler.clone().unwrap_or_default();
+        let mut warnings = json!({ "rhat_above_1_01": self.rhat_above_1_01, "ess_below_400": self.ess_below_400, "crhat_above_1_1": self.crhat_above_1_1,
+                                   "divergences": sampler.divergences, "max_tree_depth_hits": sampler.max_tree_depth_hits, "draws": sampler.draws });
+        if !self.stuck_chains.is_empty() {
+            warnings["chains_not_moving"] = json!(self.stuck_chains);
+        }
+        Ok(json!({
+            "parameters": parameters,
+            "groups": serde_json::to_value(&self.groups)?,
+            "function_space": self.function_space,
+            "warnings": warnings,
+        }))
+    }
+
+    pub fn write_json(&self, path: &Path) -> Result<()> {
+        write_atomic(path, serde_json::to_string_pretty(&self.to_json()?)?.as_bytes())
+    }
+}
+
+/// What `diagnostics.json` keeps of each parameter's summary.
+#[derive(Serialize)]
+struct ParameterRecord {
+    #[serde(serialize_with = "serialize_non_finite")]
+    mean: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    sd: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    rhat: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    rhat_split: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    ess_bulk: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    ess_tail: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    mcse_mean: f64,
+    #[serde(serialize_with = "serialize_non_finite")]
+    mcse_sd: f64,
+    #[serde(serialize_with = "bnn_diagnostics::serialize_non_finite_slice")]
+    crhat: Vec<f64>,
+}
+
+impl From<&ParameterSummary> for ParameterRecord {
+    fn from(s: &ParameterSummary) -> Self {
+        Self {
+            mean: s.mean,
+            sd: s.sd,
+            rhat: s.rhat,
+            rhat_split: s.rhat_split,
+            ess_bulk: s.ess_bulk,
+            ess_tail: s.ess_tail,
+            mcse_mean: s.mcse_mean,
+            mcse_sd: s.mcse_sd,
+            crhat: s.crhat.clone(),
+        }
+    }
+}
+
+fn is_constant(chain: &[f64]) -> bool {
+    chain.iter().all(|v| v.to_bits() == chain[0].to_bits())
+}
+
+/// Reads `draws_chain_<c>.csv` (CmdStan-style: statistics columns ending in `__`, then parameters).
+fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
+    let mut files = Vec::new();
+    for chain in 0.. {
+        let path = dir.join(format!("draws_chain_{chain}.csv"));
+        if !path.is_file() {
+            break;
+        }
+        files.push(path);
+    }
+    if files.is_empty() {
+        bail!("{} has no draws_chain_0.csv: is it a `bnn sample` output directory?", dir.display());
+    }
+    let mut names: Vec<String> = Vec::new();
+    let mut values: Vec<Vec<Vec<f64>>> = Vec::new();
+    let mut stats = SamplerWarnings { max_depth: RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == Algorithm::Nuts).map(|c| c.sampler.max_depth), ..SamplerWarnings::default() };
+    for (chain, path) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().map(|h| h.split(',').collect()).unwrap_or_default();
+        // Keep lp__ as a parameter-like quantity; drop the other sampler statistics.
+        let keep: Vec<usize> = (0..header.len()).filter(|&i| !header[i].ends_with("__") || header[i] == "lp__").collect();
+        let divergent = header.iter().position(|h| *h == "divergent__");
+        let depth = header.iter().position(|h| *h == "treedepth__");
+        let chain_names: Vec<String> = keep.iter().map(|&i| header[i].to_string()).collect();
+        if chain == 0 {
+            names = chain_names;
+            values = vec![vec![Vec::new(); files.len()]; names.len()];
+        } else if chain_names != names {
+            bail!("{}: columns differ from chain 0's", path.display());
+        }
+        for (line_no, line) in lines.enumerate() {
+            let cells: Vec<&str> = line.split(',').collect();
+            if cells.len() != header.len() {
+                bail!("{} line {}: expected {} fields, found {}", path.display(), line_no + 2, header.len(), cells.len());
+            }
+            for (p, &i) in keep.iter().enumerate() {
+                let v: f64 = cells[i].trim().parse().map_err(|_| {
+                    anyhow!("{} line {}, column {} ({}): '{}' is not a number", path.display(), line_no + 2, i + 1, header[i], cells[i])
+                })?;
+                values[p][chain].push(v);
+            }
+            stats.draws += 1;
+            stats.divergences += usize::from(divergent.is_some_and(|i| cells[i].trim() != "0"));
+            if let (Some(i), Some(max)) = (depth, stats.max_depth) {
+                stats.max_tree_depth_hits += usize::from(cells[i].trim().parse::<usize>().is_ok_and(|d| d >= max));
+            }
+        }
+    }
+    if values.is_empty() {
+        bail!("{} has no parameter columns", files[0].display());
+    }
+    // Chains stopped early (LPPD convergence) or a run still in progress have unequal lengths:
+    // the diagnostics use the common prefix.
+    let shortest = values[0].iter().map(Vec::len).min().unwrap_or(0);
+    let mut truncated_to = None;
+    if values[0].iter().any(|c| c.len() != shortest) {
+        for parameter in &mut values {
+            for chain in parameter.iter_mut() {
+                chain.truncate(shortest);
+            }
+        }
+        truncated_to = Some(shortest);
+    }
+    let chain_ids = (0..files.len() as u64).collect();
+    Ok((Draws { names, chain_ids, values }, stats, truncated_to))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.retain(|x| !x.is_nan());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) }
+}
+
+fn mean_max(v: &[f64]) -> (f64, f64) {
+    let finite: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    if finite.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    (finite.iter().sum::<f64>() / finite.len() as f64, finite.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+}
+
+/// Groups scalars by tensor: the CmdStan name up to its first index (`layer0_weight.3.1`).
+fn group_summaries(names: &[String], summaries: &[ParameterSummary]) -> Vec<GroupSummary> {
+    let mut order: Vec<String> = Vec::new();
+    for name in names {
+        let base = name.split('.').next().unwrap_or(name).to_string();
+        if !order.contains(&base) {
+            order.push(base);
+        }
+    }
+    order
+        .into_iter()
+        .map(|base| {
+            let members: Vec<&ParameterSummary> =
+                names.iter().zip(summaries).filter(|(n, _)| n.split('.').next() == Some(base.as_str())).map(|(_, s)| s).collect();
+            let rhats: Vec<f64> = members.iter().map(|s| s.rhat).collect();
+            let crhats: Vec<f64> = members.iter().flat_map(|s| s.crhat.iter().copied()).collect();
+            let ess: Vec<f64> = members.iter().map(|s| s.ess_bulk).collect();
+            let (rhat_mean, rhat_max) = mean_max(&rhats);
+            let (crhat_mean, crhat_max) = mean_max(&crhats);
+            GroupSummary {
+                name: base,
+                count: members.len(),
+                rhat_mean,
+                rhat_median: median(rhats),
+                rhat_max,
+                crhat_mean,
+                crhat_max,
+                ess_bulk_min: ess.iter().copied().filter(|x| !x.is_nan()).reduce(f64::min).unwrap_or(f64::NAN),
+                ess_bulk_median: median(ess),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn long_csv(chains: &[Vec<f64>]) -> tempfile::NamedTempFile {
+        let mut text = String::from("chain,draw,a,b\n");
+        for (c, chain) in chains.iter().enumerate() {
+            for (d, v) in chain.iter().enumerate() {
+                text += &format!("{c},{d},{v},{}\n", if c == 1 { 0.5 } else { v * 2.0 });
+            }
+        }
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    #[test]
+    fn chains_that_never_moved_are_named_and_their_rhat_is_inf_in_json() {
+        // Chain 1 constant in both parameters; chain 0 moves.
+        let file = long_csv(&[vec![0.1, 0.4, 0.2, 0.9, 0.3, 0.7], vec![3.0; 6]]);
+        let diagnostics = RunDiagnostics::of_long_draws_csv(file.path()).unwrap();
+        assert_eq!(diagnostics.stuck_chains, vec![1]);
+        let json = diagnostics.to_json().unwrap();
+        assert_eq!(json["warnings"]["chains_not_moving"], json!([1]));
+        // Both chains constant but apart: zero within-chain variance, R-hat +∞.
+        let file = long_csv(&[vec![1.0; 6], vec![3.0; 6]]);
+        let diagnostics = RunDiagnostics::of_long_draws_csv(file.path()).unwrap();
+        assert_eq!(diagnostics.stuck_chains, vec![0, 1]);
+        let json = diagnostics.to_json().unwrap();
+        assert_eq!(json["parameters"]["a"]["rhat"], "inf");
+        assert_eq!(json["groups"][0]["rhat_max"], "inf");
+        assert_eq!(diagnostics.rhat_above_1_01, 2);
+    }
+
+    #[test]
+    fn moving_chains_have_no_stuck_warning_key() {
+        let file = long_csv(&[vec![0.1, 0.4, 0.2, 0.9, 0.3, 0.7], vec![0.2, 0.1, 0.8, 0.5, 0.4, 0.6]]);
+        let diagnostics = RunDiagnostics::of_long_draws_csv(file.path()).unwrap();
+        // Column b of chain 1 is constant, column a is not: chain 1 moved.
+        assert!(diagnostics.stuck_chains.is_empty());
+        assert!(diagnostics.to_json().unwrap()["warnings"].get("chains_not_moving").is_none());
+    }
+
+    #[test]
+    fn too_few_draws_are_refused() {
+        let file = long_csv(&[vec![0.1, 0.4, 0.2], vec![0.2, 0.1, 0.8]]);
+        let error = RunDiagnostics::of_long_draws_csv(file.path()).unwrap_err();
+        assert!(error.to_string().contains("at least 4 draws"), "{error}");
+    }
+}

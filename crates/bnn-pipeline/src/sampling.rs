@@ -1,0 +1,167 @@
+//! Running the chains of a run: from the ensemble's members (DEI-MCMC), one saved network or
+//! cold starts, streaming draws and checkpoints to the run directory; a stopped run resumes
+//! from its checkpoints with the same draws as an uninterrupted one.
+
+use crate::dei_mcmc::DeiMcmc;
+use crate::draw_reader::for_each_stored_draw;
+use crate::draw_store::{ChainSampling, Checkpoint, DrawStore};
+use crate::early_stop::EarlyStop;
+use crate::progress::{ProgressEvent, Stage};
+use crate::run_config::Init;
+use crate::run_dir::write_json;
+use anyhow::{anyhow, bail, Context as _, Result};
+use bnn_model::{initial_parameters, load_parameters};
+use bnn_sampler::{ChainStart, RunStatus};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// How a sampling session ended, per chain.
+#[derive(Debug, Clone)]
+pub struct Sampling {
+    /// Every chain ran its draws (or was ended by the early-stopping rule); `false` when the stop
+    /// flag ended the session.
+    pub finished: bool,
+    pub chains: Vec<ChainSampling>,
+    /// Wall-clock seconds of this session.
+    pub seconds_wall: f64,
+    /// `draws_chain_<c>.csv`, one per chain.
+    pub draws_files: Vec<PathBuf>,
+}
+
+impl DeiMcmc {
+    /// Runs the chains from their starts; refuses a directory that already holds draws.
+    pub fn sample(&self) -> Result<Sampling> {
+        self.claim()?;
+        self.run_chains(false)
+    }
+
+    /// Continues a stopped run from its checkpoints.
+    pub fn resume(&self) -> Result<Sampling> {
+        self.run_chains(true)
+    }
+
+    /// The chains' starting points (and the ensemble's training seconds, 0 when none was trained).
+    fn chain_starts(&self) -> Result<(Vec<ChainStart>, f64)> {
+        let chains = self.config.chains();
+        let seed = self.config.sampler.seed;
+        let widen = |p: &[f32]| p.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
+        Ok(match self.config.sampler.init {
+            Init::Cold => ((0..chains).map(|c| ChainStart::at(initial_parameters(&self.layout, seed, 1_000 + c as u64))).collect(), 0.0),
+            Init::Single => {
+                let path = self.config.sampler.init_from.as_ref().ok_or_else(|| anyhow!("init = single needs init_from"))?;
+                let theta = load_parameters(&self.bnn, path).with_context(|| format!("loading the warm start {}", path.display()))?;
+                (vec![ChainStart::at(widen(&theta)); chains], 0.0)
+            }
+            Init::Ensemble => {
+                let ensemble = self.ensemble()?;
+                let members = &ensemble.members;
+                ((0..chains).map(|c| ChainStart::at(widen(&members[c % members.len()]))).collect(), ensemble.seconds)
+            }
+        })
+    }
+
+    fn run_chains(&self, resume: bool) -> Result<Sampling> {
+        let config = &self.config;
+        let chains = config.chains();
+        let sampler = config.sampler.sampler_config(config.runtime.threads).init()?;
+        let density = &self.density;
+        let root = self.dir.root().display();
+        if !resume && (self.dir.draws(0).exists() || self.dir.checkpoint(0).exists()) {
+            bail!("{root} already holds draws; continue it with `bnn sample --resume {root}` (DeiMcmc::resume) or choose a new run directory");
+        }
+        let (starts, seconds_ensemble) = self.chain_starts()?;
+        self.write_layout()?;
+        let mut states = sampler.init_chains(density, &starts)?;
+        let mut resumed: Vec<Option<Checkpoint>> = vec![None; chains];
+        if resume {
+            for (c, slot) in resumed.iter_mut().enumerate() {
+                let path = self.dir.checkpoint(c);
+                if path.exists() {
+                    let checkpoint = Checkpoint::load(&path)?;
+                    if checkpoint.chain != c || checkpoint.state.kernel.dim() != self.layout.dim() {
+                        bail!("checkpoint {} belongs to another chain or model; the run directory is damaged", path.display());
+                    }
+                    states[c] = checkpoint.state.clone();
+                    *slot = Some(checkpoint);
+                }
+            }
+        }
+        let total = config.sampler.warmup + config.sampler.draws;
+        let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
+        let mut store = DrawStore::open(&self.dir, &self.layout, &resumed, config.sampler.checkpoint_every, config.sampler.thin)?;
+        if config.sampler.early_stop {
+            let test = &self.data.test;
+            let posterior = self.posterior();
+            let rule = bnn_diagnostics::LppdConvergence::new(config.sampler.early_stop_window, config.sampler.early_stop_tolerance);
+            let pointwise = Box::new(move |theta: &[f64]| -> Result<Vec<f64>> {
+                let draw = posterior.predictions(theta, test).pop().ok_or_else(|| anyhow!("no prediction"))?;
+                Ok(draw.iter().enumerate().map(|(i, p)| p.log_likelihood(&test.y[i * test.y_cols..(i + 1) * test.y_cols])).collect())
+            });
+            let mut early = EarlyStop::new(rule, test.rows, chains, pointwise);
+            for (c, checkpoint) in resumed.iter().enumerate() {
+                if checkpoint.is_some() {
+                    // Rebuild the chain's LPPD history from its stored draws (what it saw before).
+                    for_each_stored_draw(&self.dir.draws(c), self.layout.dim(), |_, theta| early.observe(c, theta).map(|_| ()))?;
+                }
+            }
+            store = store.with_early_stop(early);
+        }
+        let message = format!(
+            "sampling {} ({} train / {} test rows, {} parameters): {} chains x ({} warmup + {} draws), {:?} from {:?} start on {}{}",
+            self.data.name,
+            self.data.train.rows,
+            self.data.test.rows,
+            self.layout.dim(),
+            chains,
+            config.sampler.warmup,
+            config.sampler.draws,
+            config.sampler.algorithm,
+            config.sampler.init,
+            config.device_name()?.concrete(),
+            if resume { format!(" (resuming at iterations {done:?})") } else { String::new() }
+        );
+        self.progress.report(&ProgressEvent::Started { stage: Stage::Sampling, message: &message });
+        self.progress.report(&ProgressEvent::ChainsStarted { iterations: total, done: &done });
+        store = store.with_progress(self.progress.as_ref());
+        let start = Instant::now();
+        let status = sampler.run(density, &mut states, &mut store, &self.stop);
+        let seconds_wall = start.elapsed().as_secs_f64();
+        self.progress.report(&ProgressEvent::ChainsEnded);
+        let status = status?;
+        for state in &states {
+            store.checkpoint(state)?;
+        }
+        let outcome = Sampling {
+            finished: status != RunStatus::Stopped,
+            chains: store.chain_sampling(),
+            seconds_wall,
+            draws_files: (0..chains).map(|c| self.dir.draws(c)).collect(),
+        };
+        if !outcome.finished {
+            self.progress.report(&ProgressEvent::Finished { stage: Stage::Sampling, message: "interrupted: every chain is checkpointed" });
+            return Ok(outcome);
+        }
+        let (busy_warmup, busy_sampling) = store.busy_seconds();
+        // Chain busy time (summed over chains, kept across resumes) over the chains run at once.
+        let parallel = config.threads().min(chains).max(1) as f64;
+        write_json(
+            &self.dir.sampling(),
+            &json!({
+                "status": "finished",
+                "chains": chains,
+                "finished_early": store.finished_early(),
+                "seconds_ensemble": seconds_ensemble,
+                "seconds_warmup": busy_warmup / parallel,
+                "seconds_sampling": busy_sampling / parallel,
+                "seconds_wall_last_session": seconds_wall,
+                "chain_seconds_warmup": busy_warmup,
+                "chain_seconds_sampling": busy_sampling,
+                "resumed": resume,
+            }),
+        )?;
+        let message = format!("sampled in {seconds_wall:.1} s; draws in {root}");
+        self.progress.report(&ProgressEvent::Finished { stage: Stage::Sampling, message: &message });
+        Ok(outcome)
+    }
+}
