@@ -31,6 +31,16 @@ impl ResidualRegressor {
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         self.linear.forward(x.clone()) + self.output.forward(activation::tanh(self.hidden.forward(x)))
     }
+
+    /// The same function on the host, from flat parameters in Burn's visit order:
+    /// linear.weight, linear.bias, hidden.weight `[1, w]`, hidden.bias `[w]`, output.weight `[w, 1]`.
+    pub fn value_at(theta: &[f64], width: usize, x: f64) -> f64 {
+        let (a, b) = (theta[0], theta[1]);
+        let w = &theta[2..2 + width];
+        let c = &theta[2 + width..2 + 2 * width];
+        let v = &theta[2 + 2 * width..2 + 3 * width];
+        a * x + b + (0..width).map(|k| v[k] * (w[k] * x + c[k]).tanh()).sum::<f64>()
+    }
 }
 
 /// What a run produces: the posterior predictive mean and sd at a grid, with split R-hat.
@@ -81,15 +91,7 @@ pub fn run(width: usize, chains: usize, warmup: usize, draws: usize, seed: u64) 
 
     // Posterior predictive mean of f(x) at a grid, evaluated for every draw on the host.
     let grid: Vec<f64> = (0..9).map(|i| 0.25 + 0.4375 * i as f64).collect();
-    let predict = |theta: &[f64], x: f64| -> f64 {
-        // Flat layout (Burn's visit order): linear.weight, linear.bias, hidden.weight [1,w],
-        // hidden.bias [w], output.weight [w,1].
-        let (a, b) = (theta[0], theta[1]);
-        let w = &theta[2..2 + width];
-        let c = &theta[2 + width..2 + 2 * width];
-        let v = &theta[2 + 2 * width..2 + 3 * width];
-        a * x + b + (0..width).map(|k| v[k] * (w[k] * x + c[k]).tanh()).sum::<f64>()
-    };
+    let predict = |theta: &[f64], x: f64| ResidualRegressor::value_at(theta, width, x);
     let mut mean = Vec::new();
     let mut sd = Vec::new();
     let mut rhat = Vec::new();

@@ -3,17 +3,17 @@
 //! * [`in_memory_run`]: the library's whole pipeline (`bnn_pipeline::DeiMcmc`) on rows a program
 //!   holds as plain `Vec<f32>` — deep ensemble, one NUTS chain per member, predictions, metrics
 //!   against the ensemble alone and a linear model, diagnostics;
-//! * [`user_module_run`]: a user's own Burn module as the posterior (`ModulePosterior`), warm
-//!   started from an ensemble the library trains (`MapEnsembleConfig`), sampled with the same
-//!   sampler settings type the pipeline uses.
+//! * [`user_module_run`]: a user's own Burn module as the posterior (`ModulePosterior`; here
+//!   the `ResidualRegressor` of `examples/custom-posterior`, a linear trend plus a tanh
+//!   correction), warm started from an ensemble the library trains (`MapEnsembleConfig`),
+//!   sampled with the same sampler settings type the pipeline uses.
 
 use anyhow::{anyhow, Result};
 use bnn_data::Dataset;
 use bnn_model::{flatten, AutodiffLogDensity, ModulePosterior, Posterior, Prior, PriorSpec};
 use bnn_pipeline::{DeiMcmc, EnsembleSection, MapEnsembleConfig, ModelSection, ProgressEvent, RunConfig, RunOutcome, RunSummary, SamplerSection};
-use burn::module::Module;
-use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{activation, Device, Tensor, TensorData};
+use burn::tensor::{Device, Tensor, TensorData};
+use custom_posterior::ResidualRegressor;
 use std::path::Path;
 
 /// Sizes of a run: the defaults take seconds; [`Sizes::quick`] is for tests.
@@ -63,28 +63,6 @@ pub fn in_memory_run(dir: &Path, sizes: Sizes, report: impl Fn(&str) + Send + Sy
     }
 }
 
-/// A user's model: y = a·x + b + Σ_k v_k tanh(w_k x + c_k), a linear trend plus a tanh correction.
-#[derive(Module, Debug)]
-pub struct TrendPlusTanh {
-    pub linear: Linear,
-    pub hidden: Linear,
-    pub output: Linear,
-}
-
-impl TrendPlusTanh {
-    pub fn new(width: usize, device: &Device) -> Self {
-        Self {
-            linear: LinearConfig::new(1, 1).init(device),
-            hidden: LinearConfig::new(1, width).init(device),
-            output: LinearConfig::new(width, 1).with_bias(false).init(device),
-        }
-    }
-
-    pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.linear.forward(x.clone()) + self.output.forward(activation::tanh(self.hidden.forward(x)))
-    }
-}
-
 /// What the user-module run produces.
 pub struct ModuleRun {
     pub parameters: usize,
@@ -100,7 +78,7 @@ pub struct ModuleRun {
     pub divergences: usize,
 }
 
-/// DEI-MCMC on [`TrendPlusTanh`]: a MAP ensemble from different initializations of the
+/// DEI-MCMC on [`ResidualRegressor`]: a MAP ensemble from different initializations of the
 /// module, then one NUTS chain per member.
 pub fn user_module_run(sizes: Sizes) -> Result<ModuleRun> {
     let (width, sigma) = (6, 0.1);
@@ -110,8 +88,8 @@ pub fn user_module_run(sizes: Sizes) -> Result<ModuleRun> {
     let column = |v: &[f32]| Tensor::<2>::from_data(TensorData::new(v.to_vec(), [n, 1]), &device.clone().autodiff());
     let (xs, ys) = (column(&x), column(&y));
     // The user's likelihood: Gaussian with known σ, in Burn tensor operations.
-    let log_likelihood = move |m: &TrendPlusTanh| -> Tensor<1> { (m.forward(xs.clone()) - ys.clone()).div_scalar(sigma).powi_scalar(2).sum().mul_scalar(-0.5) };
-    let posterior = ModulePosterior::new(TrendPlusTanh::new(width, &device), log_likelihood, &PriorSpec::uniform(Prior::Normal { scale: 2.0 }), &device)
+    let log_likelihood = move |m: &ResidualRegressor| -> Tensor<1> { (m.forward(xs.clone()) - ys.clone()).div_scalar(sigma).powi_scalar(2).sum().mul_scalar(-0.5) };
+    let posterior = ModulePosterior::new(ResidualRegressor::new(width, &device), log_likelihood, &PriorSpec::uniform(Prior::Normal { scale: 2.0 }), &device)
         .map_err(|e| anyhow!(e))?;
     let density = AutodiffLogDensity::new(posterior);
 
@@ -119,7 +97,7 @@ pub fn user_module_run(sizes: Sizes) -> Result<ModuleRun> {
     let starts: Vec<Vec<f64>> = (0..sizes.members)
         .map(|j| {
             device.seed(100 + j as u64);
-            flatten(&TrendPlusTanh::new(width, &device)).into_iter().map(f64::from).collect()
+            flatten(&ResidualRegressor::new(width, &device)).into_iter().map(f64::from).collect()
         })
         .collect();
     let ensemble = MapEnsembleConfig::new().with_steps(sizes.epochs).with_learning_rate(0.02).train(&density, starts)?;
@@ -128,11 +106,7 @@ pub fn user_module_run(sizes: Sizes) -> Result<ModuleRun> {
     let draws = sampler.sample(&density, &ensemble.chain_starts(sizes.members))?;
 
     let grid: Vec<f64> = (0..7).map(|i| -1.2 + 0.4 * i as f64).collect();
-    // Flat layout (Burn's visit order): linear.weight, linear.bias, hidden.weight, hidden.bias, output.weight.
-    let f = |theta: &[f64], x: f64| {
-        let (w, c, v) = (&theta[2..2 + width], &theta[2 + width..2 + 2 * width], &theta[2 + 2 * width..2 + 3 * width]);
-        theta[0] * x + theta[1] + (0..width).map(|k| v[k] * (w[k] * x + c[k]).tanh()).sum::<f64>()
-    };
+    let f = |theta: &[f64], x: f64| ResidualRegressor::value_at(theta, width, x);
     let (mut mean, mut rhat) = (Vec::new(), Vec::new());
     for &g in &grid {
         let per_chain = draws.map(|theta| f(theta, g));

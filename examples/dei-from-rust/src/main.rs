@@ -22,7 +22,7 @@ fn main() -> anyhow::Result<()> {
     println!("   linear model:  RMSE {:.4}  LPPD {:.4}", s.lm_rmse.unwrap_or(f64::NAN), s.lm_lppd.unwrap_or(f64::NAN));
     println!("   coverage 90%: {:.3}, function-space R-hat (test log-lik) {:.3}", s.coverage_90.unwrap_or(f64::NAN), s.rhat_test_loglik);
 
-    println!("2. DEI-MCMC on a user's own Burn module (TrendPlusTanh as a ModulePosterior)");
+    println!("2. DEI-MCMC on a user's own Burn module (ResidualRegressor as a ModulePosterior)");
     let m = user_module_run(sizes)?;
     println!("   {} parameters; ensemble log posterior {:?} -> {:?}", m.parameters, rounded(&m.initial_log_posterior), rounded(&m.trained_log_posterior));
     println!("   {} chains x {} draws, {} divergences", sizes.members, sizes.draws, m.divergences);

@@ -40,7 +40,7 @@ fn the_example_binary_runs() {
     let o = Command::new(env!("CARGO_BIN_EXE_dei-from-rust")).args(["--quick", "--out", dir.path().join("run").to_str().unwrap()]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("deep ensemble:") && out.contains("TrendPlusTanh"), "{out}");
+    assert!(out.contains("deep ensemble:") && out.contains("ResidualRegressor"), "{out}");
     let o = Command::new(env!("CARGO_BIN_EXE_dei-from-rust")).arg("--bogus").output().unwrap();
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("unknown argument --bogus"));
 }
