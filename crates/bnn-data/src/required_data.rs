@@ -56,16 +56,16 @@ fn data_required() -> bool {
 }
 
 fn skip(test: &str, reason: &str) -> Option<PathBuf> {
-    skip_unless_required(test, reason, data_required())
+    // Straight to the process's stderr: the test harness captures `eprintln!` of passing tests,
+    // and a skip must be seen.
+    skip_unless_required(test, reason, data_required(), &mut std::io::stderr().lock())
 }
 
-fn skip_unless_required(test: &str, reason: &str, required: bool) -> Option<PathBuf> {
+fn skip_unless_required(test: &str, reason: &str, required: bool, out: &mut dyn Write) -> Option<PathBuf> {
     if required {
         panic!("{test}: {reason} ({REQUIRE_DATA_ENV} is set, so a missing file is a failure)");
     }
-    // Straight to the process's stderr: the test harness captures `eprintln!` of passing tests,
-    // and a skip must be seen.
-    let _ = writeln!(std::io::stderr().lock(), "skipping {test}: {reason}");
+    let _ = writeln!(out, "skipping {test}: {reason}");
     None
 }
 
@@ -74,13 +74,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_skip_returns_nothing() {
-        assert_eq!(skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", false), None);
+    fn a_skip_says_what_and_why_in_one_line() {
+        let mut out = Vec::new();
+        assert_eq!(skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", false, &mut out), None);
+        assert_eq!(String::from_utf8(out).unwrap(), "skipping some_test: UCI data not found: set BNN_DATA_DIR\n");
     }
 
     #[test]
     #[should_panic(expected = "some_test: UCI data not found: set BNN_DATA_DIR (BNN_REQUIRE_DATA is set")]
     fn a_required_skip_is_a_failure() {
-        skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", true);
+        skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", true, &mut Vec::new());
     }
 }
