@@ -24,7 +24,10 @@ pub(crate) fn search_starts() -> Vec<PathBuf> {
     if let Ok(cwd) = std::env::current_dir() {
         starts.push(cwd);
     }
-    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if !starts.contains(&source) {
+        starts.push(source);
+    }
     starts
 }
 

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::data_dir::{data_dir, find_shared_folder, join_relative, search_starts};
+use crate::error::DataError;
 use crate::manifest::list_named;
 
 /// Set to `1` to turn every skip for missing data into a test failure.
@@ -22,7 +23,14 @@ pub const FIXTURES_DIR_ENV: &str = "BNN_FIXTURES_DIR";
 pub fn require_data_dir(test: &str) -> Option<PathBuf> {
     let dir = match data_dir() {
         Ok(dir) => dir,
-        Err(e) => return skip(test, &format!("UCI data not found ({e}): set BNN_DATA_DIR")),
+        Err(e) => {
+            let why = match e {
+                DataError::DataDirNotFound { .. } => "no shared/datasets beside the checkout".to_string(),
+                DataError::DataDirInvalid { path } => format!("BNN_DATA_DIR is {}, not a folder", path.display()),
+                other => other.to_string(),
+            };
+            return skip(test, &format!("UCI data not found ({why}): set BNN_DATA_DIR"));
+        }
     };
     if let Some(entry) = list_named().iter().find(|entry| !join_relative(&dir, &entry.file).is_file()) {
         let missing = join_relative(&dir, &entry.file);
