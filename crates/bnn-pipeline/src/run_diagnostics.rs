@@ -372,6 +372,25 @@ mod tests {
     }
 
     #[test]
+    fn a_run_directory_with_a_stuck_chain_is_flagged_and_unequal_chains_are_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,w.1,b.1\n";
+        let mut moving = String::from(header);
+        for d in 0..6 {
+            moving += &format!("{},0.9,0.1,3,7,0,1.0,{},{}\n", -1.0 - 0.1 * d as f64, 0.1 * d as f64, (d % 3) as f64);
+        }
+        // Chain 1 never moved: every kept draw is the same row; it is also one draw longer.
+        let stuck = String::from(header) + &"-3.5,0,0.1,3,7,0,3.5,0.25,-1\n".repeat(7);
+        std::fs::write(dir.path().join("draws_chain_0.csv"), moving).unwrap();
+        std::fs::write(dir.path().join("draws_chain_1.csv"), stuck).unwrap();
+        let diagnostics = RunDiagnostics::of_run_dir(dir.path()).unwrap();
+        assert_eq!(diagnostics.stuck_chains, vec![1]);
+        assert_eq!((diagnostics.truncated_to, diagnostics.draws), (Some(6), 6));
+        assert_eq!(diagnostics.names, ["lp__", "w.1", "b.1"]);
+        assert_eq!(diagnostics.sampler.as_ref().map(|s| s.draws), Some(13));
+    }
+
+    #[test]
     fn too_few_draws_are_refused() {
         let file = long_csv(&[vec![0.1, 0.4, 0.2], vec![0.2, 0.1, 0.8]]);
         let error = RunDiagnostics::of_long_draws_csv(file.path()).unwrap_err();
