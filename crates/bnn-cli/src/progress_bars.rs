@@ -1,6 +1,4 @@
-//! The terminal view of a run's progress: stage messages on stderr and one bar per chain
-//! (iterations, divergences, step size, acceptance, ETA). indicatif draws nothing when stderr is
-//! not a terminal, so logs and CI stay clean.
+//! A run's progress on the terminal: stage lines and one indicatif bar per chain (nothing drawn off a terminal).
 
 use bnn_pipeline::{ChainIteration, Progress, ProgressEvent};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};

@@ -1,5 +1,4 @@
-//! The flags of `bnn train`, `sample` and `run`: every key of a run's config, each one present
-//! overriding a `--config run.toml`, which overrides the defaults.
+//! The flags of `bnn train/sample/run`: each one present overrides `--config run.toml`, which overrides the defaults.
 
 use anyhow::Result;
 use bnn_model::GradientPath;

@@ -1,6 +1,4 @@
-//! For tests that need files the repository does not hold (the UCI datasets, the ArviZ
-//! fixtures): find them, or print one line saying what is skipped and why. With
-//! `BNN_REQUIRE_DATA=1` (CI, where the files exist) a skip is a failure instead.
+//! For tests that need the UCI data or the ArviZ fixtures: find them, or say in one line what is skipped and why.
 
 use std::io::Write;
 use std::path::PathBuf;

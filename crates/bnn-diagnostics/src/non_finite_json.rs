@@ -1,8 +1,4 @@
-//! How diagnostics that can be non-finite are written to JSON, which has no NaN or infinity.
-//!
-//! A finite value is a number; NaN (undefined: too few draws, a NaN draw, all draws equal)
-//! is `null`; ±∞ is the string `"inf"` or `"-inf"` — an R-hat of `"inf"` means chains that
-//! are each constant but differ, i.e. stuck chains, and must not read as "no value".
+//! Non-finite diagnostics in JSON: NaN as `null`, ±∞ as `"inf"`/`"-inf"` (an R-hat of stuck chains must stay visible).
 
 use serde::Serializer;
 

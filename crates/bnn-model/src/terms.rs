@@ -1,6 +1,4 @@
-//! Which terms of the log density the fused MLP operation returns: its own module, so that the
-//! operation (`fused_mlp`) and its tensor program (`ops_gradient`) both use it without
-//! importing each other.
+//! Which terms of the log density the fused MLP operation returns (shared by `fused_mlp` and `ops_gradient`).
 
 /// The log likelihood alone, or likelihood plus prior.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

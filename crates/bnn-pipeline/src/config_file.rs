@@ -1,6 +1,4 @@
-//! `run.toml` / `config.toml`: reading a config file, where every key is optional and falls back
-//! to its default, and an unknown key is an error naming the file, the line, the key and the
-//! section's valid keys (a typo must not be ignored silently).
+//! Reading `run.toml`/`config.toml`: keys left out keep their defaults, an unknown key names file, line and the valid keys.
 
 use crate::run_config::RunConfig;
 use anyhow::{anyhow, bail, Context, Result};

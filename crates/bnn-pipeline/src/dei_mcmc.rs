@@ -1,5 +1,4 @@
-//! The DEI-MCMC run object: data, model, device and run directory of one run, with its stages
-//! — train the ensemble, sample, predict, evaluate, diagnose — callable one by one or all at once.
+//! The DEI-MCMC run object: one run's config, data, posterior and directory, and `run()` for all its steps.
 
 use crate::evaluation::Evaluation;
 use crate::predictions::Predictions;

@@ -1,6 +1,4 @@
-//! The metrics of a run: the pooled posterior predictive and each chain against the deep
-//! ensemble alone and a linear model, coverage and calibration, function-space R-hat and the
-//! sampler's statistics, into `summary.json` and `cumulative_lppd.csv`.
+//! A run's metrics against the deep-ensemble and linear baselines, into `summary.json`.
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::linear_baseline::LinearBaseline;

@@ -1,7 +1,4 @@
-//! A MAP ensemble for any log density — a user's own Burn module as a `ModulePosterior`, say:
-//! Adam ascent of the log posterior from several starts, all members in one batched density
-//! call per step. Its members are where DEI-MCMC starts the chains (Sommer et al. 2024). The
-//! built-in MLP trains its ensemble with Burn's optimizers instead ([`crate::DeiMcmc`]).
+//! A MAP ensemble for any log density (e.g. a user's `ModulePosterior`): DEI-MCMC's warm starts outside the built-in MLP.
 
 use anyhow::{anyhow, bail, Result};
 use bnn_sampler::{ChainStart, LogDensity};

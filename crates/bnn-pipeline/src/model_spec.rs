@@ -1,5 +1,4 @@
-//! The text forms of a model's settings, as config files and command lines write them: hidden
-//! widths ("16,16"), likelihood heads ("fixed:0.1") and per-layer priors ("0=fan_in_normal:1").
+//! The text forms of a model's settings ("16,16", "fixed:0.1", "0=fan_in_normal:1") as configs and flags write them.
 
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{LayerPrior, Likelihood, LogSigmaPrior, Prior, ScaleLink};

@@ -1,6 +1,4 @@
-//! The posterior predictive of a sampled run: one streaming pass over its stored draws, and
-//! `predictions.csv` (mean, sd and 50/90/95% intervals per test point, in original units and
-//! standardized) plus `train.csv` for one-input data (the plots draw it).
+//! The posterior predictive pass over a run's stored draws, and `predictions.csv` from it.
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::posterior_pass::{run_pass, PosteriorPass, BAND_LEVELS, LEVELS};

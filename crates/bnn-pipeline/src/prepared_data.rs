@@ -1,5 +1,4 @@
-//! From a dataset argument, or rows already in memory, to standardized train/test data ready for
-//! a posterior.
+//! From a dataset name, or rows in memory, to standardized train/test data ready for a posterior.
 
 use crate::run_config::{DataSection, Standardize};
 use anyhow::{Context, Result};

@@ -1,5 +1,4 @@
-//! How a run reports what it is doing: events handed to a [`Progress`] the caller supplies (the
-//! `bnn` command draws progress bars from them; a library user may log them or ignore them).
+//! How a run reports its stages and chain iterations to the caller ([`Progress`]).
 
 /// A stage of a DEI-MCMC run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

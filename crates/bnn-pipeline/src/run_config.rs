@@ -1,7 +1,4 @@
-//! The complete configuration of a DEI-MCMC run, one Burn `Config` per section of `run.toml`
-//! (`[data]`, `[model]`, `[ensemble]`, `[sampler]`, `[runtime]`). Every run directory keeps it as
-//! `config.toml`, so a run can be repeated, resumed, predicted from and evaluated without
-//! restating any option.
+//! The configuration of a run: one Burn `Config` per `run.toml` section, kept as each run directory's `config.toml`.
 
 use crate::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};

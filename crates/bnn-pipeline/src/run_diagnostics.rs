@@ -1,6 +1,4 @@
-//! Convergence diagnostics of a run's stored draws (or of any long-format draws CSV): R-hat,
-//! ESS, MCSE and chain-wise cR-hat per parameter and per tensor, the sampler's warnings, and
-//! the chains that never moved.
+//! Convergence diagnostics of a run's draws or a long-format CSV, with the chains that never moved.
 
 use crate::run_config::Algorithm;
 use crate::run_dir::{write_atomic, RunDir};

@@ -1,6 +1,4 @@
-//! Running the chains of a run: from the ensemble's members (DEI-MCMC), one saved network or
-//! cold starts, streaming draws and checkpoints to the run directory; a stopped run resumes
-//! from its checkpoints with the same draws as an uninterrupted one.
+//! Running a run's chains from their warm starts, streaming draws and checkpoints; resuming a stopped run.
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::draw_reader::for_each_stored_draw;

@@ -1,5 +1,4 @@
-//! The deep ensemble of a run: trained with Burn's Adam and saved as safetensors plus
-//! `members.json`, or read back from the run directory.
+//! A run's deep ensemble: trained with Burn's Adam and saved as safetensors, or read back.
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::progress::{ProgressEvent, Stage};
