@@ -4,9 +4,8 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::adaptation::warmup::WarmupState;
-use crate::kernel::KernelState;
-use crate::mass_matrix::DiagonalMassMatrix;
+use crate::adaptation::{TunedParams, Tuner};
+use crate::kernels::KernelState;
 
 /// The random number generator of a chain.
 pub type ChainRng = ChaCha8Rng;
@@ -59,9 +58,10 @@ pub struct ChainState {
     /// Transitions completed so far, warmup first.
     pub iteration: usize,
     pub kernel: KernelState,
-    pub step_size: f64,
-    pub metric: DiagonalMassMatrix,
-    pub warmup: WarmupState,
+    /// Step size, metric and trajectory length (stored inline: `step_size`, `metric`, ...).
+    #[serde(flatten)]
+    pub params: TunedParams,
+    pub warmup: Tuner,
     pub rng: ChainRng,
 }
 

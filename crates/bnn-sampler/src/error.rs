@@ -43,7 +43,9 @@ pub enum SamplerError {
         "chain {chain}: the log density or its gradient is not finite at the initial position (log density = {value})"
     )]
     NonFiniteStart { chain: usize, value: f64 },
-    #[error("chain {chain}: the log density failed at the initial position: {source}")]
+    /// The cause is kept as the error's source (not repeated in the message), so a printer that
+    /// walks the source chain shows it once.
+    #[error("chain {chain}: the log density failed at the initial position")]
     StartEvaluation {
         chain: usize,
         source: LogDensityError,

@@ -1,12 +1,20 @@
 //! Sampling-based inference for Bayesian neural networks: HMC, NUTS and random-walk Metropolis
 //! kernels, Stan-style warmup, and a runner for many chains (threaded or batched).
 //!
-//! Layout: `log_density` is the one interface a posterior implements; `integrator`, `uturn`,
-//! `trajectory` are the parts NUTS is built from; `nuts`, `hmc`, `random_walk` are the kernels
-//! (`init(position) -> state`, `step(rng, state, params) -> (state, info)`); `hmc` and
-//! `batched_nuts` also advance C chains in lockstep with one `[C, D]` density call per leapfrog
-//! step (`BatchKernel`, the GPU-friendly mode, same draws); `adaptation` holds the warmup
-//! pieces; `sampler` runs chains and hands draws to a `DrawSink`.
+//! Layout, a folder per kind of part:
+//! - `log_density`: the one interface a posterior implements (value and gradient, batched;
+//!   value only);
+//! - `metric/`: the `Metric` seam (momentum draw, velocity, kinetic energy, partial refresh at a
+//!   point) and the adapted `DiagonalMassMatrix`;
+//! - `dynamics/`: `PhasePoint`, the resumable `Integrator` seam, the leapfrog, and `Lockstep`,
+//!   the driver that steps many chains with one batched density call per round;
+//! - `trajectory/`: the NUTS tree (multinomial sampling, U-turn checks);
+//! - `kernels/`: NUTS, static HMC, random-walk Metropolis (`init(position) -> state`,
+//!   `step(rng, state, params) -> (state, info)`; NUTS and HMC also as `BatchKernel`s);
+//! - `adaptation/`: `TunedParams`, the `Tuner` seam and Stan's windowed warmup with its pieces;
+//! - `sampler`: runs chains (threaded or batched) and hands draws to a `DrawSink`.
+//!
+//! A new sampler is a file in `kernels/` composed from these parts (see `kernels`).
 //!
 //! ```no_run
 //! use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
@@ -23,40 +31,37 @@
 //! ```
 
 pub mod adaptation;
-pub mod batched_nuts;
 pub mod chain;
 pub mod draw_sink;
 pub mod draw_stats;
+pub mod dynamics;
 pub mod error;
-pub mod hmc;
-pub mod integrator;
-pub mod kernel;
+pub mod kernels;
 pub mod log_density;
-pub mod mass_matrix;
-pub mod nuts;
+pub mod metric;
 pub mod overhead;
-pub mod random_walk;
+mod phase_point;
 pub mod sampler;
 pub mod summation;
 mod trajectory;
-pub mod uturn;
 
 pub use adaptation::dual_averaging::DualAveraging;
+pub use adaptation::stan_windows::{WarmupConfig, WarmupState};
 pub use adaptation::step_size_search::find_reasonable_step_size;
-pub use adaptation::warmup::{WarmupConfig, WarmupState};
 pub use adaptation::welford::WelfordVariance;
 pub use adaptation::window_schedule::WindowSchedule;
-pub use batched_nuts::BatchedNuts;
+pub use adaptation::{TunedParams, Tuner};
 pub use chain::{chain_rng, ChainRng, ChainStart, ChainState};
 pub use draw_sink::{ChainDraws, CollectedDraws, Draw, DrawSink, SinkError};
 pub use draw_stats::DrawStats;
+pub use dynamics::{Evaluation, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
 pub use error::{SamplerError, StartError};
-pub use hmc::{Hmc, HmcConfig};
-pub use integrator::PhasePoint;
-pub use kernel::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
+pub use kernels::{
+    BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Nuts, NutsConfig, RandomWalk,
+    RandomWalkConfig, StepParams,
+};
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
-pub use mass_matrix::DiagonalMassMatrix;
-pub use nuts::{Nuts, NutsConfig};
+pub use metric::{DiagonalMassMatrix, Metric};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
-pub use random_walk::{RandomWalk, RandomWalkConfig};
 pub use sampler::{AlgorithmConfig, RunStatus, Sampler, SamplerConfig};
+pub use trajectory::uturn;

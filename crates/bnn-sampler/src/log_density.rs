@@ -1,4 +1,9 @@
 //! The one interface every sampler uses: value and gradient of a log density for a batch of positions.
+//!
+//! Beside it sit the capabilities some integrators need: value-only evaluation (a surrogate-force
+//! leaf needs the true value, not its gradient) is a method with a default here; what a density
+//! cannot provide alone (a metric factor, a surrogate force) belongs to the integrator that needs
+//! it and reaches the batch through `Integrator::evaluate_auxiliary`.
 
 use std::fmt;
 
@@ -46,10 +51,25 @@ pub trait LogDensity: Send + Sync {
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError>;
 
+    /// The log density alone for a row-major `[C, D]` batch. The default calls
+    /// `log_density_and_gradient` and drops the gradients; densities with a cheaper value-only
+    /// path override it.
+    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+        let mut gradients = vec![0.0; positions.len()];
+        self.log_density_and_gradient(positions, log_densities, &mut gradients)
+    }
+
     /// One position: returns `log p(q)` and writes `∇ log p(q)` into `gradient`.
     fn evaluate(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, LogDensityError> {
         let mut value = [0.0];
         self.log_density_and_gradient(position, &mut value, gradient)?;
+        Ok(value[0])
+    }
+
+    /// One position, value only.
+    fn value(&self, position: &[f64]) -> Result<f64, LogDensityError> {
+        let mut value = [0.0];
+        self.log_density(position, &mut value)?;
         Ok(value[0])
     }
 }
@@ -66,6 +86,9 @@ impl<T: LogDensity + ?Sized> LogDensity for &T {
     ) -> Result<(), LogDensityError> {
         (**self).log_density_and_gradient(positions, log_densities, gradients)
     }
+    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+        (**self).log_density(positions, log_densities)
+    }
 }
 
 impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
@@ -79,6 +102,9 @@ impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError> {
         (**self).log_density_and_gradient(positions, log_densities, gradients)
+    }
+    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+        (**self).log_density(positions, log_densities)
     }
 }
 

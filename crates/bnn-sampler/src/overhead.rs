@@ -8,9 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::chain::ChainStart;
 use crate::draw_sink::{Draw, DrawSink, SinkError};
-use crate::hmc::HmcConfig;
+use crate::kernels::{HmcConfig, NutsConfig};
 use crate::log_density::{for_each_row, LogDensity, LogDensityError};
-use crate::nuts::NutsConfig;
 use crate::sampler::{AlgorithmConfig, SamplerConfig};
 
 /// A standard normal in `dim` dimensions: about `2·dim` flops per evaluation, so a run's time is

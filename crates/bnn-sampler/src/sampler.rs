@@ -1,22 +1,21 @@
 //! Running many chains: configuration, initialization, parallel or batched execution, cancellation.
 
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use burn::config::Config;
 
+use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
 use crate::adaptation::step_size_search::find_reasonable_step_size;
-use crate::adaptation::warmup::{WarmupConfig, WarmupState};
+use crate::adaptation::{TunedParams, Tuner};
 use crate::chain::{chain_rng, ChainStart, ChainState};
 use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
-use crate::hmc::HmcConfig;
-use crate::kernel::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
+use crate::kernels::{BatchChain, BatchKernel, HmcConfig, Kernel, KernelState, NutsConfig, RandomWalkConfig};
 use crate::log_density::LogDensity;
-use crate::mass_matrix::DiagonalMassMatrix;
-use crate::nuts::NutsConfig;
-use crate::random_walk::RandomWalkConfig;
+use crate::metric::DiagonalMassMatrix;
 
 /// Which transition kernel the chains use.
 #[derive(Config, Debug)]
@@ -105,6 +104,9 @@ pub struct SamplerConfig {
     /// Step size every chain starts from unless its `ChainStart` gives one; `None` uses the
     /// algorithm's default.
     pub initial_step_size: Option<f64>,
+    /// The coordinates each draw records (`Draw::position`); `None` records all of them. A
+    /// pseudo-marginal target, say, keeps its parameters and drops its auxiliary variables.
+    pub recorded_coordinates: Option<std::ops::Range<usize>>,
 }
 
 impl SamplerConfig {
@@ -160,6 +162,17 @@ pub struct Sampler {
 impl Sampler {
     pub fn config(&self) -> &SamplerConfig {
         &self.config
+    }
+
+    /// The recorded coordinate range, checked against the density's dimension.
+    fn recorded_coordinates(&self, dim: usize) -> Result<Range<usize>, SamplerError> {
+        match &self.config.recorded_coordinates {
+            None => Ok(0..dim),
+            Some(range) if range.start < range.end && range.end <= dim => Ok(range.clone()),
+            Some(range) => Err(SamplerError::InvalidConfig(format!(
+                "recorded_coordinates {range:?} must be a non-empty range within the {dim} coordinates"
+            ))),
+        }
     }
 
     fn search_step_size(&self) -> bool {
@@ -223,9 +236,8 @@ impl Sampler {
                     chain,
                     iteration: 0,
                     kernel,
-                    step_size,
-                    metric,
-                    warmup,
+                    params: TunedParams::new(step_size, metric),
+                    warmup: Tuner::StanWindows(warmup),
                     rng,
                 })
             })
@@ -244,11 +256,12 @@ impl Sampler {
         stop: &AtomicBool,
     ) -> Result<RunStatus, SamplerError> {
         let dim = density.dim();
+        let recorded = self.recorded_coordinates(dim)?;
         for chain in chains.iter() {
             for got in [
                 chain.kernel.dim(),
                 chain.kernel.gradient.len(),
-                chain.metric.dim(),
+                chain.params.metric.dim(),
             ] {
                 if got != dim {
                     return Err(SamplerError::WrongDimension {
@@ -261,19 +274,19 @@ impl Sampler {
         }
         match &self.config.algorithm {
             AlgorithmConfig::Hmc(config) if self.config.batched => {
-                self.run_batched(density, config.init()?, chains, sink, stop)?
+                self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
             }
             AlgorithmConfig::Nuts(config) if self.config.batched => {
-                self.run_batched(density, config.init_batched()?, chains, sink, stop)?
+                self.run_batched(density, config.init_batched()?, chains, &recorded, sink, stop)?
             }
             AlgorithmConfig::Nuts(config) => {
-                self.run_threaded(density, || config.init(dim), chains, sink, stop)?
+                self.run_threaded(density, || config.init(dim), chains, &recorded, sink, stop)?
             }
             AlgorithmConfig::Hmc(config) => {
-                self.run_threaded(density, || config.init(), chains, sink, stop)?
+                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
             }
             AlgorithmConfig::RandomWalk(config) => {
-                self.run_threaded(density, || config.init(), chains, sink, stop)?
+                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
             }
         }
         let total = |chain: &ChainState| chain.warmup.num_warmup() + self.config.num_draws;
@@ -294,7 +307,8 @@ impl Sampler {
         starts: &[ChainStart],
     ) -> Result<CollectedDraws, SamplerError> {
         let mut chains = self.init_chains(density, starts)?;
-        let mut draws = CollectedDraws::new(chains.len(), density.dim());
+        let recorded = self.recorded_coordinates(density.dim())?;
+        let mut draws = CollectedDraws::new(chains.len(), recorded.len());
         self.run(density, &mut chains, &mut draws, &AtomicBool::new(false))?;
         Ok(draws)
     }
@@ -306,6 +320,7 @@ impl Sampler {
         density: &L,
         make_kernel: F,
         chains: &mut [ChainState],
+        recorded: &Range<usize>,
         sink: &mut (dyn DrawSink + Send),
         stop: &AtomicBool,
     ) -> Result<(), SamplerError>
@@ -336,6 +351,7 @@ impl Sampler {
                             density,
                             chain,
                             num_draws,
+                            recorded,
                             search,
                             &sink,
                             stop,
@@ -366,6 +382,7 @@ impl Sampler {
         density: &L,
         mut kernel: K,
         chains: &mut [ChainState],
+        recorded: &Range<usize>,
         sink: &mut (dyn DrawSink + Send),
         stop: &AtomicBool,
     ) -> Result<(), SamplerError> {
@@ -384,15 +401,13 @@ impl Sampler {
                     let ChainState {
                         rng,
                         kernel: state,
-                        step_size,
-                        metric,
+                        params,
                         ..
                     } = chain;
                     members.push(BatchChain {
                         rng,
                         state,
-                        step_size: *step_size,
-                        metric,
+                        params: params.step_params(),
                     });
                 }
             }
@@ -408,7 +423,7 @@ impl Sampler {
                     chain: chain.chain,
                     index,
                     warmup,
-                    position: &chain.kernel.position,
+                    position: &chain.kernel.position[recorded.clone()],
                     stats: draw_stats,
                     state: chain,
                 };
@@ -433,6 +448,7 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
     density: &L,
     chain: &mut ChainState,
     num_draws: usize,
+    recorded: &Range<usize>,
     search: bool,
     sink: &Mutex<&mut (dyn DrawSink + Send)>,
     stop: &AtomicBool,
@@ -447,18 +463,14 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
             return Ok(());
         }
         let state = std::mem::take(&mut chain.kernel);
-        let params = StepParams {
-            step_size: chain.step_size,
-            metric: &chain.metric,
-        };
-        let (state, stats) = kernel.step(density, &mut chain.rng, state, params);
+        let (state, stats) = kernel.step(density, &mut chain.rng, state, chain.params.step_params());
         chain.kernel = state;
         let (warmup, index) = finish_transition(density, chain, &stats, search);
         let draw = Draw {
             chain: chain.chain,
             index,
             warmup,
-            position: &chain.kernel.position,
+            position: &chain.kernel.position[recorded.clone()],
             stats: &stats,
             state: chain,
         };
@@ -491,15 +503,13 @@ fn finish_transition<L: LogDensity + ?Sized>(
             kernel,
             rng,
             warmup,
-            step_size,
-            metric,
+            params,
             ..
         } = chain;
         warmup.observe(
             &kernel.position,
             stats,
-            step_size,
-            metric,
+            params,
             |metric, step_size| {
                 if search {
                     find_reasonable_step_size(density, rng, kernel, metric, step_size)

@@ -146,7 +146,7 @@ fn metric_adapts_to_posterior_variances() {
         .run(&target, &mut chains, &mut sink, &Default::default())
         .unwrap();
     for chain in &chains {
-        for (estimate, scale) in chain.metric.inverse_diag().iter().zip(&target.scales) {
+        for (estimate, scale) in chain.params.metric.inverse_diag().iter().zip(&target.scales) {
             let ratio = estimate / (scale * scale);
             assert!(
                 (ratio - 1.0).abs() < 0.35,
@@ -184,8 +184,8 @@ fn frozen_step_size_and_metric_stay_fixed() {
         .iter()
         .chain(&chain.stats)
         .all(|s| s.step_size == 0.37));
-    assert_eq!(chains[0].metric.inverse_diag(), &metric[..]);
-    assert_eq!(chains[0].step_size, 0.37);
+    assert_eq!(chains[0].params.metric.inverse_diag(), &metric[..]);
+    assert_eq!(chains[0].params.step_size, 0.37);
 }
 
 #[test]
@@ -205,12 +205,12 @@ fn frozen_metric_with_adapted_step_size() {
     sampler
         .run(&target, &mut chains, &mut draws, &Default::default())
         .unwrap();
-    assert_eq!(chains[0].metric.inverse_diag(), &[1.0; 5]);
+    assert_eq!(chains[0].params.metric.inverse_diag(), &[1.0; 5]);
     // Unit metric on scales down to 1e-2: the step size must have shrunk to that order.
     assert!(
-        chains[0].step_size < 0.05,
+        chains[0].params.step_size < 0.05,
         "step size {}",
-        chains[0].step_size
+        chains[0].params.step_size
     );
 }
 
@@ -228,13 +228,13 @@ fn short_warmup_adapts_step_size_only() {
     let mut chains = sampler
         .init_chains(&target, &[ChainStart::at(vec![0.0; 3])])
         .unwrap();
-    let initial = chains[0].step_size;
+    let initial = chains[0].params.step_size;
     let mut draws = bnn_sampler::CollectedDraws::new(1, 3).with_warmup(true);
     sampler
         .run(&target, &mut chains, &mut draws, &Default::default())
         .unwrap();
-    assert_eq!(chains[0].metric.inverse_diag(), &[1.0; 3]);
-    assert_ne!(chains[0].step_size, initial);
+    assert_eq!(chains[0].params.metric.inverse_diag(), &[1.0; 3]);
+    assert_ne!(chains[0].params.step_size, initial);
     let sampling = draws.stats(0);
-    assert!(sampling.iter().all(|s| s.step_size == chains[0].step_size));
+    assert!(sampling.iter().all(|s| s.step_size == chains[0].params.step_size));
 }

@@ -335,3 +335,28 @@ fn sink_can_finish_a_chain_early_and_sees_the_state() {
         assert_eq!(chains[1].iteration, 27);
     }
 }
+
+/// Recording a coordinate range records exactly those coordinates of the same draws.
+#[test]
+fn recorded_coordinates_project_the_same_draws() {
+    let starts = uniform_starts(3, 5, 1.0, 4);
+    for batched in [false, true] {
+        let config = SamplerConfig::new(NutsConfig::new().into())
+            .with_num_warmup(30)
+            .with_num_draws(20)
+            .with_seed(5)
+            .with_batched(batched);
+        let full = collect(config.clone(), &starts, 5);
+        let target = IidGaussian::log_spaced(5);
+        let projected = config.with_recorded_coordinates(Some(1..3)).init().unwrap().sample(&target, &starts).unwrap();
+        assert_eq!(projected.dim(), 2);
+        for c in 0..starts.len() {
+            assert_eq!(projected.stats(c), full.stats(c));
+            for i in 0..full.num_draws(c) {
+                assert_eq!(projected.draw(c, i), &full.draw(c, i)[1..3]);
+            }
+        }
+    }
+    let bad = SamplerConfig::new(NutsConfig::new().into()).with_recorded_coordinates(Some(3..9)).init().unwrap();
+    assert!(bad.sample(&IidGaussian::log_spaced(5), &starts).is_err());
+}

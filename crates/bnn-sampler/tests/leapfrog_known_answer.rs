@@ -83,6 +83,7 @@ fn hmc_acceptance_probability_matches_the_closed_form() {
                 StepParams {
                     step_size: eps,
                     metric: &metric,
+                    trajectory_length: None,
                 },
             );
             assert!(

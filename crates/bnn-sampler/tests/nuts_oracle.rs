@@ -39,10 +39,7 @@ fn agree<L: LogDensity>(
         .with_max_tree_depth(max_tree_depth)
         .init(density.dim())
         .unwrap();
-    let oracle = RecursiveNuts {
-        max_tree_depth,
-        max_energy_error: 1000.0,
-    };
+    let oracle = RecursiveNuts::new(max_tree_depth, 1000.0);
     let mut fast_rng = chain_rng(seed, 0);
     let mut oracle_rng = fast_rng.clone();
     let mut fast_state = KernelState::init(density, start).unwrap();
@@ -53,7 +50,7 @@ fn agree<L: LogDensity>(
             density,
             &mut fast_rng,
             fast_state,
-            StepParams { step_size, metric },
+            StepParams { step_size, metric, trajectory_length: None },
         );
         let (oracle_next, oracle_stats) =
             oracle.step(density, &mut oracle_rng, &oracle_state, step_size, metric);

@@ -1,7 +1,103 @@
-//! Warmup adaptation of the step size and the diagonal metric, Stan's windowed scheme.
+//! The tuner seam: tuned parameters passed to kernels explicitly, and the warmup that learns them.
+//!
+//! A chain's `TunedParams` (step size, metric, optional trajectory length) are all a transition
+//! needs besides its state; `Tuner` is the serializable warmup that updates them after each
+//! warmup transition. Stan's windowed warmup (`stan_windows`) is the first tuner; one that tunes
+//! from other statistics (MCLMC's energy-variance tuner) is another variant with the same
+//! `observe` signature.
 
 pub mod dual_averaging;
+pub mod stan_windows;
 pub mod step_size_search;
-pub mod warmup;
 pub mod welford;
 pub mod window_schedule;
+
+use serde::{Deserialize, Serialize};
+
+use crate::draw_stats::DrawStats;
+use crate::kernels::StepParams;
+use crate::metric::DiagonalMassMatrix;
+use stan_windows::WarmupState;
+
+/// What the warmup tunes, and every kernel reads through `StepParams`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TunedParams {
+    /// Step size ε (random-walk Metropolis: the proposal scale multiplier).
+    pub step_size: f64,
+    /// The adapted constant metric (inverse mass matrix).
+    pub metric: DiagonalMassMatrix,
+    /// A tuned trajectory length, for kernels that use one (MCLMC's momentum decoherence
+    /// length L); `None` for the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trajectory_length: Option<f64>,
+}
+
+impl TunedParams {
+    pub fn new(step_size: f64, metric: DiagonalMassMatrix) -> Self {
+        Self { step_size, metric, trajectory_length: None }
+    }
+
+    /// The parameters of one transition.
+    pub fn step_params(&self) -> StepParams<'_> {
+        StepParams { step_size: self.step_size, metric: &self.metric, trajectory_length: self.trajectory_length }
+    }
+}
+
+/// The warmup of one chain: which tuner, and everything it has learned (checkpointed with the
+/// chain, so a resumed warmup continues exactly).
+///
+/// Serialized untagged: a checkpoint holds the tuner's own state, as before tuners were a seam.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Tuner {
+    /// Stan's windowed warmup: dual averaging of the step size, diagonal metric from windows.
+    StanWindows(WarmupState),
+}
+
+impl Tuner {
+    /// Warmup transitions this tuner runs.
+    pub fn num_warmup(&self) -> usize {
+        match self {
+            Tuner::StanWindows(state) => state.num_warmup(),
+        }
+    }
+
+    /// Warmup transitions observed so far.
+    pub fn iteration(&self) -> usize {
+        match self {
+            Tuner::StanWindows(state) => state.iteration(),
+        }
+    }
+
+    pub fn is_finished(&self) -> bool {
+        self.iteration() >= self.num_warmup()
+    }
+
+    /// Observes one warmup transition (its draw and statistics) and updates `params` for the
+    /// next one. `search(metric, ε)` re-chooses a step size for a new metric (the heuristic of
+    /// Hoffman & Gelman 2014, Alg. 4, or ε itself where the kernel has no use for it).
+    pub fn observe(
+        &mut self,
+        position: &[f64],
+        stats: &DrawStats,
+        params: &mut TunedParams,
+        search: impl FnOnce(&DiagonalMassMatrix, f64) -> f64,
+    ) {
+        match self {
+            Tuner::StanWindows(state) => state.observe(position, stats, &mut params.step_size, &mut params.metric, search),
+        }
+    }
+
+    /// The Stan warmup's state, if this is that tuner.
+    pub fn stan_windows(&self) -> Option<&WarmupState> {
+        match self {
+            Tuner::StanWindows(state) => Some(state),
+        }
+    }
+}
+
+impl From<WarmupState> for Tuner {
+    fn from(state: WarmupState) -> Self {
+        Tuner::StanWindows(state)
+    }
+}

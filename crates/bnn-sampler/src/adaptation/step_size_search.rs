@@ -2,10 +2,10 @@
 
 use rand::Rng;
 
-use crate::integrator::PhasePoint;
-use crate::kernel::KernelState;
+use crate::phase_point::PhasePoint;
+use crate::kernels::KernelState;
 use crate::log_density::LogDensity;
-use crate::mass_matrix::DiagonalMassMatrix;
+use crate::metric::DiagonalMassMatrix;
 
 /// Most doublings or halvings tried (a factor of 2^50 either way).
 const MAX_TRIES: usize = 50;
@@ -25,9 +25,7 @@ pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
 ) -> f64 {
     let dim = state.dim();
     let mut start = PhasePoint::new(dim);
-    start.position.copy_from_slice(&state.position);
-    start.gradient.copy_from_slice(&state.gradient);
-    start.log_density = state.log_density;
+    start.reset_to(&state.position, &state.gradient, state.log_density);
     metric.sample_momentum(rng, &mut start.momentum);
     start.refresh_velocity(metric);
     let initial_energy = start.hamiltonian();

@@ -3,18 +3,26 @@
 //! This is the textbook `build_tree` (Hoffman & Gelman 2014, Alg. 6) with Betancourt's (2017)
 //! multinomial sampling and generalized U-turn criterion, plus the two extra checks across the
 //! seam of merged subtrees. The top level is written in time order (backward end, forward end),
-//! independently of the build-order bookkeeping of the fast kernel. It shares only the leapfrog
-//! step, the momentum draw and the U-turn dot product with the crate, and it draws its random
+//! independently of the build-order bookkeeping of the fast kernel. It shares only the
+//! integrator step (any `Integrator`: the leapfrog by default, so each new leaf integrator gets a
+//! draw-for-draw check), the momentum draw and the U-turn dot product with the crate, and it draws its random
 //! numbers in the documented order: momentum, then per doubling a direction bit, the merge
 //! uniforms of the subtree in post-order, and one uniform for the progressive sample.
 
 use bnn_sampler::uturn::no_u_turn;
-use bnn_sampler::{DiagonalMassMatrix, DrawStats, KernelState, LogDensity, PhasePoint};
+use bnn_sampler::{DiagonalMassMatrix, DrawStats, Integrator, KernelState, Leapfrog, LogDensity, Metric, PhasePoint};
 use rand::Rng;
 
-pub struct RecursiveNuts {
+pub struct RecursiveNuts<I = Leapfrog> {
     pub max_tree_depth: u32,
     pub max_energy_error: f64,
+    pub integrator: I,
+}
+
+impl RecursiveNuts {
+    pub fn new(max_tree_depth: u32, max_energy_error: f64) -> Self {
+        Self { max_tree_depth, max_energy_error, integrator: Leapfrog }
+    }
 }
 
 #[derive(Clone)]
@@ -36,9 +44,10 @@ struct Tree {
     sample: Sample,
 }
 
-struct Context<'a, L: ?Sized, R: ?Sized> {
+struct Context<'a, I, L: ?Sized, R: ?Sized> {
+    integrator: I,
     density: &'a L,
-    metric: &'a DiagonalMassMatrix,
+    metric: &'a dyn Metric,
     step_size: f64,
     initial_energy: f64,
     max_energy_error: f64,
@@ -68,14 +77,14 @@ fn log_sum_exp(a: f64, b: f64) -> f64 {
 
 /// Builds a subtree of `2^depth` steps from `z` (advanced in place); `None` if it diverged or
 /// turned on itself.
-fn build_tree<L: LogDensity + ?Sized, R: Rng + ?Sized>(
-    ctx: &mut Context<'_, L, R>,
+fn build_tree<I: Integrator, L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    ctx: &mut Context<'_, I, L, R>,
     z: &mut PhasePoint,
     depth: u32,
     direction: f64,
 ) -> Option<Tree> {
     if depth == 0 {
-        z.leapfrog(ctx.density, ctx.metric, direction * ctx.step_size);
+        z.step(&mut ctx.integrator, ctx.density, ctx.metric, direction * ctx.step_size);
         ctx.n_leapfrog += 1;
         let energy = z.hamiltonian();
         let energy = if energy.is_finite() {
@@ -143,7 +152,7 @@ fn build_tree<L: LogDensity + ?Sized, R: Rng + ?Sized>(
     })
 }
 
-impl RecursiveNuts {
+impl<I: Integrator> RecursiveNuts<I> {
     pub fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         &self,
         density: &L,
@@ -157,7 +166,8 @@ impl RecursiveNuts {
         start.position = state.position.clone();
         start.gradient = state.gradient.clone();
         start.log_density = state.log_density;
-        metric.sample_momentum(rng, &mut start.momentum);
+        let mut dyn_rng = &mut *rng;
+        Metric::sample_momentum(metric, &mut start, &mut dyn_rng);
         start.refresh_velocity(metric);
         let initial_energy = start.hamiltonian();
 
@@ -172,6 +182,7 @@ impl RecursiveNuts {
             energy: initial_energy,
         };
         let mut ctx = Context {
+            integrator: self.integrator.clone(),
             density,
             metric,
             step_size,
@@ -256,7 +267,7 @@ impl RecursiveNuts {
             position: sample.position,
             log_density: sample.log_density,
             gradient: sample.gradient,
-            momentum: None,
+            ..KernelState::default()
         };
         (next, stats)
     }

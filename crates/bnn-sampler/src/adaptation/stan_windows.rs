@@ -1,4 +1,4 @@
-//! The warmup: step-size dual averaging plus windowed diagonal-metric estimation, as Stan does it.
+//! Stan's windowed warmup: step-size dual averaging plus diagonal-metric estimation in windows.
 
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
@@ -8,7 +8,7 @@ use crate::adaptation::welford::WelfordVariance;
 use crate::adaptation::window_schedule::WindowSchedule;
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
-use crate::mass_matrix::DiagonalMassMatrix;
+use crate::metric::DiagonalMassMatrix;
 
 /// Warmup settings; the defaults are Stan's. The target acceptance belongs to the kernel's
 /// config (`NutsConfig::target_accept`, ...), since its good value depends on the kernel.

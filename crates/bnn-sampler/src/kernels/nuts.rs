@@ -4,10 +4,11 @@ use burn::config::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
+use crate::dynamics::{Integrator, Leapfrog, PhasePoint, Stepper};
 use crate::error::SamplerError;
-use crate::integrator::PhasePoint;
-use crate::kernel::{Kernel, KernelState, StepParams};
+use crate::kernels::{Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
+use crate::metric::Metric;
 use crate::trajectory::{Extension, Trajectory};
 
 /// Configuration of the NUTS kernel and of its step-size adaptation target.
@@ -52,10 +53,15 @@ impl NutsConfig {
         Ok(())
     }
 
-    /// Builds the kernel with buffers for `dim` coordinates.
+    /// Builds the kernel with buffers for `dim` coordinates, integrating with the leapfrog.
     pub fn init(&self, dim: usize) -> Result<Nuts, SamplerError> {
+        self.init_with(dim, Leapfrog)
+    }
+
+    /// Builds the kernel with another integrator (each leaf is one step of it).
+    pub fn init_with<I: Integrator>(&self, dim: usize, integrator: I) -> Result<Nuts<I>, SamplerError> {
         self.validate()?;
-        Ok(Nuts::new(self, dim))
+        Ok(Nuts::new(self, dim, integrator))
     }
 }
 
@@ -71,8 +77,12 @@ impl NutsConfig {
 /// `finish_leaf`, then `finish`), so that `BatchedNuts` can hold many chains' transitions in
 /// flight and evaluate their frontiers together; `step` drives it for one chain. Between two
 /// transitions nothing in here matters: the chain is entirely its `KernelState`.
+///
+/// Each leaf is one step of the integrator `I` (the leapfrog by default); the tree weights every
+/// leaf by its `PhasePoint::hamiltonian`, whatever produced the point.
 #[derive(Clone, Debug)]
-pub struct Nuts {
+pub struct Nuts<I = Leapfrog> {
+    integrator: I,
     max_tree_depth: u32,
     max_energy_error: f64,
     start: PhasePoint,
@@ -82,10 +92,11 @@ pub struct Nuts {
     depth: u32,
 }
 
-impl Nuts {
+impl<I: Integrator> Nuts<I> {
     /// A kernel for an already validated configuration.
-    pub(crate) fn new(config: &NutsConfig, dim: usize) -> Self {
+    pub(crate) fn new(config: &NutsConfig, dim: usize, integrator: I) -> Self {
         Self {
+            integrator,
             max_tree_depth: config.max_tree_depth,
             max_energy_error: config.max_energy_error,
             start: PhasePoint::new(dim),
@@ -111,11 +122,10 @@ impl Nuts {
             self.start = PhasePoint::new(dim);
             self.trajectory = Trajectory::new(dim);
         }
-        let metric = params.metric;
-        self.start.position.copy_from_slice(&state.position);
-        self.start.gradient.copy_from_slice(&state.gradient);
-        self.start.log_density = state.log_density;
-        metric.sample_momentum(rng, &mut self.start.momentum);
+        let metric: &dyn Metric = params.metric;
+        self.start.reset_to(&state.position, &state.gradient, state.log_density);
+        let mut rng = rng;
+        metric.sample_momentum(&mut self.start, &mut rng);
         self.start.refresh_velocity(metric);
         self.trajectory.reset(&self.start);
         self.step_size = params.step_size;
@@ -129,9 +139,10 @@ impl Nuts {
             .begin_doubling(forward, self.depth, self.step_size);
     }
 
-    /// The point the next leapfrog step starts from, and its signed step size.
-    pub(crate) fn frontier(&mut self) -> (&mut PhasePoint, f64) {
-        self.trajectory.frontier()
+    /// The next leaf's integrator step: the point it starts from, its metric and signed step size.
+    pub(crate) fn stepper<'a>(&'a mut self, metric: &'a dyn Metric) -> Stepper<'a, I> {
+        let (point, step_size) = self.trajectory.frontier();
+        Stepper { integrator: &mut self.integrator, point, metric, step_size }
     }
 
     /// Takes in the leapfrog step just made from `frontier`; returns `true` once the transition
@@ -176,7 +187,7 @@ impl Nuts {
     }
 }
 
-impl Kernel for Nuts {
+impl<I: Integrator> Kernel for Nuts<I> {
     fn uses_leapfrog(&self) -> bool {
         true
     }
@@ -190,8 +201,8 @@ impl Kernel for Nuts {
     ) -> (KernelState, DrawStats) {
         self.begin(rng, &state, params);
         loop {
-            let (point, step_size) = self.frontier();
-            point.leapfrog(density, params.metric, step_size);
+            let leaf = self.stepper(params.metric);
+            leaf.point.step(leaf.integrator, density, leaf.metric, leaf.step_size);
             if self.finish_leaf(rng) {
                 break;
             }

@@ -3,49 +3,52 @@
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
+use crate::dynamics::{Integrator, Leapfrog, Lockstep, Stepper};
 use crate::error::SamplerError;
-use crate::kernel::{BatchChain, BatchKernel, StepParams};
+use crate::kernels::nuts::{Nuts, NutsConfig};
+use crate::kernels::{BatchChain, BatchKernel};
 use crate::log_density::LogDensity;
-use crate::nuts::{Nuts, NutsConfig};
 
 /// Batched NUTS: every chain has its own transition in flight (`Nuts`, resumable leaf by leaf),
 /// with its own directions, tree depth, step size, metric and termination; each round takes one
-/// leapfrog step for every chain whose tree is still growing and evaluates those frontiers in a
-/// single call. Chains whose trajectory is complete drop out of the batch (the calls shrink)
-/// and wait for the slowest, so all chains end the transition together and nothing but their
-/// `KernelState` carries over to the next one.
+/// integrator step for every chain whose tree is still growing, through the shared `Lockstep`
+/// driver (one density call for all of them). Chains whose trajectory is complete drop out of
+/// the batch (the calls shrink) and wait for the slowest, so all chains end the transition
+/// together and nothing but their `KernelState` carries over to the next one.
 ///
 /// The per-chain arithmetic and random draws are those of `Nuts::step`, so the draws equal the
 /// threaded per-chain run bit for bit when the density gives every row the value it gives alone.
 #[derive(Clone, Debug)]
-pub struct BatchedNuts {
+pub struct BatchedNuts<I = Leapfrog> {
     config: NutsConfig,
+    integrator: I,
     /// One transition per batch member, reused across transitions.
-    members: Vec<Nuts>,
-    /// Members whose trajectory is still growing; member `active[r]` is row `r` of the batch.
+    members: Vec<Nuts<I>>,
+    /// Members whose trajectory is still growing.
     active: Vec<usize>,
-    /// Row-major `[rows, D]` evaluation buffers.
-    positions: Vec<f64>,
-    log_densities: Vec<f64>,
-    gradients: Vec<f64>,
+    lockstep: Lockstep,
 }
 
 impl NutsConfig {
-    /// Builds the batched kernel; its buffers are sized on first use.
+    /// Builds the batched kernel with the leapfrog; its buffers are sized on first use.
     pub fn init_batched(&self) -> Result<BatchedNuts, SamplerError> {
+        self.init_batched_with(Leapfrog)
+    }
+
+    /// Builds the batched kernel with another integrator.
+    pub fn init_batched_with<I: Integrator>(&self, integrator: I) -> Result<BatchedNuts<I>, SamplerError> {
         self.validate()?;
         Ok(BatchedNuts {
             config: self.clone(),
+            integrator,
             members: Vec::new(),
             active: Vec::new(),
-            positions: Vec::new(),
-            log_densities: Vec::new(),
-            gradients: Vec::new(),
+            lockstep: Lockstep::default(),
         })
     }
 }
 
-impl BatchKernel for BatchedNuts {
+impl<I: Integrator> BatchKernel for BatchedNuts<I> {
     fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         &mut self,
         density: &L,
@@ -57,54 +60,31 @@ impl BatchKernel for BatchedNuts {
         let Some(dim) = chains.first().map(|chain| chain.state.dim()) else {
             return;
         };
-        let config = &self.config;
-        self.members
-            .resize_with(chains.len(), || Nuts::new(config, dim));
-        self.positions.resize(chains.len() * dim, 0.0);
-        self.log_densities.resize(chains.len(), 0.0);
-        self.gradients.resize(chains.len() * dim, 0.0);
+        let (config, integrator) = (&self.config, &self.integrator);
+        self.members.resize_with(chains.len(), || Nuts::new(config, dim, integrator.clone()));
 
         self.active.clear();
         for (c, (chain, member)) in chains.iter_mut().zip(&mut self.members).enumerate() {
-            let params = StepParams {
-                step_size: chain.step_size,
-                metric: chain.metric,
-            };
-            member.begin(chain.rng, chain.state, params);
+            member.begin(chain.rng, chain.state, chain.params);
             self.active.push(c);
         }
 
         while !self.active.is_empty() {
-            let rows = self.active.len();
-            for (row, &c) in self.active.iter().enumerate() {
-                let (point, step_size) = self.members[c].frontier();
-                point.begin_leapfrog(chains[c].metric, step_size);
-                self.positions[row * dim..(row + 1) * dim].copy_from_slice(&point.position);
-            }
-            let log_densities = &mut self.log_densities[..rows];
-            if density
-                .log_density_and_gradient(
-                    &self.positions[..rows * dim],
-                    log_densities,
-                    &mut self.gradients[..rows * dim],
-                )
-                .is_err()
-            {
-                // As in the single-chain leapfrog and batched HMC: a failed evaluation is a NaN
-                // log density, hence a divergence, here of every chain in the call.
-                log_densities.fill(f64::NAN);
-            }
-            let mut row = 0;
+            let active = &self.active;
+            let mut steppers: Vec<Stepper<'_, I>> = self
+                .members
+                .iter_mut()
+                .zip(chains.iter())
+                .enumerate()
+                .filter(|(c, _)| active.binary_search(c).is_ok())
+                .map(|(_, (member, chain))| member.stepper(chain.params.metric))
+                .collect();
+            self.lockstep.step(density, &mut steppers);
+            drop(steppers);
+            let members = &mut self.members;
             self.active.retain(|&c| {
-                let member = &mut self.members[c];
+                let member = &mut members[c];
                 let chain = &mut chains[c];
-                let (point, step_size) = member.frontier();
-                point.log_density = self.log_densities[row];
-                point
-                    .gradient
-                    .copy_from_slice(&self.gradients[row * dim..(row + 1) * dim]);
-                point.end_leapfrog(chain.metric, step_size);
-                row += 1;
                 let done = member.finish_leaf(chain.rng);
                 if done {
                     stats[c] = member.finish(chain.state);
@@ -121,9 +101,9 @@ mod tests {
 
     use super::*;
     use crate::chain::chain_rng;
-    use crate::kernel::KernelState;
+    use crate::kernels::{KernelState, StepParams};
     use crate::log_density::{for_each_row, LogDensityError};
-    use crate::mass_matrix::DiagonalMassMatrix;
+    use crate::metric::DiagonalMassMatrix;
 
     /// A standard normal that records the number of rows of every call.
     struct CountingNormal {
@@ -174,8 +154,7 @@ mod tests {
                 .map(|((rng, state), step_size)| BatchChain {
                     rng,
                     state,
-                    step_size,
-                    metric: &metric,
+                    params: StepParams { step_size, metric: &metric, trajectory_length: None },
                 })
                 .collect();
             nuts.step_batch(&density, &mut chains, &mut stats);

@@ -1,10 +1,12 @@
-//! The diagonal metric (inverse mass matrix) shared by every kernel.
+//! The constant diagonal metric (inverse mass matrix) the warmup adapts.
 
-use rand::Rng;
+use rand::{Rng, RngCore};
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
+use crate::phase_point::PhasePoint;
 use crate::error::SamplerError;
+use crate::metric::Metric;
 use crate::summation::dot;
 
 /// A diagonal Euclidean metric, stored as the inverse mass matrix `M⁻¹ = diag(inverse_diag)`.
@@ -74,5 +76,30 @@ impl DiagonalMassMatrix {
             *v = m * p;
         }
         0.5 * dot(momentum, velocity)
+    }
+}
+
+impl Metric for DiagonalMassMatrix {
+    fn dim(&self) -> usize {
+        self.inverse_diag.len()
+    }
+
+    fn sample_momentum(&self, point: &mut PhasePoint, rng: &mut dyn RngCore) {
+        DiagonalMassMatrix::sample_momentum(self, rng, &mut point.momentum);
+    }
+
+    fn update_kinetic_energy(&self, point: &mut PhasePoint) {
+        point.kinetic_energy = self.velocity_and_kinetic_energy(&point.momentum, &mut point.velocity);
+    }
+
+    fn refresh_momentum(&self, point: &mut PhasePoint, cos: f64, sin: f64, rng: &mut dyn RngCore) {
+        for (p, s) in point.momentum.iter_mut().zip(&self.sqrt_inverse_diag) {
+            let z: f64 = StandardNormal.sample(rng);
+            *p = *p * cos + (z / s) * sin;
+        }
+    }
+
+    fn constant_inverse_diag(&self) -> Option<&[f64]> {
+        Some(&self.inverse_diag)
     }
 }

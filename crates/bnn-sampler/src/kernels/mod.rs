@@ -1,4 +1,20 @@
 //! The transition-kernel interface: `init(position) -> state`, `step(rng, state, params) -> (state, info)`.
+//!
+//! A new sampler goes here as one file: its config (`#[derive(Config)]` with documented defaults
+//! and `init`), its kernel implementing `Kernel` (and `BatchKernel` for lockstep chains, through
+//! `dynamics::Lockstep`), built from the existing parts: an `Integrator` (`dynamics`), a `Metric`
+//! (`metric`), the NUTS `Trajectory` where it builds trees, and a `Tuner` (`adaptation`) for its
+//! warmup. What it keeps between its own transitions goes into `KernelState::carry`.
+
+mod hmc;
+mod nuts;
+mod nuts_batched;
+mod random_walk;
+
+pub use hmc::{Hmc, HmcConfig};
+pub use nuts::{Nuts, NutsConfig};
+pub use nuts_batched::BatchedNuts;
+pub use random_walk::{RandomWalk, RandomWalkConfig};
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -6,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::draw_stats::DrawStats;
 use crate::error::StartError;
 use crate::log_density::LogDensity;
-use crate::mass_matrix::DiagonalMassMatrix;
+use crate::metric::DiagonalMassMatrix;
 
 /// The state a kernel carries from one transition to the next (BlackJAX's `HMCState`): the
 /// position with its log density and gradient cached, so no transition re-evaluates its start.
@@ -19,6 +35,24 @@ pub struct KernelState {
     /// Momentum carried between transitions; only HMC with partial momentum refresh uses it
     /// (`None` means "draw a fresh one").
     pub momentum: Option<Vec<f64>>,
+    /// Whatever else a kernel keeps from one transition to the next (checkpointed with the
+    /// chain); empty for the kernels that keep nothing.
+    #[serde(default, skip_serializing_if = "KernelCarry::is_empty")]
+    pub carry: KernelCarry,
+}
+
+/// A kernel's own serializable state between transitions, one variant per kernel that has some.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub enum KernelCarry {
+    /// Nothing beyond position, gradient and momentum (NUTS, HMC, random-walk Metropolis).
+    #[default]
+    Empty,
+}
+
+impl KernelCarry {
+    pub fn is_empty(&self) -> bool {
+        matches!(self, KernelCarry::Empty)
+    }
 }
 
 impl KernelState {
@@ -50,6 +84,7 @@ impl KernelState {
             log_density,
             gradient,
             momentum: None,
+            carry: KernelCarry::Empty,
         })
     }
 
@@ -64,7 +99,11 @@ impl KernelState {
 pub struct StepParams<'a> {
     /// Leapfrog step size ε (random-walk Metropolis: the proposal scale multiplier).
     pub step_size: f64,
+    /// The adapted constant metric. Kernels whose dynamics use another metric (a
+    /// position-dependent one) take that from their own configuration.
     pub metric: &'a DiagonalMassMatrix,
+    /// A tuned trajectory length for the kernels that use one (MCLMC's L).
+    pub trajectory_length: Option<f64>,
 }
 
 /// A Markov transition kernel. Implementations own only scratch buffers (allocated once per
@@ -90,8 +129,7 @@ pub trait Kernel {
 pub struct BatchChain<'a, R: ?Sized> {
     pub rng: &'a mut R,
     pub state: &'a mut KernelState,
-    pub step_size: f64,
-    pub metric: &'a DiagonalMassMatrix,
+    pub params: StepParams<'a>,
 }
 
 /// A kernel that advances C chains in lockstep, evaluating the log density once per leapfrog

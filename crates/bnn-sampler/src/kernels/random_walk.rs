@@ -6,7 +6,7 @@ use rand_distr::{Distribution, StandardNormal};
 
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
-use crate::kernel::{Kernel, KernelState, StepParams};
+use crate::kernels::{Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 
 /// Configuration of the random-walk Metropolis kernel and of its scale adaptation target.

@@ -4,8 +4,10 @@ use std::mem::swap;
 
 use rand::Rng;
 
-use crate::integrator::PhasePoint;
-use crate::uturn::{merge_and_check, SpanEnds};
+pub mod uturn;
+
+use crate::phase_point::PhasePoint;
+use uturn::{merge_and_check, SpanEnds};
 
 /// `log(exp(a) + exp(b))` without overflow.
 #[inline]

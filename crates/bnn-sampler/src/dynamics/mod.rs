@@ -1,0 +1,108 @@
+//! The integrator seam: phase points, the `Integrator` trait and the requests it makes of a density.
+//!
+//! An integrator advances one phase point by a signed step `ε` in stages: `begin` moves the point
+//! as far as it can without new values and names the evaluation it needs at `point.position`;
+//! after the evaluation `resume` continues, and either asks for another one or ends the step.
+//! One evaluation per step (the leapfrog), two (McLachlan's scheme) or a varying number (the
+//! fixed-point rounds of a generalized leapfrog) all fit, and the same integrator runs alone
+//! (`PhasePoint::step`) or batched across chains (`Lockstep`), one density call per round.
+//!
+//! Integrators that need something besides the density's value and gradient (a surrogate force,
+//! a position-dependent metric's factor) own it and answer `Evaluation::Auxiliary` themselves in
+//! `evaluate_auxiliary`, batched over every point that asked in the round; the results go into
+//! each point's `auxiliary` cache.
+
+mod leapfrog;
+mod lockstep;
+
+pub use leapfrog::{kick, kick_and_drift, Leapfrog};
+pub use lockstep::{Lockstep, Stepper};
+
+use std::fmt;
+
+use crate::log_density::{LogDensity, LogDensityError};
+use crate::metric::Metric;
+pub use crate::phase_point::PhasePoint;
+
+/// What an integrator needs evaluated at `point.position` before it can continue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Evaluation {
+    /// `log p(q)` into `log_density` and `∇ log p(q)` into `gradient`.
+    ValueAndGradient,
+    /// `log p(q)` into `log_density` only (`gradient` is left as it is).
+    Value,
+    /// The integrator's own quantity at the point (`Integrator::evaluate_auxiliary`).
+    Auxiliary,
+}
+
+/// A numerical integrator of Hamiltonian dynamics, resumable between density evaluations.
+///
+/// Implementations hold only the state of the step in progress; between steps the point is
+/// everything. After a completed step `velocity` and `kinetic_energy` are fresh, so
+/// `PhasePoint::hamiltonian` is the energy the kernels test. A failed evaluation leaves the log
+/// density NaN, which the kernels count as a divergence.
+pub trait Integrator: Clone + fmt::Debug + Send {
+    /// Starts a step of signed size `step_size` (negative: backward in time) from `point`.
+    fn begin(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Evaluation;
+
+    /// Continues after the requested evaluation was written into `point`: `None` when the step is
+    /// complete, else the next evaluation.
+    fn resume(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Option<Evaluation>;
+
+    /// Answers `Evaluation::Auxiliary` for a batch of points (each asked for it), writing into
+    /// their `auxiliary` caches. Only integrators that make that request implement it.
+    fn evaluate_auxiliary(&self, points: &mut [&mut PhasePoint]) -> Result<(), LogDensityError> {
+        let _ = points;
+        Err(LogDensityError::new(format!("{self:?} asked for an auxiliary evaluation it does not provide")))
+    }
+}
+
+impl PhasePoint {
+    /// Recomputes velocity and kinetic energy after the momentum was set.
+    pub fn refresh_velocity(&mut self, metric: &dyn Metric) {
+        metric.update_kinetic_energy(self);
+    }
+
+    /// One step of `integrator` of size `step_size` (negative integrates backward in time),
+    /// evaluating `density` as often as the integrator asks.
+    pub fn step<I: Integrator, L: LogDensity + ?Sized>(
+        &mut self,
+        integrator: &mut I,
+        density: &L,
+        metric: &dyn Metric,
+        step_size: f64,
+    ) {
+        let mut request = integrator.begin(self, metric, step_size);
+        loop {
+            let failed = match request {
+                Evaluation::ValueAndGradient => match density.evaluate(&self.position, &mut self.gradient) {
+                    Ok(value) => {
+                        self.log_density = value;
+                        false
+                    }
+                    Err(_) => true,
+                },
+                Evaluation::Value => match density.value(&self.position) {
+                    Ok(value) => {
+                        self.log_density = value;
+                        false
+                    }
+                    Err(_) => true,
+                },
+                Evaluation::Auxiliary => integrator.evaluate_auxiliary(&mut [&mut *self]).is_err(),
+            };
+            if failed {
+                self.log_density = f64::NAN;
+            }
+            match integrator.resume(self, metric, step_size) {
+                Some(next) => request = next,
+                None => return,
+            }
+        }
+    }
+
+    /// One leapfrog step of size `step_size` (negative integrates backward in time).
+    pub fn leapfrog<L: LogDensity + ?Sized>(&mut self, density: &L, metric: &dyn Metric, step_size: f64) {
+        self.step(&mut Leapfrog, density, metric, step_size);
+    }
+}
