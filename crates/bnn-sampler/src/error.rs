@@ -23,7 +23,7 @@ impl StartError {
                 got,
             },
             StartError::NonFinite { value } => SamplerError::NonFiniteStart { chain, value },
-            StartError::Evaluation(source) => SamplerError::StartEvaluation { chain, source },
+            StartError::Evaluation(cause) => SamplerError::StartEvaluation { chain, cause },
         }
     }
 }
@@ -43,12 +43,12 @@ pub enum SamplerError {
         "chain {chain}: the log density or its gradient is not finite at the initial position (log density = {value})"
     )]
     NonFiniteStart { chain: usize, value: f64 },
-    /// The cause is kept as the error's source (not repeated in the message), so a printer that
-    /// walks the source chain shows it once.
-    #[error("chain {chain}: the log density failed at the initial position")]
+    /// The cause is part of the message and deliberately not also returned as `source()`, so a
+    /// printer that walks the source chain shows it once.
+    #[error("chain {chain}: the log density failed at the initial position: {cause}")]
     StartEvaluation {
         chain: usize,
-        source: LogDensityError,
+        cause: LogDensityError,
     },
     #[error("chain {chain}: {message}")]
     InvalidChainStart { chain: usize, message: String },
