@@ -43,17 +43,15 @@ impl Lockstep {
             self.requests.push(Some(s.integrator.begin(s.point, s.metric, s.step_size)));
         }
         loop {
-            let mut evaluated = false;
-            for kind in [Evaluation::ValueAndGradient, Evaluation::Value, Evaluation::Auxiliary] {
+            let pending = |kind| self.requests.iter().any(|r| *r == Some(kind));
+            let kinds = [Evaluation::ValueAndGradient, Evaluation::Value, Evaluation::Auxiliary].map(|kind| (kind, pending(kind)));
+            if kinds.iter().all(|(_, pending)| !pending) {
+                return;
+            }
+            for (kind, _) in kinds.into_iter().filter(|(_, pending)| *pending) {
                 self.rows.clear();
                 self.rows.extend(self.requests.iter().enumerate().filter(|(_, r)| **r == Some(kind)).map(|(i, _)| i));
-                if !self.rows.is_empty() {
-                    self.evaluate(density, kind, steppers);
-                    evaluated = true;
-                }
-            }
-            if !evaluated {
-                return;
+                self.evaluate(density, kind, steppers);
             }
             for (s, request) in steppers.iter_mut().zip(&mut self.requests) {
                 if request.is_some() {
