@@ -5,11 +5,11 @@ mod commands;
 mod model_args;
 mod progress_bars;
 mod run_flags;
+mod shard_flag;
+mod stop_signals;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 #[derive(Parser, Debug)]
 #[command(name = "bnn", version, about = "Sampling-based inference for Bayesian neural networks (Burn)")]
@@ -42,14 +42,15 @@ enum Command {
     Run(commands::run::RunArgs),
     /// SVG plots of a run: traces, cumulative LPPD, calibration, predictive bands, warmup.
     Plot(commands::plot::PlotArgs),
+    /// Join the shard directories of a cluster run (`--shard i/n`) into one run, checked, then predict, evaluate and diagnose it.
+    Merge(commands::merge::MergeArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Ctrl-C stops sampling between draws; every chain is checkpointed before the exit.
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    // Ctrl-C, SIGTERM and SIGUSR1 stop sampling between draws; every chain is checkpointed
+    // before the exit.
+    let stop = stop_signals::install();
     let result = match cli.command {
         Command::Data(c) => commands::data::run(c),
         Command::Model(c) => commands::model::run(c),
@@ -61,12 +62,19 @@ fn main() -> ExitCode {
         Command::Evaluate(a) => commands::evaluate::run(a),
         Command::Run(a) => commands::run::run(a, stop),
         Command::Plot(a) => commands::plot::run(a),
+        Command::Merge(a) => commands::merge::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error_report(&e));
-            ExitCode::FAILURE
+            match (e.downcast_ref::<commands::Interrupted>(), stop_signals::scheduler_signal()) {
+                (Some(_), Some(signal)) => {
+                    eprintln!("stopped by {signal} with every chain checkpointed; exit code {} asks the job script to requeue", stop_signals::EXIT_REQUEUE);
+                    ExitCode::from(stop_signals::EXIT_REQUEUE)
+                }
+                _ => ExitCode::FAILURE,
+            }
         }
     }
 }

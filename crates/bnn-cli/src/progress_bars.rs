@@ -7,24 +7,25 @@ use std::sync::{Mutex, PoisonError};
 /// Renders [`ProgressEvent`]s; the bars exist while chains run.
 #[derive(Default)]
 pub struct ProgressBars {
-    bars: Mutex<Option<(MultiProgress, Vec<ProgressBar>)>>,
+    /// The bars and the chain number each shows (a shard runs some of a run's chains).
+    bars: Mutex<Option<(MultiProgress, Vec<(usize, ProgressBar)>)>>,
 }
 
 impl ProgressBars {
-    fn start(&self, iterations: usize, done: &[usize]) {
+    fn start(&self, iterations: usize, chains: &[usize], done: &[usize]) {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
         let style = ProgressStyle::with_template("chain {prefix:>3} [{bar:30}] {pos}/{len} {msg} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> ");
-        let bars = done
+        let bars = chains
             .iter()
-            .enumerate()
-            .map(|(c, &done)| {
+            .zip(done)
+            .map(|(&c, &done)| {
                 let bar = multi.add(ProgressBar::new(iterations as u64));
                 bar.set_style(style.clone());
                 bar.set_prefix(c.to_string());
                 bar.set_position(done as u64);
-                bar
+                (c, bar)
             })
             .collect();
         *self.bars.lock().unwrap_or_else(PoisonError::into_inner) = Some((multi, bars));
@@ -32,7 +33,7 @@ impl ProgressBars {
 
     fn update(&self, it: &ChainIteration) {
         if let Some((_, bars)) = self.bars.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-            let Some(bar) = bars.get(it.chain) else { return };
+            let Some((_, bar)) = bars.iter().find(|(c, _)| *c == it.chain) else { return };
             bar.set_position(it.iteration as u64);
             bar.set_message(format!(
                 "{} div {} eps {:.3} acc {:.2}",
@@ -46,7 +47,7 @@ impl ProgressBars {
 
     fn end(&self) {
         if let Some((_, bars)) = self.bars.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            for bar in &bars {
+            for (_, bar) in &bars {
                 bar.abandon();
             }
         }
@@ -58,7 +59,7 @@ impl Progress for ProgressBars {
         match event {
             // Lines only while no bars are drawn: a line printed under them leaves stale copies.
             ProgressEvent::Started { message, .. } | ProgressEvent::Finished { message, .. } => eprintln!("{message}"),
-            ProgressEvent::ChainsStarted { iterations, done } => self.start(*iterations, done),
+            ProgressEvent::ChainsStarted { iterations, chains, done } => self.start(*iterations, chains, done),
             ProgressEvent::Iteration(it) => self.update(it),
             ProgressEvent::ChainsEnded => self.end(),
         }

@@ -172,16 +172,35 @@ impl EnsembleConfig {
         device: &Device,
         threads: usize,
     ) -> Result<Vec<TrainedMember>, PosteriorError> {
+        let all: Vec<usize> = (0..self.members).collect();
+        self.train_members(model, train, valid, device, threads, &all)
+    }
+
+    /// Trains only the members numbered `indices` (each from its own stream, so member j is the
+    /// same network whichever others are trained beside it: one shard of a cluster run trains
+    /// the members its chains start from). Returned sorted by member number.
+    pub fn train_members(
+        &self,
+        model: &BnnConfig,
+        train: &HostData,
+        valid: Option<&HostData>,
+        device: &Device,
+        threads: usize,
+        indices: &[usize],
+    ) -> Result<Vec<TrainedMember>, PosteriorError> {
         self.check(model, train, valid)?;
+        if let Some(&bad) = indices.iter().find(|&&j| j >= self.members) {
+            return Err(PosteriorError::Config(format!("member {bad} does not exist in an ensemble of {}", self.members)));
+        }
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let results = std::sync::Mutex::new(Vec::with_capacity(self.members));
+        let results = std::sync::Mutex::new(Vec::with_capacity(indices.len()));
         std::thread::scope(|scope| {
-            for _ in 0..threads.clamp(1, self.members) {
+            for _ in 0..threads.clamp(1, indices.len().max(1)) {
                 scope.spawn(|| loop {
-                    let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if index >= self.members {
+                    let slot = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&index) = indices.get(slot) else {
                         break;
-                    }
+                    };
                     let member = self.fit_member(model, train, valid, device, index);
                     results.lock().unwrap_or_else(|p| p.into_inner()).push(member);
                 });

@@ -8,6 +8,7 @@ use crate::run_config::{Init, RunConfig};
 use crate::run_diagnostics::RunDiagnostics;
 use crate::run_dir::{write_json, RunDir};
 use crate::sampling::Sampling;
+use crate::shard::Shard;
 use crate::trained_ensemble::TrainedEnsemble;
 use anyhow::{anyhow, bail, Result};
 use bnn_data::Dataset;
@@ -44,6 +45,8 @@ pub struct DeiMcmc {
     pub(crate) device: Device,
     pub(crate) progress: Arc<dyn Progress>,
     pub(crate) stop: Arc<AtomicBool>,
+    /// The part of the chains this process runs (a cluster array task); `None`: all of them.
+    pub(crate) shard: Option<Shard>,
 }
 
 /// How [`DeiMcmc::run`] ended.
@@ -53,6 +56,9 @@ pub enum RunOutcome {
     /// The stop flag ended sampling; every chain is checkpointed and [`DeiMcmc::resume`]
     /// continues it.
     Interrupted(Sampling),
+    /// A shard ran its chains to the end; `bnn merge` ([`crate::merge_shards`]) joins the
+    /// shards and then predicts, evaluates and diagnoses the whole run.
+    ShardFinished(Sampling),
 }
 
 /// What every stage of a complete run returned.
@@ -111,6 +117,7 @@ impl DeiMcmc {
             device,
             progress: Arc::new(Silent),
             stop: Arc::new(AtomicBool::new(false)),
+            shard: None,
         })
     }
 
@@ -125,6 +132,31 @@ impl DeiMcmc {
     pub fn with_stop_flag(mut self, stop: Arc<AtomicBool>) -> Self {
         self.stop = stop;
         self
+    }
+
+    /// Runs only shard `shard` of the chains (`c mod n = i`), each exactly as in the whole run,
+    /// and trains only the ensemble members those chains need; the directory gets a
+    /// `shard.json` manifest for `bnn merge`.
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
+    }
+
+    /// The global numbers of the chains this process runs.
+    pub fn chain_ids(&self) -> Vec<usize> {
+        self.shard.unwrap_or_else(Shard::whole).chains(self.config.chains())
+    }
+
+    /// The ensemble members this process trains or reads.
+    pub fn member_indices(&self) -> Vec<usize> {
+        match self.shard {
+            Some(shard) => shard.members(self.config.ensemble.members, self.config.chains()),
+            None => (0..self.config.ensemble.members).collect(),
+        }
     }
 
     pub fn config(&self) -> &RunConfig {
@@ -173,9 +205,14 @@ impl DeiMcmc {
         }
         self.claim()?;
         let ensemble = if self.config.sampler.init == Init::Ensemble && !self.dir.has_ensemble() { Some(self.train_ensemble()?) } else { None };
-        let sampling = self.sample()?;
+        // A shard may be a requeued task: it continues the chains it checkpointed and starts
+        // the others afresh (also those killed before their first checkpoint).
+        let sampling = if self.shard.is_some() { self.resume()? } else { self.sample()? };
         if !sampling.finished {
             return Ok(RunOutcome::Interrupted(sampling));
+        }
+        if self.shard.is_some() {
+            return Ok(RunOutcome::ShardFinished(sampling));
         }
         let predictions = self.predict()?;
         let evaluation = self.evaluate(&predictions)?;

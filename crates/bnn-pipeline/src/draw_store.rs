@@ -147,6 +147,8 @@ pub struct ChainSampling {
 /// The sink of a run's sampling: files, checkpoints, optional early stopping and progress.
 pub struct DrawStore<'a> {
     dir: RunDir,
+    /// The global chain numbers, ascending; `chains[k]` holds the files of chain `ids[k]`.
+    ids: Vec<usize>,
     chains: Vec<ChainFiles>,
     checkpoint_every: usize,
     thin: usize,
@@ -156,12 +158,16 @@ pub struct DrawStore<'a> {
 }
 
 impl<'a> DrawStore<'a> {
-    /// Opens the files of `chains` chains; `resume[c]` is chain c's checkpoint when continuing.
-    pub fn open(dir: &RunDir, layout: &ParameterLayout, resume: &[Option<Checkpoint>], checkpoint_every: usize, thin: usize) -> Result<Self> {
+    /// Opens the files of the chains numbered `ids` (ascending: all of a run's, or one shard's);
+    /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing.
+    pub fn open(dir: &RunDir, layout: &ParameterLayout, ids: &[usize], resume: &[Option<Checkpoint>], checkpoint_every: usize, thin: usize) -> Result<Self> {
+        if ids.len() != resume.len() || ids.windows(2).any(|w| w[0] >= w[1]) {
+            bail!("the draw store needs one checkpoint slot per chain and ascending chain numbers");
+        }
         let draws_header = format!("{},{}\n", STAT_COLUMNS.join(","), cmdstan_names(layout).join(","));
         let adaptation_header = format!("iteration,{}\n", STAT_COLUMNS.join(","));
         let mut chains = Vec::with_capacity(resume.len());
-        for (c, checkpoint) in resume.iter().enumerate() {
+        for (&c, checkpoint) in ids.iter().zip(resume) {
             let draws = CountedFile::open(&dir.draws(c), &draws_header, checkpoint.as_ref().map(|k| k.draws_bytes))?;
             let adaptation = CountedFile::open(&dir.adaptation(c), &adaptation_header, checkpoint.as_ref().map(|k| k.adaptation_bytes))?;
             chains.push(ChainFiles {
@@ -175,7 +181,7 @@ impl<'a> DrawStore<'a> {
                 divergences: 0,
             });
         }
-        Ok(Self { dir: dir.clone(), chains, checkpoint_every, thin: thin.max(1), early_stop: None, progress: None, line: String::new() })
+        Ok(Self { dir: dir.clone(), ids: ids.to_vec(), chains, checkpoint_every, thin: thin.max(1), early_stop: None, progress: None, line: String::new() })
     }
 
     pub fn with_early_stop(mut self, early_stop: EarlyStop<'a>) -> Self {
@@ -193,7 +199,8 @@ impl<'a> DrawStore<'a> {
     /// never point past what is on disk).
     pub fn checkpoint(&mut self, state: &ChainState) -> Result<()> {
         let c = state.chain;
-        let files = &mut self.chains[c];
+        let slot = self.slot(c);
+        let files = &mut self.chains[slot];
         files.draws.writer.flush()?;
         files.adaptation.writer.flush()?;
         let checkpoint = Checkpoint {
@@ -210,6 +217,11 @@ impl<'a> DrawStore<'a> {
         write_atomic(&self.dir.checkpoint(c), serde_json::to_string(&checkpoint)?.as_bytes())
     }
 
+    /// Where chain `chain`'s files are kept (the sampler only hands over this store's chains).
+    fn slot(&self, chain: usize) -> usize {
+        self.ids.binary_search(&chain).unwrap_or_else(|_| panic!("chain {chain} is not one of this store's chains {:?}", self.ids))
+    }
+
     /// Busy seconds summed over chains: (warmup, sampling).
     pub fn busy_seconds(&self) -> (f64, f64) {
         self.chains.iter().fold((0.0, 0.0), |(w, s), c| (w + c.seconds_warmup, s + c.seconds_sampling))
@@ -223,8 +235,8 @@ impl<'a> DrawStore<'a> {
     pub fn chain_sampling(&self) -> Vec<ChainSampling> {
         self.chains
             .iter()
-            .enumerate()
-            .map(|(chain, c)| ChainSampling {
+            .zip(&self.ids)
+            .map(|(c, &chain)| ChainSampling {
                 chain,
                 kept_draws: c.kept_draws,
                 finished_early: c.finished_early,
@@ -237,9 +249,10 @@ impl<'a> DrawStore<'a> {
     fn write_row(&mut self, draw: &Draw<'_>) -> std::io::Result<()> {
         use std::fmt::Write as _;
         let s = draw.stats;
+        let slot = self.slot(draw.chain);
         let line = &mut self.line;
         line.clear();
-        let files = &mut self.chains[draw.chain];
+        let files = &mut self.chains[slot];
         if draw.warmup {
             let _ = write!(line, "{},", draw.index);
         }
@@ -261,7 +274,8 @@ impl<'a> DrawStore<'a> {
 impl DrawSink for DrawStore<'_> {
     fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError> {
         let now = Instant::now();
-        let files = &mut self.chains[draw.chain];
+        let slot = self.slot(draw.chain);
+        let files = &mut self.chains[slot];
         if let Some(last) = files.last_event {
             let seconds = now.duration_since(last).as_secs_f64();
             if draw.warmup {
@@ -278,11 +292,11 @@ impl DrawSink for DrawStore<'_> {
         if keep {
             if let Some(early_stop) = &mut self.early_stop {
                 if early_stop.observe(draw.chain, draw.position)? {
-                    self.chains[draw.chain].finished_early = true;
+                    self.chains[slot].finished_early = true;
                 }
             }
         }
-        let files = &mut self.chains[draw.chain];
+        let files = &mut self.chains[slot];
         files.divergences += usize::from(draw.stats.divergent);
         if let Some(progress) = self.progress {
             let iteration = ChainIteration {
@@ -295,7 +309,7 @@ impl DrawSink for DrawStore<'_> {
             };
             progress.report(&ProgressEvent::Iteration(&iteration));
         }
-        let finished = self.chains[draw.chain].finished_early;
+        let finished = self.chains[slot].finished_early;
         if finished || (self.checkpoint_every > 0 && draw.state.iteration % self.checkpoint_every == 0) {
             self.checkpoint(draw.state)?;
         }
@@ -303,6 +317,6 @@ impl DrawSink for DrawStore<'_> {
     }
 
     fn chain_finished(&self, chain: usize) -> bool {
-        self.chains[chain].finished_early
+        self.chains[self.slot(chain)].finished_early
     }
 }

@@ -33,8 +33,9 @@ pub struct ChainIteration {
 pub enum ProgressEvent<'a> {
     /// A stage begins; `message` says what it does, e.g. "training 4 members on 80 rows (...)".
     Started { stage: Stage, message: &'a str },
-    /// The chains start: each runs `iterations` in all, `done[c]` of them before (a resumed run).
-    ChainsStarted { iterations: usize, done: &'a [usize] },
+    /// The chains start: chain `chains[k]` (its number in the whole run; a shard runs some of
+    /// them) runs `iterations` in all, `done[k]` of them before (a resumed run).
+    ChainsStarted { iterations: usize, chains: &'a [usize], done: &'a [usize] },
     Iteration(&'a ChainIteration),
     /// The chains stopped (finished, or interrupted by the stop flag).
     ChainsEnded,

@@ -52,6 +52,10 @@ impl RunDir {
     pub fn checkpoint(&self, chain: usize) -> PathBuf {
         self.checkpoint_dir().join(format!("chain_{chain}.json"))
     }
+    /// `shard.json`: the manifest of one shard of a cluster run.
+    pub fn shard_manifest(&self) -> PathBuf {
+        self.root.join("shard.json")
+    }
     pub fn sampling(&self) -> PathBuf {
         self.root.join("sampling.json")
     }
@@ -78,6 +82,11 @@ impl RunDir {
             bail!("{} is not a run directory (no config.toml): run `bnn train`, `bnn sample` or `bnn run` with --out first", self.root.display());
         }
         RunConfig::from_toml_file(&path)
+    }
+
+    /// Whether any of `chains` has a checkpoint here (a run to continue, not to start).
+    pub fn has_checkpoints(&self, chains: &[usize]) -> bool {
+        chains.iter().any(|&c| self.checkpoint(c).exists())
     }
 
     /// Whether the directory holds a complete trained ensemble.

@@ -7,6 +7,7 @@ use crate::early_stop::EarlyStop;
 use crate::progress::{ProgressEvent, Stage};
 use crate::run_config::Init;
 use crate::run_dir::write_json;
+use crate::shard::ShardManifest;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{initial_parameters, load_parameters};
 use bnn_sampler::{ChainStart, RunStatus};
@@ -39,55 +40,68 @@ impl DeiMcmc {
         self.run_chains(true)
     }
 
-    /// The chains' starting points (and the ensemble's training seconds, 0 when none was trained).
-    fn chain_starts(&self) -> Result<(Vec<ChainStart>, f64)> {
-        let chains = self.config.chains();
+    /// The starting points of the chains `ids` (and the ensemble's training seconds, 0 when none
+    /// was trained).
+    fn chain_starts(&self, ids: &[usize]) -> Result<(Vec<ChainStart>, f64)> {
         let seed = self.config.sampler.seed;
         let widen = |p: &[f32]| p.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
         Ok(match self.config.sampler.init {
-            Init::Cold => ((0..chains).map(|c| ChainStart::at(initial_parameters(&self.layout, seed, 1_000 + c as u64))).collect(), 0.0),
+            Init::Cold => (ids.iter().map(|&c| ChainStart::at(initial_parameters(&self.layout, seed, 1_000 + c as u64))).collect(), 0.0),
             Init::Single => {
                 let path = self.config.sampler.init_from.as_ref().ok_or_else(|| anyhow!("init = single needs init_from"))?;
                 let theta = load_parameters(&self.bnn, path).with_context(|| format!("loading the warm start {}", path.display()))?;
-                (vec![ChainStart::at(widen(&theta)); chains], 0.0)
+                (vec![ChainStart::at(widen(&theta)); ids.len()], 0.0)
             }
             Init::Ensemble => {
                 let ensemble = self.ensemble()?;
-                let members = &ensemble.members;
-                ((0..chains).map(|c| ChainStart::at(widen(&members[c % members.len()]))).collect(), ensemble.seconds)
+                let total = self.config.ensemble.members;
+                let member = |c: usize| -> Result<ChainStart> {
+                    let slot = ensemble.indices.iter().position(|&j| j == c % total).ok_or_else(|| anyhow!("chain {c} starts from member {}, which this run directory lacks", c % total))?;
+                    Ok(ChainStart::at(widen(&ensemble.members[slot])))
+                };
+                (ids.iter().map(|&c| member(c)).collect::<Result<Vec<_>>>()?, ensemble.seconds)
             }
         })
     }
 
     fn run_chains(&self, resume: bool) -> Result<Sampling> {
         let config = &self.config;
-        let chains = config.chains();
+        let ids = self.chain_ids();
+        let chains = ids.len();
         let sampler = config.sampler.sampler_config(config.runtime.threads).init()?;
         let density = &self.density;
         let root = self.dir.root().display();
-        if !resume && (self.dir.draws(0).exists() || self.dir.checkpoint(0).exists()) {
+        if !resume && self.dir.has_checkpoints(&ids) || !resume && ids.iter().any(|&c| self.dir.draws(c).exists()) {
             bail!("{root} already holds draws; continue it with `bnn sample --resume {root}` (DeiMcmc::resume) or choose a new run directory");
         }
-        let (starts, seconds_ensemble) = self.chain_starts()?;
+        let (starts, seconds_ensemble) = self.chain_starts(&ids)?;
         self.write_layout()?;
-        let mut states = sampler.init_chains(density, &starts)?;
+        let mut manifest = self.shard.map(|shard| ShardManifest::new(shard, config, &self.data));
+        if let (Some(manifest), true) = (&mut manifest, resume && self.dir.shard_manifest().exists()) {
+            // A requeued shard keeps the time it first started.
+            manifest.started = ShardManifest::load(&self.dir.shard_manifest())?.started;
+        }
+        if let Some(manifest) = &manifest {
+            write_json(&self.dir.shard_manifest(), &serde_json::to_value(manifest)?)?;
+        }
+        let mut states = ids.iter().zip(&starts).map(|(&c, start)| sampler.init_chain(density, c, start)).collect::<Result<Vec<_>, _>>()?;
         let mut resumed: Vec<Option<Checkpoint>> = vec![None; chains];
         if resume {
-            for (c, slot) in resumed.iter_mut().enumerate() {
+            for ((slot, state), &c) in resumed.iter_mut().zip(&mut states).zip(&ids) {
                 let path = self.dir.checkpoint(c);
                 if path.exists() {
                     let checkpoint = Checkpoint::load(&path)?;
                     if checkpoint.chain != c || checkpoint.state.kernel.dim() != self.layout.dim() {
                         bail!("checkpoint {} belongs to another chain or model; the run directory is damaged", path.display());
                     }
-                    states[c] = checkpoint.state.clone();
+                    *state = checkpoint.state.clone();
                     *slot = Some(checkpoint);
                 }
             }
         }
         let total = config.sampler.warmup + config.sampler.draws;
         let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
-        let mut store = DrawStore::open(&self.dir, &self.layout, &resumed, config.sampler.checkpoint_every, config.sampler.thin)?;
+        let mut store = DrawStore::open(&self.dir, &self.layout, &ids, &resumed, config.sampler.checkpoint_every, config.sampler.thin)?;
         if config.sampler.early_stop {
             let test = &self.data.test;
             let posterior = self.posterior();
@@ -96,8 +110,8 @@ impl DeiMcmc {
                 let draw = posterior.predictions(theta, test).pop().ok_or_else(|| anyhow!("no prediction"))?;
                 Ok(draw.iter().enumerate().map(|(i, p)| p.log_likelihood(&test.y[i * test.y_cols..(i + 1) * test.y_cols])).collect())
             });
-            let mut early = EarlyStop::new(rule, test.rows, chains, pointwise);
-            for (c, checkpoint) in resumed.iter().enumerate() {
+            let mut early = EarlyStop::new(rule, test.rows, config.chains(), pointwise);
+            for (&c, checkpoint) in ids.iter().zip(&resumed) {
                 if checkpoint.is_some() {
                     // Rebuild the chain's LPPD history from its stored draws (what it saw before).
                     for_each_stored_draw(&self.dir.draws(c), self.layout.dim(), |_, theta| early.observe(c, theta).map(|_| ()))?;
@@ -119,8 +133,12 @@ impl DeiMcmc {
             config.device_name()?.concrete(),
             if resume { format!(" (resuming at iterations {done:?})") } else { String::new() }
         );
+        let message = match self.shard {
+            Some(shard) => format!("{message}; shard {shard}: chains {ids:?}"),
+            None => message,
+        };
         self.progress.report(&ProgressEvent::Started { stage: Stage::Sampling, message: &message });
-        self.progress.report(&ProgressEvent::ChainsStarted { iterations: total, done: &done });
+        self.progress.report(&ProgressEvent::ChainsStarted { iterations: total, chains: &ids, done: &done });
         store = store.with_progress(self.progress.as_ref());
         let start = Instant::now();
         let status = sampler.run(density, &mut states, &mut store, &self.stop);
@@ -134,7 +152,7 @@ impl DeiMcmc {
             finished: status != RunStatus::Stopped,
             chains: store.chain_sampling(),
             seconds_wall,
-            draws_files: (0..chains).map(|c| self.dir.draws(c)).collect(),
+            draws_files: ids.iter().map(|&c| self.dir.draws(c)).collect(),
         };
         if !outcome.finished {
             self.progress.report(&ProgressEvent::Finished { stage: Stage::Sampling, message: "interrupted: every chain is checkpointed" });
@@ -143,21 +161,27 @@ impl DeiMcmc {
         let (busy_warmup, busy_sampling) = store.busy_seconds();
         // Chain busy time (summed over chains, kept across resumes) over the chains run at once.
         let parallel = config.threads().min(chains).max(1) as f64;
-        write_json(
-            &self.dir.sampling(),
-            &json!({
-                "status": "finished",
-                "chains": chains,
-                "finished_early": store.finished_early(),
-                "seconds_ensemble": seconds_ensemble,
-                "seconds_warmup": busy_warmup / parallel,
-                "seconds_sampling": busy_sampling / parallel,
-                "seconds_wall_last_session": seconds_wall,
-                "chain_seconds_warmup": busy_warmup,
-                "chain_seconds_sampling": busy_sampling,
-                "resumed": resume,
-            }),
-        )?;
+        let mut record = json!({
+            "status": "finished",
+            "chains": chains,
+            "finished_early": store.finished_early(),
+            "seconds_ensemble": seconds_ensemble,
+            "seconds_warmup": busy_warmup / parallel,
+            "seconds_sampling": busy_sampling / parallel,
+            "seconds_wall_last_session": seconds_wall,
+            "chain_seconds_warmup": busy_warmup,
+            "chain_seconds_sampling": busy_sampling,
+            "resumed": resume,
+        });
+        if let Some(shard) = self.shard {
+            record["shard"] = json!(shard.to_string());
+            record["chain_ids"] = json!(ids);
+        }
+        write_json(&self.dir.sampling(), &record)?;
+        if let Some(manifest) = &mut manifest {
+            manifest.finished = Some(crate::shard::unix_now());
+            write_json(&self.dir.shard_manifest(), &serde_json::to_value(&*manifest)?)?;
+        }
         let message = format!("sampled in {seconds_wall:.1} s; draws in {root}");
         self.progress.report(&ProgressEvent::Finished { stage: Stage::Sampling, message: &message });
         Ok(outcome)

@@ -14,6 +14,9 @@ use std::time::Instant;
 pub struct TrainedEnsemble {
     /// Flat parameters of each member, in the model's layout.
     pub members: Vec<Vec<f32>>,
+    /// The member number of each entry of `members`: `0..M` for a whole run, the shard's
+    /// members for one shard of a cluster run.
+    pub indices: Vec<usize>,
     /// Training seconds (NaN when a saved ensemble does not record them).
     pub seconds: f64,
     /// `ensemble/member_NN.safetensors`, one per member.
@@ -38,9 +41,10 @@ impl DeiMcmc {
             .with_batch_size(e.batch_size)
             .with_patience(e.patience)
             .with_seed(self.config.sampler.seed);
+        let indices = self.member_indices();
         let message = format!(
             "training {} members on {} rows ({} {}, {})",
-            e.members,
+            if indices.len() == e.members { e.members.to_string() } else { format!("{} of the {} ({:?})", indices.len(), e.members, indices) },
             self.data.train.rows,
             e.epochs,
             if e.batch_size.is_some() { "epochs at most" } else { "full-batch Adam steps" },
@@ -48,7 +52,7 @@ impl DeiMcmc {
         );
         self.progress.report(&ProgressEvent::Started { stage: Stage::Ensemble, message: &message });
         let start = Instant::now();
-        let members = ensemble.train_with_validation(&self.bnn, &self.data.train, self.data.valid.as_ref(), &self.device, self.config.threads())?;
+        let members = ensemble.train_members(&self.bnn, &self.data.train, self.data.valid.as_ref(), &self.device, self.config.threads(), &indices)?;
         let seconds = start.elapsed().as_secs_f64();
         std::fs::create_dir_all(self.dir.ensemble_dir())?;
         for member in &members {
@@ -68,6 +72,7 @@ impl DeiMcmc {
         self.progress.report(&ProgressEvent::Finished { stage: Stage::Ensemble, message: &message });
         Ok(TrainedEnsemble {
             files: members.iter().map(|m| self.dir.member(m.index)).collect(),
+            indices: members.iter().map(|m| m.index).collect(),
             members: members.into_iter().map(|m| m.parameters).collect(),
             seconds,
         })
@@ -81,13 +86,19 @@ impl DeiMcmc {
         }
         let text = std::fs::read_to_string(&path)?;
         let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is corrupt", path.display()))?;
-        let count = value["members"].as_array().map_or(0, |m| m.len());
-        if count != self.config.ensemble.members {
-            bail!("{} lists {count} members, the config asks for {}", path.display(), self.config.ensemble.members);
+        let listed: Vec<usize> = value["members"].as_array().map_or(Vec::new(), |m| m.iter().filter_map(|r| r["index"].as_u64().map(|i| i as usize)).collect());
+        let wanted = self.member_indices();
+        if listed != wanted {
+            bail!(
+                "{} lists members {listed:?}, this run needs {wanted:?} (ensemble of {}{})",
+                path.display(),
+                self.config.ensemble.members,
+                self.shard.map(|s| format!(", shard {s}")).unwrap_or_default()
+            );
         }
-        let files: Vec<PathBuf> = (0..count).map(|j| self.dir.member(j)).collect();
+        let files: Vec<PathBuf> = wanted.iter().map(|&j| self.dir.member(j)).collect();
         let members = files.iter().map(|file| load_parameters(&self.bnn, file).map_err(anyhow::Error::from)).collect::<Result<Vec<_>>>()?;
-        Ok(Some(TrainedEnsemble { members, seconds: value["seconds"].as_f64().unwrap_or(f64::NAN), files }))
+        Ok(Some(TrainedEnsemble { members, indices: wanted, seconds: value["seconds"].as_f64().unwrap_or(f64::NAN), files }))
     }
 
     /// The saved ensemble, or one trained now (its seconds then include saving it).

@@ -193,55 +193,61 @@ impl Sampler {
                 "at least one chain start is needed".into(),
             ));
         }
+        starts.iter().enumerate().map(|(chain, start)| self.init_chain(density, chain, start)).collect()
+    }
+
+    /// Creates chain number `chain` (its random stream is `(seed, chain)`), as `init_chains` does
+    /// for each of its starts: a subset of a run's chains (one shard of a cluster job) starts
+    /// exactly as those chains start in the whole run.
+    pub fn init_chain<L: LogDensity + ?Sized>(
+        &self,
+        density: &L,
+        chain: usize,
+        start: &ChainStart,
+    ) -> Result<ChainState, SamplerError> {
         let dim = density.dim();
         let config = &self.config;
-        starts
-            .iter()
-            .enumerate()
-            .map(|(chain, start)| {
-                let kernel = KernelState::init(density, start.position.clone())
-                    .map_err(|e| e.for_chain(chain))?;
-                let invalid = |message: String| SamplerError::InvalidChainStart { chain, message };
-                let metric = match &start.inverse_mass_diag {
-                    Some(diag) if diag.len() != dim => {
-                        return Err(invalid(format!(
-                            "inverse mass diagonal has length {}, expected {dim}",
-                            diag.len()
-                        )))
-                    }
-                    Some(diag) => {
-                        DiagonalMassMatrix::new(diag.clone()).map_err(|e| invalid(e.to_string()))?
-                    }
-                    None => DiagonalMassMatrix::identity(dim),
-                };
-                let step_size = start
-                    .step_size
-                    .or(config.initial_step_size)
-                    .unwrap_or_else(|| config.algorithm.default_step_size(dim));
-                check_step_size(step_size).map_err(invalid)?;
-                let mut rng = chain_rng(config.seed, chain);
-                let step_size = if self.search_step_size() && config.num_warmup > 0 {
-                    find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size)
-                } else {
-                    step_size
-                };
-                let warmup = WarmupState::new(
-                    &config.warmup,
-                    config.num_warmup,
-                    dim,
-                    config.algorithm.target_accept(),
-                    step_size,
-                );
-                Ok(ChainState {
-                    chain,
-                    iteration: 0,
-                    kernel,
-                    params: TunedParams::new(step_size, metric),
-                    warmup: Tuner::StanWindows(warmup),
-                    rng,
-                })
-            })
-            .collect()
+        let kernel = KernelState::init(density, start.position.clone())
+            .map_err(|e| e.for_chain(chain))?;
+        let invalid = |message: String| SamplerError::InvalidChainStart { chain, message };
+        let metric = match &start.inverse_mass_diag {
+            Some(diag) if diag.len() != dim => {
+                return Err(invalid(format!(
+                    "inverse mass diagonal has length {}, expected {dim}",
+                    diag.len()
+                )))
+            }
+            Some(diag) => {
+                DiagonalMassMatrix::new(diag.clone()).map_err(|e| invalid(e.to_string()))?
+            }
+            None => DiagonalMassMatrix::identity(dim),
+        };
+        let step_size = start
+            .step_size
+            .or(config.initial_step_size)
+            .unwrap_or_else(|| config.algorithm.default_step_size(dim));
+        check_step_size(step_size).map_err(invalid)?;
+        let mut rng = chain_rng(config.seed, chain);
+        let step_size = if self.search_step_size() && config.num_warmup > 0 {
+            find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size)
+        } else {
+            step_size
+        };
+        let warmup = WarmupState::new(
+            &config.warmup,
+            config.num_warmup,
+            dim,
+            config.algorithm.target_accept(),
+            step_size,
+        );
+        Ok(ChainState {
+            chain,
+            iteration: 0,
+            kernel,
+            params: TunedParams::new(step_size, metric),
+            warmup: Tuner::StanWindows(warmup),
+            rng,
+        })
     }
 
     /// Advances every chain until it has done its warmup and `num_draws` draws, handing each draw

@@ -60,6 +60,7 @@ pub fn in_memory_run(dir: &Path, sizes: Sizes, report: impl Fn(&str) + Send + Sy
     match run.run()? {
         RunOutcome::Finished(report) => Ok(report.evaluation.summary),
         RunOutcome::Interrupted(_) => Err(anyhow!("sampling was interrupted")),
+        RunOutcome::ShardFinished(_) => Err(anyhow!("this run is one shard; join the shards with bnn_pipeline::merge_shards")),
     }
 }
 

@@ -3,7 +3,9 @@
 //! checkpoints stream to the run directory. `--resume <dir>` continues an interrupted run.
 
 use crate::progress_bars::ProgressBars;
+use crate::commands::Interrupted;
 use crate::run_flags::RunFlags;
+use crate::shard_flag::ShardFlag;
 use anyhow::{bail, Result};
 use bnn_pipeline::{DeiMcmc, RunConfig, RunDir};
 use clap::Args;
@@ -15,6 +17,8 @@ use std::sync::Arc;
 pub struct SampleArgs {
     #[command(flatten)]
     pub flags: RunFlags,
+    #[command(flatten)]
+    pub shard: ShardFlag,
     /// Run directory for config, ensemble, draws and checkpoints.
     #[arg(long, default_value = "runs/default")]
     pub out: PathBuf,
@@ -40,10 +44,24 @@ pub fn run(args: SampleArgs, stop: Arc<AtomicBool>) -> Result<()> {
         Some(path) => (resumed_config(&RunDir::new(path), &args.flags)?, path),
         None => (args.flags.resolve()?, &args.out),
     };
-    let run = DeiMcmc::new(config, dir)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
-    let sampling = if args.resume.is_some() { run.resume()? } else { run.sample()? };
+    let mut run = DeiMcmc::new(config, dir)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
+    let shard = args.shard.resolve()?;
+    if let Some(shard) = shard {
+        run = run.with_shard(shard);
+    }
+    // A shard may be a requeued task: it continues the chains it checkpointed and starts the
+    // others afresh.
+    let resume = args.resume.is_some() || shard.is_some();
+    if shard.is_some() {
+        run.claim()?;
+    }
+    let sampling = if resume { run.resume()? } else { run.sample()? };
     if !sampling.finished {
-        bail!("sampling was interrupted; continue with `bnn sample --resume {}`", dir.display());
+        let again = match shard {
+            Some(shard) => format!("the same command (shard {shard})"),
+            None => format!("`bnn sample --resume {}`", dir.display()),
+        };
+        return Err(Interrupted(format!("sampling was interrupted; continue with {again}")).into());
     }
     Ok(())
 }

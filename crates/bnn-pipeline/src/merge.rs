@@ -1,0 +1,204 @@
+//! `bnn merge`: joins the shard directories of a cluster run into one run directory, after checking they belong together.
+
+use crate::dei_mcmc::{DeiMcmc, RunReport};
+use crate::draw_store::{ChainSampling, Checkpoint};
+use crate::sampling::Sampling;
+use crate::run_dir::{write_atomic, write_json, RunDir};
+use crate::shard::{config_hash, ShardManifest};
+use anyhow::{anyhow, bail, Context as _, Result};
+use bnn_model::load_parameters;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// The checked shards of one run, ready to be copied into a run directory.
+pub struct ShardSet {
+    /// `(directory, manifest)`, in shard order.
+    pub shards: Vec<(PathBuf, ShardManifest)>,
+    pub chains: usize,
+    pub members: usize,
+}
+
+impl ShardSet {
+    /// Reads every directory's `shard.json` and `config.toml` and refuses, naming the culprit,
+    /// shards of different configs or data, unfinished shards, and chains missing or present
+    /// twice.
+    pub fn check(dirs: &[PathBuf]) -> Result<Self> {
+        if dirs.is_empty() {
+            bail!("name the shard directories to merge");
+        }
+        let mut shards = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let run_dir = RunDir::new(dir);
+            let path = run_dir.shard_manifest();
+            if !path.exists() {
+                bail!("{} is not a shard directory (no shard.json): run `bnn run --shard i/n --out {}` first", dir.display(), dir.display());
+            }
+            let manifest = ShardManifest::load(&path)?;
+            let stored = config_hash(&run_dir.load_config()?);
+            if stored != manifest.config_hash {
+                bail!("{}: config.toml does not match its shard.json (config hash {stored} vs {}); the directory was edited", dir.display(), manifest.config_hash);
+            }
+            if manifest.finished.is_none() {
+                bail!(
+                    "shard {} in {} has not finished its chains; continue it with the same `bnn run --shard {} ...` (it resumes from its checkpoints), then merge",
+                    manifest.shard,
+                    dir.display(),
+                    manifest.shard
+                );
+            }
+            shards.push((dir.clone(), manifest));
+        }
+        let (first_dir, first) = &shards[0];
+        for (dir, manifest) in &shards[1..] {
+            let name = |d: &Path, m: &ShardManifest| format!("{} (shard {})", d.display(), m.shard);
+            if manifest.config_hash != first.config_hash {
+                bail!("{} and {} were run with different configurations (config hashes {} and {}); merge only the shards of one run", name(first_dir, first), name(dir, manifest), first.config_hash, manifest.config_hash);
+            }
+            if manifest.data_hash != first.data_hash {
+                bail!("{} and {} sampled different data (data hashes {} and {}); merge only the shards of one run", name(first_dir, first), name(dir, manifest), first.data_hash, manifest.data_hash);
+            }
+            if manifest.shard.count != first.shard.count {
+                bail!("{} and {} split the chains differently ({} and {} shards)", name(first_dir, first), name(dir, manifest), first.shard.count, manifest.shard.count);
+            }
+        }
+        let config = RunDir::new(first_dir).load_config()?;
+        let chains = config.chains();
+        let mut owner: Vec<Option<&Path>> = vec![None; chains];
+        for (dir, manifest) in &shards {
+            for &c in &manifest.chains {
+                let slot = owner.get_mut(c).ok_or_else(|| anyhow!("{} holds chain {c}, the run has {chains} chains", dir.display()))?;
+                if let Some(other) = slot {
+                    bail!("chain {c} is in both {} and {}: a shard was given twice or two shards overlap", other.display(), dir.display());
+                }
+                *slot = Some(dir);
+            }
+        }
+        let missing: Vec<usize> = owner.iter().enumerate().filter(|(_, o)| o.is_none()).map(|(c, _)| c).collect();
+        if !missing.is_empty() {
+            bail!("chains {missing:?} are in none of the given shards (the run has {chains} chains in {} shards); add the missing shard directories", first.shard.count);
+        }
+        Ok(Self { shards, chains, members: config.ensemble.members })
+    }
+
+    /// Copies config, layout, ensemble, draws, warmup statistics and checkpoints into `out`
+    /// (which must be new or empty, so nothing is overwritten), and a `sampling.json` for the
+    /// whole run: the wall times are the slowest shard's (shards run side by side).
+    pub fn write(&self, out: &Path) -> Result<RunDir> {
+        if out.exists() && std::fs::read_dir(out).with_context(|| format!("reading {}", out.display()))?.next().is_some() {
+            bail!("{} is not empty; merge into a new directory (nothing was changed)", out.display());
+        }
+        let target = RunDir::new(out);
+        target.create()?;
+        let first = RunDir::new(&self.shards[0].0);
+        std::fs::copy(first.config(), target.config()).context("copying config.toml")?;
+        std::fs::copy(first.layout(), target.layout()).context("copying layout.json")?;
+        self.copy_ensemble(&target)?;
+        let mut finished_early = vec![false; self.chains];
+        let (mut warmup, mut sampling, mut ensemble, mut chain_warmup, mut chain_sampling) = (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
+        for (dir, manifest) in &self.shards {
+            let shard = RunDir::new(dir);
+            for &c in &manifest.chains {
+                for (from, to) in [(shard.draws(c), target.draws(c)), (shard.adaptation(c), target.adaptation(c)), (shard.checkpoint(c), target.checkpoint(c))] {
+                    std::fs::copy(&from, &to).with_context(|| format!("copying {}", from.display()))?;
+                }
+            }
+            let record: Value = serde_json::from_str(&std::fs::read_to_string(shard.sampling()).with_context(|| format!("reading {}", shard.sampling().display()))?)?;
+            let early: Vec<bool> = serde_json::from_value(record["finished_early"].clone()).unwrap_or_default();
+            for (&c, flag) in manifest.chains.iter().zip(early) {
+                finished_early[c] = flag;
+            }
+            let seconds = |key: &str| record[key].as_f64().unwrap_or(0.0);
+            warmup = warmup.max(seconds("seconds_warmup"));
+            sampling = sampling.max(seconds("seconds_sampling"));
+            ensemble = ensemble.max(seconds("seconds_ensemble"));
+            chain_warmup += seconds("chain_seconds_warmup");
+            chain_sampling += seconds("chain_seconds_sampling");
+        }
+        write_json(
+            &target.sampling(),
+            &json!({
+                "status": "finished",
+                "chains": self.chains,
+                "finished_early": finished_early,
+                "seconds_ensemble": ensemble,
+                "seconds_warmup": warmup,
+                "seconds_sampling": sampling,
+                "chain_seconds_warmup": chain_warmup,
+                "chain_seconds_sampling": chain_sampling,
+                "merged_from": self.shards.iter().map(|(d, m)| json!({ "dir": d.display().to_string(), "shard": m.shard.to_string(), "host": m.host, "chains": m.chains, "started": m.started, "finished": m.finished })).collect::<Vec<_>>(),
+            }),
+        )?;
+        let manifests: Vec<&ShardManifest> = self.shards.iter().map(|(_, m)| m).collect();
+        write_atomic(&out.join("shards.json"), serde_json::to_string_pretty(&manifests)?.as_bytes())?;
+        Ok(target)
+    }
+
+    /// Each member once, from the first shard that holds it; a member held by two shards must be
+    /// the same network in both.
+    fn copy_ensemble(&self, target: &RunDir) -> Result<()> {
+        let first = RunDir::new(&self.shards[0].0);
+        if !first.has_ensemble() {
+            return Ok(()); // chains that did not start from an ensemble
+        }
+        let model = DeiMcmc::open(&self.shards[0].0)?.model().clone();
+        std::fs::create_dir_all(target.ensemble_dir())?;
+        let mut records: Vec<Option<Value>> = vec![None; self.members];
+        let mut seconds = 0.0f64;
+        for (dir, manifest) in &self.shards {
+            let shard = RunDir::new(dir);
+            let listing: Value = serde_json::from_str(&std::fs::read_to_string(shard.members_json()).with_context(|| format!("{} lacks its ensemble (ensemble/members.json)", dir.display()))?)?;
+            seconds = seconds.max(listing["seconds"].as_f64().unwrap_or(0.0));
+            for record in listing["members"].as_array().into_iter().flatten() {
+                let j = record["index"].as_u64().map(|j| j as usize).filter(|&j| j < self.members).ok_or_else(|| anyhow!("{}: a member record without a valid index", shard.members_json().display()))?;
+                match &records[j] {
+                    None => {
+                        std::fs::copy(shard.member(j), target.member(j)).with_context(|| format!("copying {}", shard.member(j).display()))?;
+                        records[j] = Some(record.clone());
+                    }
+                    Some(_) => {
+                        let kept = load_parameters(&model, &target.member(j))?;
+                        if load_parameters(&model, &shard.member(j))? != kept {
+                            bail!("member {j} differs between shards ({} and an earlier one, shard {}): they were not trained from the same config", dir.display(), manifest.shard);
+                        }
+                    }
+                }
+            }
+        }
+        let missing: Vec<usize> = records.iter().enumerate().filter(|(_, r)| r.is_none()).map(|(j, _)| j).collect();
+        if !missing.is_empty() {
+            bail!("ensemble members {missing:?} are in none of the shards");
+        }
+        write_json(&target.members_json(), &json!({ "members": records, "seconds": seconds }))
+    }
+}
+
+/// Checks and joins the shards in `dirs` into the new run directory `out`, then predicts,
+/// evaluates and diagnoses the whole run there. With the same seed the result equals one
+/// machine's `bnn run`: the same draws files byte for byte and the same metrics.
+pub fn merge_shards(dirs: &[PathBuf], out: &Path) -> Result<(DeiMcmc, RunReport)> {
+    let set = ShardSet::check(dirs)?;
+    set.write(out)?;
+    let run = DeiMcmc::open(out)?;
+    let report = run.finish_merged()?;
+    Ok((run, report))
+}
+
+impl DeiMcmc {
+    /// Prediction, evaluation and diagnostics of a directory whose chains all finished
+    /// elsewhere (merged shards).
+    pub fn finish_merged(&self) -> Result<RunReport> {
+        let ids = self.chain_ids();
+        let chains = ids
+            .iter()
+            .map(|&c| {
+                let k = Checkpoint::load(&self.dir.checkpoint(c))?;
+                Ok(ChainSampling { chain: c, kept_draws: k.kept_draws, finished_early: k.finished_early, seconds_warmup: k.seconds_warmup, seconds_sampling: k.seconds_sampling })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let sampling = Sampling { finished: true, chains, seconds_wall: 0.0, draws_files: ids.iter().map(|&c| self.dir.draws(c)).collect() };
+        let predictions = self.predict()?;
+        let evaluation = self.evaluate(&predictions)?;
+        let diagnostics = self.diagnose()?;
+        Ok(RunReport { ensemble: None, sampling, predictions, evaluation, diagnostics })
+    }
+}
