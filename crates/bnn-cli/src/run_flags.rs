@@ -94,9 +94,16 @@ pub struct RunFlags {
     /// NUTS: maximum tree depth [default: 10].
     #[arg(long)]
     pub max_depth: Option<usize>,
-    /// HMC: leapfrog steps per draw.
-    #[arg(long)]
+    /// HMC: leapfrog steps per draw [default: 32].
+    #[arg(long, visible_alias = "num-steps")]
     pub leapfrog_steps: Option<usize>,
+    /// Step size ε: fixed with `--adapt false`, else where the warmup's search starts.
+    #[arg(long)]
+    pub step_size: Option<f64>,
+    /// `false`: fixed-step sampling (no step-size or metric adaptation, identity metric; the
+    /// warmup iterations are a discarded burn-in). Needs --step-size for HMC and NUTS [default: true].
+    #[arg(long)]
+    pub adapt: Option<bool>,
     /// Keep every k-th draw.
     #[arg(long)]
     pub thin: Option<usize>,
@@ -202,6 +209,10 @@ impl RunFlags {
         }
         set(&mut s.max_depth, &f.max_depth);
         set(&mut s.leapfrog_steps, &f.leapfrog_steps);
+        if f.step_size.is_some() {
+            s.step_size = f.step_size;
+        }
+        set(&mut s.adapt, &f.adapt);
         set(&mut s.thin, &f.thin);
         set(&mut s.seed, &f.seed);
         set(&mut s.batched, &f.batched);
@@ -251,9 +262,32 @@ mod tests {
             RunFlags { init: Some(Init::Single), ..RunFlags::default() },
             RunFlags { activation: Some("swish2".into()), ..RunFlags::default() },
             RunFlags { device: Some("tpu".into()), ..RunFlags::default() },
+            RunFlags { adapt: Some(false), ..RunFlags::default() },
+            RunFlags { step_size: Some(-0.1), ..RunFlags::default() },
+            RunFlags { step_size: Some(f64::NAN), ..RunFlags::default() },
         ] {
             assert!(flags.resolve().is_err(), "{flags:?}");
         }
+    }
+
+    #[test]
+    fn fixed_step_hmc_flags_reach_the_sampler() {
+        let flags = RunFlags {
+            sampler: Some(bnn_pipeline::Algorithm::Hmc),
+            step_size: Some(0.001),
+            leapfrog_steps: Some(200),
+            adapt: Some(false),
+            ..RunFlags::default()
+        };
+        let sampler = flags.resolve().unwrap().sampler.sampler_config(None);
+        assert!(!sampler.warmup.adapt_step_size && !sampler.warmup.adapt_metric);
+        assert_eq!(sampler.initial_step_size, Some(0.001));
+        match sampler.algorithm {
+            bnn_sampler::AlgorithmConfig::Hmc(hmc) => assert_eq!(hmc.num_steps, 200),
+            other => panic!("expected HMC, got {other:?}"),
+        }
+        let adaptive = RunFlags::default().resolve().unwrap().sampler.sampler_config(None);
+        assert!(adaptive.warmup.adapt_step_size && adaptive.warmup.adapt_metric && adaptive.initial_step_size.is_none());
     }
 
     #[test]

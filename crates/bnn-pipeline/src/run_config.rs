@@ -3,7 +3,7 @@
 use crate::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
-use bnn_sampler::{AlgorithmConfig, HmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig};
+use bnn_sampler::{AlgorithmConfig, HmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig, WarmupConfig};
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -161,8 +161,16 @@ pub struct SamplerSection {
     pub target_accept: Option<f64>,
     #[config(default = 10)]
     pub max_depth: usize,
+    /// HMC: leapfrog steps per transition (`--num-steps`).
     #[config(default = 32)]
     pub leapfrog_steps: usize,
+    /// Step size ε. With `adapt = false` every chain keeps it; otherwise the warmup starts its
+    /// search from it. Absent: the heuristic search from 1.
+    pub step_size: Option<f64>,
+    /// Adapt the step size and the diagonal metric during warmup. `false`: fixed-step sampling
+    /// with `step_size` and the identity metric, the warmup iterations a discarded burn-in.
+    #[config(default = true)]
+    pub adapt: bool,
     /// Keep every `thin`-th draw on disk.
     #[config(default = 1)]
     pub thin: usize,
@@ -210,12 +218,19 @@ impl SamplerSection {
             }
             .into(),
         };
+        let warmup = if self.adapt {
+            WarmupConfig::new()
+        } else {
+            WarmupConfig::new().with_adapt_step_size(false).with_adapt_metric(false)
+        };
         SamplerConfig::new(algorithm)
+            .with_warmup(warmup)
             .with_num_warmup(self.warmup)
             .with_num_draws(self.draws)
             .with_seed(self.seed)
             .with_threads(threads)
             .with_batched(self.batched)
+            .with_initial_step_size(self.step_size)
     }
 
     /// Draws kept per chain: `draws / thin`, rounded up.
@@ -305,6 +320,14 @@ impl RunConfig {
         }
         if s.thin == 0 {
             bail!("thin must be at least 1");
+        }
+        if let Some(step_size) = s.step_size {
+            if !(step_size > 0.0 && step_size.is_finite()) {
+                bail!("step_size must be positive and finite, got {step_size}");
+            }
+        }
+        if !s.adapt && s.step_size.is_none() && s.algorithm != Algorithm::Rwm {
+            bail!("adapt = false keeps the step size fixed, so it needs one: give --step-size (config key step_size)");
         }
         if s.init == Init::Single && s.init_from.is_none() {
             bail!("init = single needs init_from (--init-from <member.safetensors>)");
