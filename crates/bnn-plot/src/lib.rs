@@ -31,6 +31,7 @@
 mod error;
 mod figure;
 mod layout;
+mod line_chart;
 mod log_axis;
 mod numeric_csv;
 mod options;
@@ -41,6 +42,7 @@ mod summary;
 mod trace_parameters;
 
 pub use error::PlotError;
+pub use line_chart::{LineChart, Series};
 pub use options::PlotOptions;
 pub use report::{PlotReport, SkippedPlot};
 
