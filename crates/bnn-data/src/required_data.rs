@@ -56,6 +56,29 @@ pub fn require_fixtures_dir(test: &str) -> Option<PathBuf> {
     Some(dir)
 }
 
+/// Overrides where the papers' reference tables are looked for.
+pub const REFERENCE_DIR_ENV: &str = "BNN_REFERENCE_DIR";
+
+/// The papers' reference tables (`$BNN_REFERENCE_DIR`, else `shared/reference` beside the
+/// checkout), if the folder holds `file`; otherwise `None` after printing `skipping <test>: ...`.
+///
+/// # Panics
+/// When the file is missing and `BNN_REQUIRE_DATA=1`.
+pub fn require_reference_file(test: &str, file: &str) -> Option<PathBuf> {
+    let dir = match std::env::var_os(REFERENCE_DIR_ENV).filter(|v| !v.is_empty()) {
+        Some(value) => PathBuf::from(value),
+        None => match find_shared_folder(&search_starts(), &["reference"]) {
+            Some(dir) => dir,
+            None => return skip(test, "reference tables not found (no shared/reference beside the checkout): set BNN_REFERENCE_DIR"),
+        },
+    };
+    let path = dir.join(file);
+    if !path.is_file() {
+        return skip(test, &format!("reference table not found ({} is missing): set BNN_REFERENCE_DIR", path.display()));
+    }
+    Some(path)
+}
+
 /// Whether `BNN_REQUIRE_DATA` asks for every data-dependent test to run.
 fn data_required() -> bool {
     std::env::var(REQUIRE_DATA_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
