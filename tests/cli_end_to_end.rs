@@ -458,3 +458,56 @@ fn mile_training_and_single_warm_start() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("network.layers.0"), "{}", stderr(&o));
 }
+
+/// Fixed-step HMC from the command line: every draw reports the given ε and L, the burn-in is not
+/// kept, and `--adapt false` without a step size is refused before any work.
+#[test]
+fn fixed_step_hmc_keeps_its_step_size_and_length() {
+    let dir = temp_dir("fixed-step");
+    let out = dir.join("run");
+    let o = bnn(&[
+        "sample", "--dataset", "cos2x", "--hidden", "8", "--activation", "sigmoid", "--likelihood", "fixed:0.1", "--init", "cold",
+        "--chains", "2", "--sampler", "hmc", "--step-size", "0.002", "--num-steps", "25", "--adapt", "false", "--warmup", "5",
+        "--draws", "12", "--batched", "true", "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for c in 0..2 {
+        let (header, rows) = read_csv(&out.join(format!("draws_chain_{c}.csv")));
+        let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+        assert_eq!(rows.len(), 12);
+        for row in &rows {
+            assert_eq!(row[col("stepsize__")], 0.002);
+            assert!(row[col("n_leapfrog__")] == 25.0 || row[col("divergent__")] == 1.0);
+            assert!((0.0..=1.0).contains(&row[col("accept_stat__")]));
+        }
+    }
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(config.contains("adapt = false") && config.contains("step_size = 0.002") && config.contains("leapfrog_steps = 25"), "{config}");
+    let refused = dir.join("refused");
+    let o = bnn(&["sample", "--sampler", "hmc", "--adapt", "false", "--out", refused.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--step-size"), "{}", stderr(&o));
+    assert!(!refused.exists(), "a refused run wrote its folder");
+}
+
+/// `bnn study dinh` at toy size: exit 0, the tables, figures and timings, a summary on stdout.
+#[test]
+fn study_dinh_runs_at_toy_size() {
+    let dir = temp_dir("study-dinh");
+    let out = dir.join("dinh");
+    let o = bnn(&[
+        "study", "dinh", "--out", out.to_str().unwrap(), "--activations", "sigmoid,relu", "--num-steps", "10,20",
+        "--step-sizes", "0.001,0.0025", "--efficiency-step-sizes", "0.002,0.004", "--travel-time", "0.02",
+        "--architectures", "5,5x5", "--seeds", "2", "--draws", "10", "--burn-in", "2", "--threads", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("Table2:") && text.contains("chain-gradients/s") && text.contains("wrote"), "{text}");
+    for name in ["table2.csv", "table2.md", "figure2a.md", "figure3.md", "figure1_acceptance_vs_step_size.svg", "figure3_acceptance_vs_parameters.svg", "study.json"] {
+        assert!(out.join(name).is_file(), "{name} missing: {text}");
+    }
+    let o = bnn(&["study", "dinh", "--out", out.to_str().unwrap(), "--seeds", "1"]);
+    assert!(!o.status.success() && stderr(&o).contains("not empty"), "{}", stderr(&o));
+    let o = bnn(&["study", "dinh", "--out", dir.join("bad").to_str().unwrap(), "--step-sizes", "0.001,-1"]);
+    assert!(!o.status.success() && stderr(&o).contains("step sizes must be positive"), "{}", stderr(&o));
+}

@@ -42,6 +42,9 @@ enum Command {
     Run(commands::run::RunArgs),
     /// SVG plots of a run: traces, cumulative LPPD, calibration, predictive bands, warmup.
     Plot(commands::plot::PlotArgs),
+    /// Reproduce a paper's experiments: `bnn study dinh` (Dinh et al. 2024, Table 2, Figures 1-3).
+    #[command(subcommand)]
+    Study(commands::study::StudyCommand),
     /// Join the shard directories of a cluster run (`--shard i/n`) into one run, checked, then predict, evaluate and diagnose it.
     Merge(commands::merge::MergeArgs),
 }
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Run(a) => commands::run::run(a, stop),
         Command::Plot(a) => commands::plot::run(a),
         Command::Merge(a) => commands::merge::run(a),
+        Command::Study(c) => commands::study::run(c, stop),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ pub mod plot;
 pub mod predict;
 pub mod run;
 pub mod sample;
+pub mod study;
 pub mod train;
 
 /// Sampling stopped by the stop flag with every chain checkpointed: the message says how to

@@ -1,0 +1,145 @@
+//! `bnn study <name>`: reproductions of the papers' experiments (library: bnn-study), with a
+//! progress bar and the paper's numbers beside ours.
+
+use anyhow::{Context as _, Result};
+use bnn_model::{Activation, DeviceName};
+use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
+use bnn_study::Progress;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, PoisonError};
+
+#[derive(Subcommand, Debug)]
+pub enum StudyCommand {
+    /// Dinh et al. 2024, "HMC on ReLU networks is inefficient": fixed-step HMC acceptance
+    /// (Table 2, Figure 1), efficiency vs acceptance (Figure 2a), network size (Figure 3).
+    Dinh(DinhArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct DinhArgs {
+    /// Output folder (new or empty): CSVs, markdown tables beside the paper's numbers, SVGs.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Which experiments: table2 (and Figure 1), efficiency (Figure 2a), architectures (Figure 3).
+    #[arg(long, default_value = "table2,efficiency,architectures", value_delimiter = ',')]
+    pub parts: Vec<DinhPart>,
+    #[arg(long, default_value = "sigmoid,relu,leaky_relu", value_delimiter = ',')]
+    pub activations: Vec<Activation>,
+    /// Table 2's trajectory lengths L.
+    #[arg(long, default_value = "200,400,600,800,1000", value_delimiter = ',')]
+    pub num_steps: Vec<usize>,
+    /// Table 2's step sizes ε.
+    #[arg(long, default_value = "0.0005,0.001,0.0015,0.002,0.0025", value_delimiter = ',')]
+    pub step_sizes: Vec<f64>,
+    /// Figure 2a's step sizes (L = round(T / ε)).
+    #[arg(long, default_value = "0.0005,0.001,0.0015,0.002,0.0025,0.003,0.0035,0.004", value_delimiter = ',')]
+    pub efficiency_step_sizes: Vec<f64>,
+    /// Figure 2a's travel time T = εL.
+    #[arg(long, default_value_t = 0.1)]
+    pub travel_time: f64,
+    /// Figure 3's networks: hidden widths per network, `x` between layers.
+    #[arg(long, default_value = "10,50,100,200,400,20,20x20,20x20x20,20x20x20x20")]
+    pub architectures: String,
+    /// Replicates (random seeds) per cell.
+    #[arg(long, default_value_t = 5)]
+    pub seeds: usize,
+    /// Kept draws per chain.
+    #[arg(long, default_value_t = 2000)]
+    pub draws: usize,
+    /// Discarded transitions before them.
+    #[arg(long, default_value_t = 100)]
+    pub burn_in: usize,
+    /// f32 or f64 log density and gradient.
+    #[arg(long = "float", default_value = "f32")]
+    pub precision: Precision,
+    /// Seed of the chains' starts and streams.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// cpu, flex, ndarray or wgpu.
+    #[arg(long, default_value = "cpu")]
+    pub device: DeviceName,
+    /// Blocks of chains run at once (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl DinhArgs {
+    fn config(&self) -> Result<DinhConfig> {
+        let architectures = self
+            .architectures
+            .split(',')
+            .map(|net| net.split('x').map(|w| w.trim().parse::<usize>().with_context(|| format!("--architectures: `{net}` is not widths joined by x"))).collect::<Result<Vec<_>>>())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DinhConfig::new()
+            .with_parts(self.parts.clone())
+            .with_activations(self.activations.clone())
+            .with_num_steps(self.num_steps.clone())
+            .with_step_sizes(self.step_sizes.clone())
+            .with_efficiency_step_sizes(self.efficiency_step_sizes.clone())
+            .with_travel_time(self.travel_time)
+            .with_architectures(architectures)
+            .with_seeds(self.seeds)
+            .with_draws(self.draws)
+            .with_burn_in(self.burn_in)
+            .with_precision(self.precision)
+            .with_seed(self.seed)
+            .with_device(self.device)
+            .with_workers(self.threads))
+    }
+}
+
+/// One bar per stage, counting planned gradient evaluations, with throughput and ETA.
+struct StageBar {
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Progress for StageBar {
+    fn stage(&self, name: &str, planned_gradients: u64) {
+        let bar = ProgressBar::with_draw_target(Some(planned_gradients), ProgressDrawTarget::stderr());
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {percent:>3}% {human_pos}/{human_len} gradients, {per_sec}, eta {eta}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_message(name.to_string());
+        if let Some(previous) = self.bar.lock().unwrap_or_else(PoisonError::into_inner).replace(bar) {
+            previous.finish();
+        }
+    }
+
+    fn advance(&self, gradients: u64) {
+        if let Some(bar) = self.bar.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            bar.inc(gradients);
+        }
+    }
+}
+
+pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
+    match command {
+        StudyCommand::Dinh(args) => {
+            let config = args.config()?;
+            // Each worker thread runs its own block of chains; the kernel does not split a call
+            // further (before any batched call, so Rayon takes it).
+            bnn_model::fused_mlp::set_kernel_threads(1);
+            let progress = StageBar { bar: Mutex::new(None) };
+            let report = run_dinh(&config, &args.out, &progress, &stop);
+            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                bar.finish();
+            }
+            let report = report?;
+            for t in &report.timings {
+                println!("{:?}: {} chains in {:.1} s, {:.0} chain-gradients/s", t.part, t.chains, t.seconds, t.gradients_per_second);
+            }
+            if let Some((marked, compared)) = report.table2_deviations {
+                println!("Table 2: {} of {compared} cells within 3 s.e. of the paper's", compared - marked);
+            }
+            for file in &report.files {
+                println!("wrote {}", file.display());
+            }
+            Ok(())
+        }
+    }
+}

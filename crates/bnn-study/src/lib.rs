@@ -1,0 +1,16 @@
+//! Reproductions of the papers burn-bnn is built on, as library code: `bnn study <name>` parses
+//! flags, shows progress and prints; what a study computes and writes lives here.
+//!
+//! - [`dinh`]: Dinh et al., "Hamiltonian Monte Carlo on ReLU Neural Networks is Inefficient"
+//!   (NeurIPS 2024): fixed-step HMC acceptance over step size, trajectory length, activation and
+//!   architecture (their Table 2, Figures 1–3), beside the paper's numbers.
+//! - [`fixed_step_chains`]: the engine under it, many fixed-step HMC chains in lockstep blocks.
+
+pub mod dinh;
+pub mod fixed_step_chains;
+mod machine;
+mod mean_se;
+
+pub use fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, Quiet};
+pub use machine::describe_cpu;
+pub use mean_se::MeanSe;
