@@ -78,6 +78,14 @@ pub struct RunSummary {
     pub pointwise_predictive_rhat_max: f64,
     #[serde(serialize_with = "serialize_non_finite")]
     pub pointwise_predictive_rhat_mean: f64,
+    /// Bulk ESS of the per-draw test log likelihood.
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub ess_test_loglik: f64,
+    /// Median bulk ESS of the pointwise predictive means (the first test points).
+    #[serde(serialize_with = "serialize_non_finite")]
+    pub pointwise_predictive_ess_median: f64,
+    /// Gradient evaluations of the stored draws (warmup excluded): the cost behind those ESS.
+    pub sampling_gradients: f64,
     pub seconds_ensemble: Option<f64>,
     pub seconds_warmup: Option<f64>,
     pub seconds_sampling: Option<f64>,
@@ -172,6 +180,9 @@ impl DeiMcmc {
             rhat_test_rmse: pass.rhat_test_rmse,
             pointwise_predictive_rhat_max: pass.pointwise_rhat_max,
             pointwise_predictive_rhat_mean: pass.pointwise_rhat_mean,
+            ess_test_loglik: pass.ess_test_loglik,
+            pointwise_predictive_ess_median: pass.pointwise_ess_median,
+            sampling_gradients: pass.gradients,
             seconds_ensemble: sampling["seconds_ensemble"].as_f64(),
             seconds_warmup: sampling["seconds_warmup"].as_f64(),
             seconds_sampling: sampling["seconds_sampling"].as_f64(),

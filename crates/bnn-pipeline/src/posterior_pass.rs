@@ -44,6 +44,12 @@ pub struct PosteriorPass {
     pub rhat_test_rmse: f64,
     pub pointwise_rhat_max: f64,
     pub pointwise_rhat_mean: f64,
+    /// Bulk ESS of the per-draw test log likelihood (all chains, common prefix).
+    pub ess_test_loglik: f64,
+    /// Median over the first test points of the bulk ESS of their predictive means.
+    pub pointwise_ess_median: f64,
+    /// Leapfrog steps (gradient evaluations) of the stored draws, summed.
+    pub gradients: f64,
     /// Expanding-window LPPD per chain, one value per draw.
     pub cumulative_lppd: Vec<Vec<f64>>,
     pub divergences: usize,
@@ -154,13 +160,17 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
         per_chain.push(chain_metrics.finish());
     }
 
-    // Chains stopped early have fewer draws: R-hat uses the common prefix.
-    let rhat = |series: &[Vec<f64>]| {
-        let shortest = series.iter().map(Vec::len).min().unwrap_or(0);
-        let common: Vec<&[f64]> = series.iter().map(|s| &s[..shortest]).collect();
-        if shortest >= 4 { bnn_diagnostics::rhat_split(&common) } else { f64::NAN }
-    };
+    // Chains stopped early have fewer draws: R-hat and ESS use the common prefix.
+    let rhat = |series: &[Vec<f64>]| common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::rhat_split(&c));
+    let ess = |series: &[Vec<f64>]| common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::ess_bulk(&c));
     let pointwise_rhats: Vec<f64> = point_means.iter().filter(|m| !m[0].is_empty()).map(|m| rhat(m)).filter(|r| r.is_finite()).collect();
+    let mut pointwise_ess: Vec<f64> = point_means.iter().filter(|m| !m[0].is_empty()).map(|m| ess(m)).filter(|e| e.is_finite()).collect();
+    pointwise_ess.sort_by(f64::total_cmp);
+    let pointwise_ess_median = match pointwise_ess.len() {
+        0 => f64::NAN,
+        k if k % 2 == 1 => pointwise_ess[k / 2],
+        k => 0.5 * (pointwise_ess[k / 2 - 1] + pointwise_ess[k / 2]),
+    };
     let total = global_draw.max(1) as f64;
     let (points, coverage) = if gaussian && global_draw > 0 {
         let mut inside = vec![0usize; LEVELS.len()];
@@ -193,6 +203,9 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
         rhat_test_rmse: rhat(&draw_rmse),
         pointwise_rhat_max: pointwise_rhats.iter().cloned().fold(f64::NAN, f64::max),
         pointwise_rhat_mean: pointwise_rhats.iter().sum::<f64>() / pointwise_rhats.len() as f64,
+        ess_test_loglik: ess(&draw_loglik),
+        pointwise_ess_median,
+        gradients: leapfrog_sum,
         cumulative_lppd: cumulative,
         divergences,
         mean_accept_stat: accept_sum / stat_count.max(1) as f64,
@@ -200,6 +213,12 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
         max_tree_depth_hits: depth_hits,
         predictive_samples_per_point: global_draw.div_ceil(stride),
     })
+}
+
+/// The chains cut to the shortest one's length, if that has the 4 draws R-hat and ESS need.
+fn common_prefix(series: &[Vec<f64>]) -> Option<Vec<&[f64]>> {
+    let shortest = series.iter().map(Vec::len).min().unwrap_or(0);
+    (shortest >= 4).then(|| series.iter().map(|s| &s[..shortest]).collect())
 }
 
 /// Type-7 (linear interpolation) quantile of sorted values.

@@ -88,6 +88,7 @@ impl RunDiagnostics {
             json!({
                 "rhat_test_loglik": s["rhat_test_loglik"], "rhat_test_rmse": s["rhat_test_rmse"],
                 "pointwise_predictive_rhat_max": s["pointwise_predictive_rhat_max"], "pointwise_predictive_rhat_mean": s["pointwise_predictive_rhat_mean"],
+                "ess_test_loglik": s["ess_test_loglik"], "pointwise_predictive_ess_median": s["pointwise_predictive_ess_median"],
             })
         });
         sampler.max_depth = RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == Algorithm::Nuts).map(|c| c.sampler.max_depth);
