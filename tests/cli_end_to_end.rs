@@ -498,12 +498,13 @@ fn study_dinh_runs_at_toy_size() {
     let o = bnn(&[
         "study", "dinh", "--out", out.to_str().unwrap(), "--activations", "sigmoid,relu", "--num-steps", "10,20",
         "--step-sizes", "0.001,0.0025", "--efficiency-step-sizes", "0.002,0.004", "--travel-time", "0.02",
-        "--architectures", "5,5x5", "--seeds", "2", "--draws", "10", "--burn-in", "2", "--threads", "2",
+        "--architectures", "5,5x5", "--sensitivity-cells", "10:0.002", "--seeds", "2", "--draws", "10", "--burn-in", "2",
+        "--threads", "2",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("Table2:") && text.contains("chain-gradients/s") && text.contains("wrote"), "{text}");
-    for name in ["table2.csv", "table2.md", "figure2a.md", "figure3.md", "figure1_acceptance_vs_step_size.svg", "figure3_acceptance_vs_parameters.svg", "study.json"] {
+    for name in ["table2.csv", "table2.md", "figure2a.md", "figure3.md", "figure1_acceptance_vs_step_size.svg", "figure3_acceptance_vs_parameters.svg", "sensitivity.md", "study.json"] {
         assert!(out.join(name).is_file(), "{name} missing: {text}");
     }
     let o = bnn(&["study", "dinh", "--out", out.to_str().unwrap(), "--seeds", "1"]);

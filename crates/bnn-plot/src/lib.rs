@@ -42,7 +42,7 @@ mod summary;
 mod trace_parameters;
 
 pub use error::PlotError;
-pub use line_chart::{LineChart, Series};
+pub use line_chart::{LegendPosition, LineChart, Series};
 pub use options::PlotOptions;
 pub use report::{PlotReport, SkippedPlot};
 

@@ -4,6 +4,7 @@
 use crate::figure::{chain_colour, chart, draw_axes, draw_legend, padded_log_range, padded_range, render_svg, SIZE};
 use crate::log_axis::LogAxis;
 use crate::PlotError;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use std::ops::Range;
 use std::path::Path;
@@ -24,6 +25,29 @@ pub struct Series {
     pub marked: Vec<(f64, f64)>,
 }
 
+/// Where the legend sits: the corner (or side) the data leave free.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LegendPosition {
+    #[default]
+    UpperRight,
+    UpperLeft,
+    MiddleRight,
+    LowerLeft,
+    LowerRight,
+}
+
+impl LegendPosition {
+    fn plotters(self) -> SeriesLabelPosition {
+        match self {
+            LegendPosition::UpperRight => SeriesLabelPosition::UpperRight,
+            LegendPosition::UpperLeft => SeriesLabelPosition::UpperLeft,
+            LegendPosition::MiddleRight => SeriesLabelPosition::MiddleRight,
+            LegendPosition::LowerLeft => SeriesLabelPosition::LowerLeft,
+            LegendPosition::LowerRight => SeriesLabelPosition::LowerRight,
+        }
+    }
+}
+
 /// A titled chart of several series over shared axes, written as SVG.
 #[derive(Clone, Debug, Default)]
 pub struct LineChart {
@@ -34,6 +58,7 @@ pub struct LineChart {
     pub log_x: bool,
     /// Fixed y span; `None` fits the data (error bars included).
     pub y_range: Option<Range<f64>>,
+    pub legend: LegendPosition,
     pub series: Vec<Series>,
 }
 
@@ -56,12 +81,12 @@ impl LineChart {
                 let mut c = chart(root, &self.title, LogAxis::new(padded_log_range(xs.iter().copied())), y_range.clone())?;
                 draw_axes(&mut c, &self.x_label, &self.y_label)?;
                 draw_series(&mut c, &self.series, &finite)?;
-                draw_legend(&mut c, SeriesLabelPosition::UpperRight)
+                draw_legend(&mut c, self.legend.plotters())
             } else {
                 let mut c = chart(root, &self.title, padded_range(xs.iter().copied()), y_range.clone())?;
                 draw_axes(&mut c, &self.x_label, &self.y_label)?;
                 draw_series(&mut c, &self.series, &finite)?;
-                draw_legend(&mut c, SeriesLabelPosition::UpperRight)
+                draw_legend(&mut c, self.legend.plotters())
             }
         })
     }
@@ -86,14 +111,12 @@ where
         } else {
             chart.draw_series(LineSeries::new(points.clone(), style))?
         };
-        drawn.label(s.label.clone()).legend(move |(x, y)| {
-            // A dashed series' sample shows a gap in the middle.
-            let (left, right) = if dashed { (8, 14) } else { (22, 22) };
-            EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (left, 0)], style)
-                + PathElement::new(vec![(right, 0), (22, 0)], style)
-                + Circle::new((11, 0), 3, colour.filled())
-        });
+        let drawn = drawn.label(s.label.clone());
+        if dashed {
+            drawn.legend(move |(x, y)| EmptyElement::at((x, y)) + DashedPathElement::new(vec![(0, 0), (22, 0)], 4, 3, style) + Circle::new((11, 0), 3, colour.filled()));
+        } else {
+            drawn.legend(move |(x, y)| EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (22, 0)], style) + Circle::new((11, 0), 3, colour.filled()));
+        }
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
         if let Some(errors) = &s.errors {
             let bars = finite(s).into_iter().filter_map(|(i, (x, y))| errors.get(i).filter(|e| e.is_finite() && **e > 0.0).map(|&e| (x, y, e)));
@@ -120,6 +143,7 @@ mod tests {
             y_label: "acceptance".into(),
             log_x: false,
             y_range: Some(0.0..1.0),
+            legend: LegendPosition::LowerLeft,
             series: vec![
                 Series { label: "sigmoid".into(), points: vec![(200.0, 0.98), (400.0, f64::NAN), (600.0, 0.97)], errors: Some(vec![0.01, 0.0, 0.02]), colour: 0, ..Series::default() },
                 Series { label: "relu".into(), points: vec![(200.0, 0.65), (400.0, 0.6)], dashed: true, colour: 1, marked: vec![(400.0, 0.6)], ..Series::default() },

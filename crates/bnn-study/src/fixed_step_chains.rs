@@ -68,6 +68,43 @@ pub struct ChainAcceptance {
     pub gradients: u64,
 }
 
+/// Where a replicate's chains start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartPoint {
+    /// PyTorch's U(±1/√fan_in) initialization (what an optimizer would start from).
+    Initialization,
+    /// A draw from the N(0, 1) prior.
+    PriorDraw,
+}
+
+impl std::str::FromStr for StartPoint {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "init" | "initialization" => Ok(Self::Initialization),
+            "prior" | "prior_draw" => Ok(Self::PriorDraw),
+            other => Err(format!("unknown start `{other}`; expected init or prior")),
+        }
+    }
+}
+
+impl StartPoint {
+    /// Replicate `replicate`'s start for `layout` (stream `replicate` of `seed`).
+    fn position(self, layout: &bnn_model::ParameterLayout, seed: u64, replicate: usize) -> Vec<f64> {
+        match self {
+            StartPoint::Initialization => initial_parameters(layout, seed, replicate as u64),
+            StartPoint::PriorDraw => {
+                use rand::SeedableRng;
+                use rand_distr::Distribution;
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+                rng.set_stream(replicate as u64);
+                (0..layout.dim()).map(|_| rand_distr::StandardNormal.sample(&mut rng)).collect()
+            }
+        }
+    }
+}
+
 /// What every chain of a study shares.
 #[derive(Clone, Debug)]
 pub struct ChainSettings {
@@ -82,6 +119,7 @@ pub struct ChainSettings {
     pub burn_in: usize,
     pub draws: usize,
     pub seed: u64,
+    pub start: StartPoint,
     /// Blocks run at once, each on its own thread.
     pub workers: usize,
 }
@@ -111,10 +149,10 @@ pub fn planned_gradients(chains: &[FixedStepChain], settings: &ChainSettings) ->
 ///
 /// Chains of the same network and trajectory length form one block that advances in lockstep
 /// with one `[C, D]` gradient call per leapfrog step, each chain with its own step size;
-/// `settings.workers` blocks run at once, the longest first. Each chain starts from the
-/// PyTorch-style initialization of stream `replicate` of `settings.seed` (shared by all chains
-/// of a replicate on the same network) and draws from its own random stream, so its numbers do
-/// not depend on the grouping, the order or the number of workers.
+/// `settings.workers` blocks run at once, the longest first. Each chain starts from
+/// `settings.start` drawn from stream `replicate` of `settings.seed` (shared by all chains of a
+/// replicate on the same network) and draws from its own random stream, so its numbers do not
+/// depend on the grouping, the order or the number of workers.
 pub fn run_fixed_step_chains(chains: &[FixedStepChain], settings: &ChainSettings, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<ChainAcceptance>> {
     if settings.draws == 0 {
         bail!("at least one kept draw per chain is needed");
@@ -184,7 +222,7 @@ fn run_block(network: &Network, num_steps: usize, chains: &[&FixedStepChain], se
     let mut states = chains
         .iter()
         .map(|chain| {
-            let start = ChainStart::at(initial_parameters(&layout, settings.seed, chain.replicate as u64)).with_step_size(chain.step_size);
+            let start = ChainStart::at(settings.start.position(&layout, settings.seed, chain.replicate)).with_step_size(chain.step_size);
             sampler.init_chain(&density, chain.stream(), &start)
         })
         .collect::<Result<Vec<_>, _>>()?;

@@ -11,6 +11,6 @@ pub mod fixed_step_chains;
 mod machine;
 mod mean_se;
 
-pub use fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, Quiet};
+pub use fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, Quiet, StartPoint};
 pub use machine::describe_cpu;
 pub use mean_se::MeanSe;

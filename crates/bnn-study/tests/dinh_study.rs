@@ -20,6 +20,7 @@ fn toy() -> DinhConfig {
         .with_burn_in(3)
         .with_hidden(8)
         .with_rows(20)
+        .with_sensitivity_cells(vec![(10, 0.004)])
 }
 
 #[test]
@@ -40,6 +41,8 @@ fn a_toy_study_writes_every_file_the_same_with_one_or_two_workers() {
         "figure3.csv",
         "figure3.md",
         "figure3_acceptance_vs_parameters.svg",
+        "sensitivity.csv",
+        "sensitivity.md",
         "study.json",
     ] {
         let path = one.path().join(name);
@@ -67,6 +70,14 @@ fn a_toy_study_writes_every_file_the_same_with_one_or_two_workers() {
     let fig3 = std::fs::read_to_string(one.path().join("figure3.csv")).unwrap();
     assert!(fig3.contains("relu,5x5,"), "{fig3}");
     assert_eq!(report.table2_deviations, Some((0, 0)));
+    // Four variants (as configured, F64, the other σ, the other start) × 2 activations × 1 cell
+    // × 2 seeds.
+    let sensitivity = std::fs::read_to_string(one.path().join("sensitivity.csv")).unwrap();
+    assert_eq!(sensitivity.lines().count(), 1 + 4 * 4, "{sensitivity}");
+    let md = std::fs::read_to_string(one.path().join("sensitivity.md")).unwrap();
+    for variant in ["as configured", "F64", "σ = 0.7071", "start PriorDraw"] {
+        assert!(md.contains(variant), "{variant} missing: {md}");
+    }
 }
 
 #[test]
@@ -102,6 +113,7 @@ fn a_chain_moves_the_same_alone_or_in_a_block() {
         burn_in: 3,
         draws: 10,
         seed: 4,
+        start: bnn_study::StartPoint::Initialization,
         workers: 1,
     };
     let network = Network { hidden: vec![6], activation: Activation::Tanh };
@@ -130,6 +142,7 @@ fn impossible_settings_and_a_used_folder_are_refused_before_any_work() {
         toy().with_activations(vec![]),
         toy().with_architectures(vec![vec![]]),
         toy().with_workers(Some(0)),
+        toy().with_sensitivity_cells(vec![(0, 0.001)]),
     ] {
         assert!(run_dinh(&config, &fresh.path().join("x"), &Quiet, &stop).is_err(), "{config:?}");
     }

@@ -4,7 +4,7 @@
 use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
-use bnn_study::Progress;
+use bnn_study::{Progress, StartPoint};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
@@ -23,8 +23,9 @@ pub struct DinhArgs {
     /// Output folder (new or empty): CSVs, markdown tables beside the paper's numbers, SVGs.
     #[arg(long)]
     pub out: PathBuf,
-    /// Which experiments: table2 (and Figure 1), efficiency (Figure 2a), architectures (Figure 3).
-    #[arg(long, default_value = "table2,efficiency,architectures", value_delimiter = ',')]
+    /// Which experiments: table2 (and Figure 1), efficiency (Figure 2a), architectures (Figure 3),
+    /// sensitivity (f32 vs f64, σ, start on a few Table 2 cells).
+    #[arg(long, default_value = "table2,efficiency,architectures,sensitivity", value_delimiter = ',')]
     pub parts: Vec<DinhPart>,
     #[arg(long, default_value = "sigmoid,relu,leaky_relu", value_delimiter = ',')]
     pub activations: Vec<Activation>,
@@ -43,6 +44,15 @@ pub struct DinhArgs {
     /// Figure 3's networks: hidden widths per network, `x` between layers.
     #[arg(long, default_value = "10,50,100,200,400,20,20x20,20x20x20,20x20x20x20")]
     pub architectures: String,
+    /// The sensitivity part's cells, `L:ε` each.
+    #[arg(long, default_value = "200:0.001,400:0.0015")]
+    pub sensitivity_cells: String,
+    /// Where each seed's chains start: init (PyTorch's U(±1/√fan_in)) or prior (a N(0, 1) draw).
+    #[arg(long, default_value = "init")]
+    pub start: StartPoint,
+    /// σ of the Gaussian likelihood.
+    #[arg(long, default_value_t = 0.1)]
+    pub likelihood_sigma: f64,
     /// Replicates (random seeds) per cell.
     #[arg(long, default_value_t = 5)]
     pub seeds: usize,
@@ -73,7 +83,18 @@ impl DinhArgs {
             .split(',')
             .map(|net| net.split('x').map(|w| w.trim().parse::<usize>().with_context(|| format!("--architectures: `{net}` is not widths joined by x"))).collect::<Result<Vec<_>>>())
             .collect::<Result<Vec<_>>>()?;
+        let sensitivity_cells = self
+            .sensitivity_cells
+            .split(',')
+            .map(|cell| {
+                let (l, e) = cell.split_once(':').with_context(|| format!("--sensitivity-cells: `{cell}` is not L:ε"))?;
+                Ok((l.trim().parse::<usize>().with_context(|| format!("--sensitivity-cells: `{l}`"))?, e.trim().parse::<f64>().with_context(|| format!("--sensitivity-cells: `{e}`"))?))
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(DinhConfig::new()
+            .with_sensitivity_cells(sensitivity_cells)
+            .with_start(self.start)
+            .with_likelihood_sigma(self.likelihood_sigma)
             .with_parts(self.parts.clone())
             .with_activations(self.activations.clone())
             .with_num_steps(self.num_steps.clone())

@@ -3,7 +3,7 @@
 use super::efficiency::EfficiencyCurve;
 use crate::{MeanSe, Network};
 use bnn_model::Activation;
-use bnn_plot::{LineChart, Series};
+use bnn_plot::{LegendPosition, LineChart, Series};
 
 type CellMean<'a, K> = dyn Fn(Activation, K, f64) -> Option<MeanSe> + 'a;
 
@@ -38,6 +38,7 @@ pub fn acceptance_vs_num_steps(activations: &[Activation], num_steps: &[usize], 
         y_label: "acceptance rate".into(),
         log_x: false,
         y_range: Some(-0.02..1.05),
+        legend: LegendPosition::MiddleRight,
         series,
     }
 }
@@ -57,6 +58,7 @@ pub fn acceptance_vs_step_size(activations: &[Activation], step_sizes: &[f64], n
         y_label: "acceptance rate".into(),
         log_x: false,
         y_range: Some(-0.02..1.05),
+        legend: LegendPosition::LowerLeft,
         series,
     }
 }
@@ -80,6 +82,7 @@ pub fn efficiency(curves: &[(Activation, EfficiencyCurve)], travel_time: f64) ->
         y_label: "efficiency ε·a (mean over seeds)".into(),
         log_x: false,
         y_range: None,
+        legend: LegendPosition::UpperLeft,
         series,
     }
 }
@@ -109,6 +112,7 @@ pub fn acceptance_vs_parameters(activations: &[Activation], architectures: &[Vec
         y_label: "acceptance rate".into(),
         log_x: true,
         y_range: Some(-0.02..1.05),
+        legend: LegendPosition::LowerLeft,
         series,
     }
 }

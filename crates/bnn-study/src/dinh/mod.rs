@@ -19,7 +19,7 @@ mod report;
 
 pub use efficiency::EfficiencyCurve;
 
-use crate::fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress};
+use crate::fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, StartPoint};
 use anyhow::{bail, Context as _, Result};
 use bnn_model::{Activation, DeviceName, HostData, Likelihood, Prior, PriorSpec};
 use burn::config::Config;
@@ -39,6 +39,9 @@ pub enum DinhPart {
     Efficiency,
     /// Figure 3: acceptance against the number of parameters (wider and deeper networks).
     Architectures,
+    /// How much the choices the paper leaves open move a few Table 2 cells: f32 against f64,
+    /// the likelihood's σ, the start.
+    Sensitivity,
 }
 
 impl std::str::FromStr for DinhPart {
@@ -48,7 +51,8 @@ impl std::str::FromStr for DinhPart {
             "table2" => Ok(Self::Table2),
             "efficiency" | "figure2" => Ok(Self::Efficiency),
             "architectures" | "figure3" => Ok(Self::Architectures),
-            other => Err(format!("unknown part `{other}`; expected table2, efficiency or architectures")),
+            "sensitivity" => Ok(Self::Sensitivity),
+            other => Err(format!("unknown part `{other}`; expected table2, efficiency, architectures or sensitivity")),
         }
     }
 }
@@ -84,7 +88,7 @@ impl std::str::FromStr for Precision {
 /// The study's settings; the defaults are the paper's where it gives them.
 #[derive(Config, Debug)]
 pub struct DinhConfig {
-    #[config(default = "vec![DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures]")]
+    #[config(default = "vec![DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures, DinhPart::Sensitivity]")]
     pub parts: Vec<DinhPart>,
     #[config(default = "vec![Activation::Sigmoid, Activation::Relu, Activation::LeakyRelu]")]
     pub activations: Vec<Activation>,
@@ -135,6 +139,16 @@ pub struct DinhConfig {
     pub architecture_num_steps: usize,
     #[config(default = 0.001)]
     pub architecture_step_size: f64,
+    /// The sensitivity part's Table 2 cells `(L, ε)`.
+    #[config(default = "vec![(200, 0.001), (400, 0.0015)]")]
+    pub sensitivity_cells: Vec<(usize, f64)>,
+    /// The σ the sensitivity part tries instead of `likelihood_sigma`: 1/√2 makes the log
+    /// likelihood exactly the paper's −(f(x) − y)², its square loss read literally.
+    #[config(default = "std::f64::consts::FRAC_1_SQRT_2")]
+    pub alternative_sigma: f64,
+    /// Where each replicate's chains start (not given in the paper).
+    #[config(default = "StartPoint::Initialization")]
+    pub start: StartPoint,
     /// Float type of the log density (the paper used Autograd, i.e. f64).
     #[config(default = "Precision::F32")]
     pub precision: Precision,
@@ -169,6 +183,9 @@ impl DinhConfig {
         if self.parts.contains(&DinhPart::Architectures) && (self.architectures.is_empty() || self.architectures.iter().any(|a| a.is_empty() || a.contains(&0))) {
             bail!("Figure 3 needs networks with at least one hidden layer of positive width");
         }
+        if self.parts.contains(&DinhPart::Sensitivity) && (self.sensitivity_cells.is_empty() || self.sensitivity_cells.iter().any(|&(l, e)| l == 0 || !positive(e)) || !positive(self.alternative_sigma)) {
+            bail!("the sensitivity part needs cells with positive L and ε and a positive alternative σ");
+        }
         if self.seeds == 0 || self.draws == 0 || self.rows == 0 || self.hidden == 0 {
             bail!("seeds, draws, rows and hidden width must be at least 1");
         }
@@ -202,6 +219,7 @@ impl DinhConfig {
             burn_in: self.burn_in,
             draws: self.draws,
             seed: self.seed,
+            start: self.start,
             workers,
         })
     }
@@ -244,26 +262,64 @@ pub fn run_dinh(config: &DinhConfig, out_dir: &Path, progress: &dyn Progress, st
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let settings = config.chain_settings()?;
     let mut writer = report::ReportWriter::new(config, out_dir, &settings);
-    for part in [DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures] {
+    for part in [DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures, DinhPart::Sensitivity] {
         if !config.parts.contains(&part) {
             continue;
         }
         let chains = part_chains(config, part);
+        let variants = match part {
+            DinhPart::Sensitivity => sensitivity_variants(config)?,
+            _ => vec![Variant { name: "as configured".into(), settings: settings.clone() }],
+        };
         let name = match part {
             DinhPart::Table2 => "Table 2 (L × ε grid, 1-50-1)",
             DinhPart::Efficiency => "Figure 2a (fixed travel time)",
             DinhPart::Architectures => "Figure 3 (wider and deeper networks)",
+            DinhPart::Sensitivity => "sensitivity (float type, σ, start)",
         };
-        progress.stage(name, planned_gradients(&chains, &settings));
+        progress.stage(name, variants.iter().map(|v| planned_gradients(&chains, &v.settings)).sum());
         let start = Instant::now();
-        let results = run_fixed_step_chains(&chains, &settings, progress, stop)?;
+        let mut runs = Vec::with_capacity(variants.len());
+        for variant in &variants {
+            let results = run_fixed_step_chains(&chains, &variant.settings, progress, stop)?;
+            let records: Vec<ChainRecord> = chains.iter().cloned().zip(results).map(|(chain, result)| ChainRecord { chain, result }).collect();
+            runs.push((variant.name.clone(), records));
+        }
         let seconds = start.elapsed().as_secs_f64();
-        let gradients: u64 = results.iter().map(|r| r.gradients).sum();
-        let timing = PartTiming { part, chains: chains.len(), seconds, gradients, gradients_per_second: gradients as f64 / seconds.max(1e-9) };
-        let records: Vec<ChainRecord> = chains.into_iter().zip(results).map(|(chain, result)| ChainRecord { chain, result }).collect();
-        writer.write_part(part, &records, timing)?;
+        let gradients: u64 = runs.iter().flat_map(|(_, r)| r.iter().map(|c| c.result.gradients)).sum();
+        let timing = PartTiming { part, chains: chains.len() * variants.len(), seconds, gradients, gradients_per_second: gradients as f64 / seconds.max(1e-9) };
+        match part {
+            DinhPart::Sensitivity => writer.write_sensitivity(&runs, timing)?,
+            _ => writer.write_part(part, &runs[0].1, timing)?,
+        }
     }
     writer.finish()
+}
+
+/// One way of running the same chains.
+struct Variant {
+    name: String,
+    settings: ChainSettings,
+}
+
+/// The configured settings, then each open choice changed alone.
+fn sensitivity_variants(config: &DinhConfig) -> Result<Vec<Variant>> {
+    let base = config.chain_settings()?;
+    let other_precision = match config.precision {
+        Precision::F32 => Precision::F64,
+        Precision::F64 => Precision::F32,
+    };
+    let other_start = match config.start {
+        StartPoint::Initialization => StartPoint::PriorDraw,
+        StartPoint::PriorDraw => StartPoint::Initialization,
+    };
+    let named = |name: String, settings: ChainSettings| Variant { name, settings };
+    Ok(vec![
+        named(format!("as configured ({:?}, σ = {}, start {:?})", config.precision, config.likelihood_sigma, config.start), base.clone()),
+        named(format!("{other_precision:?}"), ChainSettings { dtype: other_precision.dtype(), ..base.clone() }),
+        named(format!("σ = {:.4}", config.alternative_sigma), ChainSettings { likelihood: Likelihood::GaussianFixed { sigma: config.alternative_sigma }, ..base.clone() }),
+        named(format!("start {other_start:?}"), ChainSettings { start: other_start, ..base }),
+    ])
 }
 
 /// The chains of one part, replicate last so a block's chains sit together.
@@ -291,6 +347,11 @@ fn part_chains(config: &DinhConfig, part: DinhPart) -> Vec<FixedStepChain> {
             DinhPart::Architectures => {
                 for hidden in &config.architectures {
                     push(Network { hidden: hidden.clone(), activation }, config.architecture_num_steps, config.architecture_step_size);
+                }
+            }
+            DinhPart::Sensitivity => {
+                for &(num_steps, step_size) in &config.sensitivity_cells {
+                    push(config.network(activation), num_steps, step_size);
                 }
             }
         }

@@ -5,7 +5,7 @@ use super::efficiency::EfficiencyCurve;
 use super::figures;
 use super::reference::{self, ReferenceCell};
 use super::{ChainRecord, DinhConfig, DinhPart, DinhReport, PartTiming, Precision};
-use crate::fixed_step_chains::ChainSettings;
+use crate::fixed_step_chains::{ChainSettings, StartPoint};
 use crate::{describe_cpu, MeanSe};
 use anyhow::{Context as _, Result};
 use bnn_model::Activation;
@@ -61,50 +61,123 @@ impl<'a> ReportWriter<'a> {
         Ok(())
     }
 
-    pub fn write_part(&mut self, part: DinhPart, records: &[ChainRecord], timing: PartTiming) -> Result<()> {
-        let timing_line = format!(
+    fn timing_line(&mut self, timing: PartTiming) -> String {
+        let line = format!(
             "{} chains, {:.0} s wall, {:.2e} gradient evaluations, {:.0} chain-gradients/s ({} worker threads; {})",
             timing.chains, timing.seconds, timing.gradients as f64, timing.gradients_per_second, self.workers, self.cpu
         );
         self.timings.push(timing);
+        line
+    }
+
+    pub fn write_part(&mut self, part: DinhPart, records: &[ChainRecord], timing: PartTiming) -> Result<()> {
+        let timing_line = self.timing_line(timing);
         match part {
             DinhPart::Table2 => self.table2(records, &timing_line),
             DinhPart::Efficiency => self.efficiency(records, &timing_line),
             DinhPart::Architectures => self.architectures(records, &timing_line),
+            DinhPart::Sensitivity => self.sensitivity(&[("as configured".into(), records.to_vec())], &timing_line),
         }
+    }
+
+    pub fn write_sensitivity(&mut self, runs: &[(String, Vec<ChainRecord>)], timing: PartTiming) -> Result<()> {
+        let timing_line = self.timing_line(timing);
+        self.sensitivity(runs, &timing_line)
     }
 
     fn chain_csv(&mut self, name: &str, records: &[ChainRecord], extra: &[(&str, &dyn Fn(&ChainRecord) -> String)]) -> Result<()> {
-        let mut text = String::from("activation,hidden,parameters,num_steps,step_size,seed,acceptance,accepted_fraction,divergent_fraction,gradients");
-        for (column, _) in extra {
-            let _ = write!(text, ",{column}");
-        }
-        text.push('\n');
-        for r in records {
-            let (c, a) = (&r.chain, &r.result);
-            let hidden: Vec<String> = c.network.hidden.iter().map(|w| w.to_string()).collect();
-            let _ = write!(
-                text,
-                "{},{},{},{},{},{},{},{},{},{}",
-                c.network.activation.name(),
-                hidden.join("x"),
-                c.network.parameters(),
-                c.num_steps,
-                c.step_size,
-                c.replicate,
-                a.acceptance,
-                a.accepted_fraction,
-                a.divergent_fraction,
-                a.gradients
-            );
-            for (_, value) in extra {
-                let _ = write!(text, ",{}", value(r));
-            }
-            text.push('\n');
-        }
+        let text = chain_rows(records, extra);
         self.write(name, &text)
     }
 
+    /// The same cells run with each open choice changed alone, beside the configured run.
+    fn sensitivity(&mut self, runs: &[(String, Vec<ChainRecord>)], timing: &str) -> Result<()> {
+        let mut csv = String::new();
+        for (k, (variant, records)) in runs.iter().enumerate() {
+            for (i, line) in chain_rows(records, &[]).lines().enumerate() {
+                if i == 0 && k == 0 {
+                    let _ = writeln!(csv, "variant,{line}");
+                } else if i > 0 {
+                    let _ = writeln!(csv, "\"{variant}\",{line}");
+                }
+            }
+        }
+        self.write("sensitivity.csv", &csv)?;
+        let cell_means = |records: &[ChainRecord]| group(records, |r| (r.chain.network.activation.name(), r.chain.num_steps, bits(r.chain.step_size)), |r| r.result.acceptance);
+        let tables: Vec<BTreeMap<(&str, usize, u64), Vec<f64>>> = runs.iter().map(|(_, r)| cell_means(r)).collect();
+        let mut md = String::from("# Dinh et al. Table 2: how much the choices the paper leaves open move a few cells
+
+Each column changes one choice of the first; a change is marked ⚠ where it moves the cell by more than 3 combined s.e.\n\n| activation | L | ε | paper |");
+        for (variant, _) in runs {
+            let _ = write!(md, " {variant} |");
+        }
+        md.push_str("\n|---|---|---|---|");
+        md.push_str(&"---|".repeat(runs.len()));
+        md.push('\n');
+        let paper = reference::table2();
+        for &activation in &self.config.activations {
+            for &(l, e) in &self.config.sensitivity_cells {
+                let key = (activation.name(), l, bits(e));
+                let theirs = reference::table2_cell(&paper, activation, l, e).map_or("—".to_string(), |c| c.acceptance.display());
+                let _ = write!(md, "| {} | {l} | {e} | {theirs} |", activation.name());
+                let base = tables[0].get(&key).map(|v| MeanSe::of(v));
+                for (k, table) in tables.iter().enumerate() {
+                    let Some(values) = table.get(&key) else {
+                        md.push_str(" — |");
+                        continue;
+                    };
+                    let m = MeanSe::of(values);
+                    let shift = match base {
+                        Some(b) if k > 0 => {
+                            let z = m.z_distance(&b);
+                            format!(" (Δ {:+.3}{})", m.mean - b.mean, if z > MARK_Z { " ⚠" } else { "" })
+                        }
+                        _ => String::new(),
+                    };
+                    let _ = write!(md, " {}{shift} |", m.display());
+                }
+                md.push('\n');
+            }
+        }
+        let _ = writeln!(md, "\n## Time\n\n{timing}\n");
+        md.push_str(&self.settings_section());
+        self.write("sensitivity.md", &md)
+    }
+}
+
+/// One CSV row per chain (with a header), `extra` columns last.
+fn chain_rows(records: &[ChainRecord], extra: &[(&str, &dyn Fn(&ChainRecord) -> String)]) -> String {
+    let mut text = String::from("activation,hidden,parameters,num_steps,step_size,seed,acceptance,accepted_fraction,divergent_fraction,gradients");
+    for (column, _) in extra {
+        let _ = write!(text, ",{column}");
+    }
+    text.push('\n');
+    for r in records {
+        let (c, a) = (&r.chain, &r.result);
+        let hidden: Vec<String> = c.network.hidden.iter().map(|w| w.to_string()).collect();
+        let _ = write!(
+            text,
+            "{},{},{},{},{},{},{},{},{},{}",
+            c.network.activation.name(),
+            hidden.join("x"),
+            c.network.parameters(),
+            c.num_steps,
+            c.step_size,
+            c.replicate,
+            a.acceptance,
+            a.accepted_fraction,
+            a.divergent_fraction,
+            a.gradients
+        );
+        for (_, value) in extra {
+            let _ = write!(text, ",{}", value(r));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+impl ReportWriter<'_> {
     fn settings_section(&self) -> String {
         let c = self.config;
         let float = match c.precision {
@@ -119,7 +192,7 @@ impl<'a> ReportWriter<'a> {
              - Leaky ReLU slope 0.01 (*our choice*; PyTorch's default).\n\
              - HMC: identity mass matrix, fixed ε and L, no adaptation; {burn_in} burn-in transitions discarded, then {draws} kept (paper: 100 and 2000).\n\
              - Acceptance: the mean Metropolis acceptance probability min(1, exp(−ΔH)) over the kept draws (`acceptance`); the CSVs also hold the share of accepted proposals (`accepted_fraction`), which estimates the same rate with more noise. A trajectory whose energy error passes 1000 is cut and rejected (acceptance probability e^−1000 = 0 either way).\n\
-             - Start: *our choice*, PyTorch's U(±1/√fan_in) initialization, one draw per seed (seed {seed}, streams 0..{seeds}), shared by the cells of that seed.\n\
+             - Start: *our choice*, {start}, one draw per seed (seed {seed}, streams 0..{seeds}), shared by the cells of that seed.\n\
              - Float: {float}.\n\
              - Seeds: {seeds} replicates; mean ± standard error over them.\n",
             rows = c.rows,
@@ -130,6 +203,10 @@ impl<'a> ReportWriter<'a> {
             draws = c.draws,
             seed = c.seed,
             seeds = c.seeds,
+            start = match c.start {
+                StartPoint::Initialization => "PyTorch's U(±1/√fan_in) initialization",
+                StartPoint::PriorDraw => "a draw from the N(0, 1) prior",
+            },
         )
     }
 
