@@ -84,7 +84,8 @@ pub struct RunSummary {
     /// Median bulk ESS of the pointwise predictive means (the first test points).
     #[serde(serialize_with = "serialize_non_finite")]
     pub pointwise_predictive_ess_median: f64,
-    /// Gradient evaluations of the stored draws (warmup excluded): the cost behind those ESS.
+    /// Gradient evaluations of the sampling phase (warmup excluded): the cost behind those ESS.
+    /// Counted on the stored draws and multiplied by `thin` (an estimate when thinning).
     pub sampling_gradients: f64,
     pub seconds_ensemble: Option<f64>,
     pub seconds_warmup: Option<f64>,
@@ -182,7 +183,7 @@ impl DeiMcmc {
             pointwise_predictive_rhat_mean: pass.pointwise_rhat_mean,
             ess_test_loglik: pass.ess_test_loglik,
             pointwise_predictive_ess_median: pass.pointwise_ess_median,
-            sampling_gradients: pass.gradients,
+            sampling_gradients: pass.gradients * self.config.sampler.thin.max(1) as f64,
             seconds_ensemble: sampling["seconds_ensemble"].as_f64(),
             seconds_warmup: sampling["seconds_warmup"].as_f64(),
             seconds_sampling: sampling["seconds_sampling"].as_f64(),

@@ -205,7 +205,8 @@ impl SamplerSection {
                 .into()
             }
             Algorithm::Hmc => {
-                let c = HmcConfig::new().with_num_steps(self.leapfrog_steps);
+                // A fixed-step run takes exactly L steps, however many (the kernel's default cap is 1024).
+                let c = HmcConfig::new().with_num_steps(self.leapfrog_steps).with_max_num_steps(self.leapfrog_steps.max(1024));
                 match target {
                     Some(t) => c.with_target_accept(t),
                     None => c,

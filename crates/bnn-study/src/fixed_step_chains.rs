@@ -157,9 +157,13 @@ pub fn run_fixed_step_chains(chains: &[FixedStepChain], settings: &ChainSettings
     if settings.draws == 0 {
         bail!("at least one kept draw per chain is needed");
     }
-    for chain in chains {
+    for (i, chain) in chains.iter().enumerate() {
         if chain.num_steps == 0 || !(chain.step_size > 0.0 && chain.step_size.is_finite()) {
             bail!("chain {chain:?}: the number of steps and the step size must be positive");
+        }
+        // Equal chains would share a random stream and a tally: a repeated grid value.
+        if let Some(other) = chains[..i].iter().find(|c| c.stream() == chain.stream()) {
+            bail!("the chain {} {} L = {} ε = {} seed {} is listed twice (a repeated value in the grid?)", other.network.shape(), other.network.activation.name(), other.num_steps, other.step_size, other.replicate);
         }
     }
     let mut blocks: Vec<(Network, usize, Vec<usize>)> = Vec::new();
@@ -235,6 +239,9 @@ fn run_block(network: &Network, num_steps: usize, chains: &[&FixedStepChain], se
     };
     if sampler.run(&density, &mut states, &mut sink, stop)? == RunStatus::Stopped {
         bail!("interrupted");
+    }
+    if let Some(t) = sink.tallies.iter().find(|t| t.kept != settings.draws as u64) {
+        bail!("a chain kept {} of its {} draws", t.kept, settings.draws);
     }
     Ok(sink.tallies.iter().map(|t| t.summary()).collect())
 }

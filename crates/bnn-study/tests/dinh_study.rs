@@ -98,7 +98,8 @@ fn the_paper_grid_cells_are_compared_and_deviations_counted() {
     assert_eq!(compared, 1);
     let md = std::fs::read_to_string(out.path().join("table2.md")).unwrap();
     assert!(md.contains("/ 0.003 ± 0.003"), "{md}");
-    assert!(md.contains(&format!("{} of 1 cells within", 1 - marked)), "{md}");
+    // A marked cell is listed under "Agreement" with its distance; an unmarked one is not.
+    assert_eq!(md.contains("relu L=200 ε=0.0025: ours"), marked == 1, "{md}");
 }
 
 #[test]
@@ -143,6 +144,7 @@ fn impossible_settings_and_a_used_folder_are_refused_before_any_work() {
         toy().with_architectures(vec![vec![]]),
         toy().with_workers(Some(0)),
         toy().with_sensitivity_cells(vec![(0, 0.001)]),
+        toy().with_step_sizes(vec![0.001, 0.001]),
     ] {
         assert!(run_dinh(&config, &fresh.path().join("x"), &Quiet, &stop).is_err(), "{config:?}");
     }

@@ -195,6 +195,18 @@ impl DinhConfig {
         if self.workers == Some(0) {
             bail!("workers must be at least 1");
         }
+        fn repeats<T: PartialEq>(values: &[T]) -> bool {
+            values.iter().enumerate().any(|(i, v)| values[..i].contains(v))
+        }
+        if repeats(&self.activations)
+            || repeats(&self.num_steps)
+            || repeats(&self.step_sizes)
+            || repeats(&self.efficiency_step_sizes)
+            || repeats(&self.architectures)
+            || repeats(&self.sensitivity_cells)
+        {
+            bail!("a list of the study's grid names a value twice; give each value once");
+        }
         Ok(())
     }
 

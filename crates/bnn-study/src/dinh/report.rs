@@ -145,6 +145,12 @@ Each column changes one choice of the first; a change is marked ⚠ where it mov
     }
 }
 
+/// Combined standard errors between our cell and the paper's, the paper's s.e. floored at half
+/// its last printed digit (a printed `0.000 ± 0.000` is not an exact zero).
+fn distance_from_paper(ours: &MeanSe, paper: &MeanSe) -> f64 {
+    ours.z_distance(&MeanSe { se: paper.se.max(PAPER_ROUNDING), ..*paper })
+}
+
 /// One CSV row per chain (with a header), `extra` columns last.
 fn chain_rows(records: &[ChainRecord], extra: &[(&str, &dyn Fn(&ChainRecord) -> String)]) -> String {
     let mut text = String::from("activation,hidden,parameters,num_steps,step_size,seed,acceptance,accepted_fraction,divergent_fraction,gradients");
@@ -238,8 +244,7 @@ impl ReportWriter<'_> {
                     match reference::table2_cell(&paper, activation, l, e) {
                         Some(ReferenceCell { acceptance: theirs, .. }) => {
                             compared += 1;
-                            let theirs_rounded = MeanSe { se: theirs.se.max(PAPER_ROUNDING), ..theirs };
-                            let z = ours.z_distance(&theirs_rounded);
+                            let z = distance_from_paper(&ours, &theirs);
                             let mark = if z > MARK_Z {
                                 marked += 1;
                                 deviating.push(format!("{} L={l} ε={e}: ours {} vs paper {} ({z:.1} s.e.)", activation.name(), ours.display(), theirs.display()));
@@ -358,5 +363,23 @@ impl ReportWriter<'_> {
         });
         self.write("study.json", &serde_json::to_string_pretty(&record)?)?;
         Ok(DinhReport { out_dir: self.out.to_path_buf(), timings: self.timings, files: self.files, table2_deviations: self.deviations })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_marked_beyond_three_combined_standard_errors_with_the_papers_rounding() {
+        let m = |mean: f64, se: f64| MeanSe { mean, se, n: 5 };
+        // 0.1 apart with s.e. 0.01 each: 7.1 s.e., marked.
+        assert!(distance_from_paper(&m(0.5, 0.01), &m(0.6, 0.01)) > MARK_Z);
+        // 0.02 apart: 1.4 s.e., not marked.
+        assert!(distance_from_paper(&m(0.5, 0.01), &m(0.52, 0.01)) < MARK_Z);
+        // The paper's 0.000 ± 0.000 against our 0.001 ± 0.000: 2 s.e. thanks to the floor.
+        assert!((distance_from_paper(&m(0.001, 0.0), &m(0.0, 0.0)) - 2.0).abs() < 1e-9);
+        // ... and 0.004 ± 0.001 is 3.6 s.e. away: marked.
+        assert!(distance_from_paper(&m(0.004, 0.001), &m(0.0, 0.0)) > MARK_Z);
     }
 }
