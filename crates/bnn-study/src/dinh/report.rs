@@ -268,7 +268,10 @@ impl ReportWriter<'_> {
             let _ = writeln!(md, "- {line}");
         }
         if !deviating.is_empty() {
-            md.push('\n');
+            let _ = writeln!(
+                md,
+                "\nThe paper leaves the likelihood's σ, the start, the float type and the leaky-ReLU slope open; the sensitivity part (`sensitivity.md`, `--parts sensitivity`) measures how far each moves a few cells. Deviations in cells that collapse (acceptance near 0) mostly follow the start.\n"
+            );
         }
         let _ = writeln!(md, "## Time\n\n{timing}\n");
         md.push_str(&self.settings_section());
