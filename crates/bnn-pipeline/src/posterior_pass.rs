@@ -164,13 +164,7 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
     let rhat = |series: &[Vec<f64>]| common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::rhat_split(&c));
     let ess = |series: &[Vec<f64>]| common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::ess_bulk(&c));
     let pointwise_rhats: Vec<f64> = point_means.iter().filter(|m| !m[0].is_empty()).map(|m| rhat(m)).filter(|r| r.is_finite()).collect();
-    let mut pointwise_ess: Vec<f64> = point_means.iter().filter(|m| !m[0].is_empty()).map(|m| ess(m)).filter(|e| e.is_finite()).collect();
-    pointwise_ess.sort_by(f64::total_cmp);
-    let pointwise_ess_median = match pointwise_ess.len() {
-        0 => f64::NAN,
-        k if k % 2 == 1 => pointwise_ess[k / 2],
-        k => 0.5 * (pointwise_ess[k / 2 - 1] + pointwise_ess[k / 2]),
-    };
+    let pointwise_ess_median = crate::run_diagnostics::median(point_means.iter().filter(|m| !m[0].is_empty()).map(|m| ess(m)).filter(|e| e.is_finite()).collect());
     let total = global_draw.max(1) as f64;
     let (points, coverage) = if gaussian && global_draw > 0 {
         let mut inside = vec![0usize; LEVELS.len()];

@@ -275,7 +275,8 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
     Ok((Draws { names, chain_ids, values }, stats, truncated_to))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of the non-NaN values (NaN when there are none).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.retain(|x| !x.is_nan());
     if v.is_empty() {
         return f64::NAN;
