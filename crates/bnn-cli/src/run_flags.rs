@@ -3,6 +3,13 @@
 use anyhow::Result;
 use bnn_model::GradientPath;
 use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, Standardize};
+
+/// Whole recipes behind `--preset`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// MILE: AdamW minibatch members with early stopping, then MCLMC at MILE's budget.
+    Mile,
+}
 use clap::Args;
 use std::path::PathBuf;
 
@@ -70,6 +77,11 @@ pub struct RunFlags {
     /// validation split (other flags still override its parts).
     #[arg(long)]
     pub mile: bool,
+    /// A whole recipe: `mile` = MILE (Sommer et al. 2025): the --mile ensemble, then MCLMC from
+    /// every member, 50,000 tuning + 10,000 sampling steps kept every 10th (other flags still
+    /// override its parts; add --batched true on a GPU).
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
     /// Transition kernel.
     #[arg(long, value_enum)]
     pub sampler: Option<Algorithm>,
@@ -100,6 +112,23 @@ pub struct RunFlags {
     /// Step size ε: fixed with `--adapt false`, else where the warmup's search starts.
     #[arg(long)]
     pub step_size: Option<f64>,
+    /// MCLMC: the decoherence length L the warmup starts from (kept with --adapt false)
+    /// [default: max(√D, 15)].
+    #[arg(long)]
+    pub trajectory_length: Option<f64>,
+    /// MCLMC: energy-error variance per dimension the warmup aims at first [default: 5e-4] ...
+    #[arg(long)]
+    pub energy_variance_start: Option<f64>,
+    /// ... and at the end of its phase 2 [default: 1e-4].
+    #[arg(long)]
+    pub energy_variance_end: Option<f64>,
+    /// MCLMC: shares of the warmup in its three phases, comma separated [default: 0.8,0.1,0.1];
+    /// MAMS: four [default: 0.3,0.2,0.3,0.2].
+    #[arg(long)]
+    pub tune_fractions: Option<String>,
+    /// MCLMC, MAMS: the last warmup phase sets L from the ESS, times this [default: 0.4].
+    #[arg(long)]
+    pub trajectory_length_factor: Option<f64>,
     /// `false`: fixed-step sampling (no step-size or metric adaptation, identity metric; the
     /// warmup iterations are a discarded burn-in). Needs --step-size for HMC and NUTS [default: true].
     #[arg(long)]
@@ -161,6 +190,9 @@ impl RunFlags {
         if f.mile {
             config = config.with_mile();
         }
+        if f.preset == Some(Preset::Mile) {
+            config = config.with_mile().with_mile_sampling();
+        }
         let d = &mut config.data;
         set(&mut d.dataset, &f.dataset);
         set(&mut d.split_seed, &f.split_seed);
@@ -212,6 +244,18 @@ impl RunFlags {
         if f.step_size.is_some() {
             s.step_size = f.step_size;
         }
+        if f.trajectory_length.is_some() {
+            s.trajectory_length = f.trajectory_length;
+        }
+        set(&mut s.energy_variance_start, &f.energy_variance_start);
+        set(&mut s.energy_variance_end, &f.energy_variance_end);
+        if let Some(text) = &f.tune_fractions {
+            s.tune_fractions = Some(text
+                .split(',')
+                .map(|part| part.trim().parse::<f64>().map_err(|_| anyhow::anyhow!("--tune-fractions: '{part}' is not a number (expected e.g. 0.8,0.1,0.1)")))
+                .collect::<Result<_>>()?);
+        }
+        set(&mut s.trajectory_length_factor, &f.trajectory_length_factor);
         set(&mut s.adapt, &f.adapt);
         set(&mut s.thin, &f.thin);
         set(&mut s.seed, &f.seed);
@@ -288,6 +332,32 @@ mod tests {
         }
         let adaptive = RunFlags::default().resolve().unwrap().sampler.sampler_config(None);
         assert!(adaptive.warmup.adapt_step_size && adaptive.warmup.adapt_metric && adaptive.initial_step_size.is_none());
+    }
+
+    #[test]
+    fn mile_preset_runs_mclmc_at_miles_budget_and_flags_still_win() {
+        let config = RunFlags { preset: Some(Preset::Mile), draws: Some(2000), ..RunFlags::default() }.resolve().unwrap();
+        assert_eq!(config.sampler.algorithm, Algorithm::Mclmc);
+        assert_eq!((config.sampler.warmup, config.sampler.draws, config.sampler.thin), (50_000, 2000, 10));
+        assert_eq!(config.ensemble.batch_size, Some(32));
+        let flags = RunFlags { sampler: Some(Algorithm::Mclmc), tune_fractions: Some("0.5,0.3".into()), ..RunFlags::default() };
+        assert!(flags.resolve().is_err(), "two phase shares are refused");
+        let flags = RunFlags { sampler: Some(Algorithm::Mclmc), tune_fractions: Some("0.5,0.3,0.2".into()), energy_variance_end: Some(0.01), ..RunFlags::default() };
+        match flags.resolve().unwrap().sampler.sampler_config(None).algorithm {
+            bnn_sampler::AlgorithmConfig::Mclmc(mclmc) => {
+                assert_eq!((mclmc.phase1_fraction, mclmc.phase2_fraction, mclmc.energy_variance_end), (0.5, 0.3, 0.01))
+            }
+            other => panic!("expected MCLMC, got {other:?}"),
+        }
+        let flags = RunFlags { sampler: Some(Algorithm::Mclmc), target_accept: Some(0.8), ..RunFlags::default() };
+        assert!(flags.resolve().is_err(), "MCLMC has no acceptance target");
+        let flags = RunFlags { sampler: Some(Algorithm::Mams), target_accept: Some(0.8), tune_fractions: Some("0.25,0.25,0.25,0.25".into()), ..RunFlags::default() };
+        match flags.resolve().unwrap().sampler.sampler_config(None).algorithm {
+            bnn_sampler::AlgorithmConfig::Mams(mams) => assert_eq!((mams.target_accept, mams.tune_fractions), (0.8, vec![0.25; 4])),
+            other => panic!("expected MAMS, got {other:?}"),
+        }
+        let flags = RunFlags { sampler: Some(Algorithm::Mams), tune_fractions: Some("0.5,0.5".into()), ..RunFlags::default() };
+        assert!(flags.resolve().is_err(), "MAMS needs four phase shares");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Reads a chain's draws file back row by row (streaming: memory O(D) per row), checking the
 //! header against the model's layout and naming file and line on any malformed value.
 
-use crate::draw_store::STAT_COLUMNS;
+use crate::draw_store::{MCLMC_STAT_COLUMNS, STAT_COLUMNS};
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -31,11 +31,17 @@ pub fn for_each_stored_draw(path: &Path, dim: usize, mut f: impl FnMut(&StoredSt
         }
     };
     let columns = header.split(',').count();
-    if columns != STAT_COLUMNS.len() + dim || !header.starts_with(STAT_COLUMNS[0]) {
+    // MCLMC runs carry two more statistics after CmdStan's seven.
+    let names: Vec<&str> = header.split(',').collect();
+    let stat_columns = if names.get(STAT_COLUMNS.len()..STAT_COLUMNS.len() + MCLMC_STAT_COLUMNS.len()) == Some(&MCLMC_STAT_COLUMNS[..]) {
+        STAT_COLUMNS.len() + MCLMC_STAT_COLUMNS.len()
+    } else {
+        STAT_COLUMNS.len()
+    };
+    if columns != stat_columns + dim || !header.starts_with(STAT_COLUMNS[0]) {
         bail!(
-            "{}: header has {columns} columns, expected {} statistics + {dim} parameters of this run's model",
+            "{}: header has {columns} columns, expected {stat_columns} statistics + {dim} parameters of this run's model",
             path.display(),
-            STAT_COLUMNS.len()
         );
     }
     let mut values = Vec::with_capacity(columns);
@@ -54,7 +60,7 @@ pub fn for_each_stored_draw(path: &Path, dim: usize, mut f: impl FnMut(&StoredSt
             bail!("{} line {}: {} values, the header has {columns} (a truncated row?)", path.display(), index + 1, values.len());
         }
         let stats = StoredStats { accept_stat: values[1], tree_depth: values[3], n_leapfrog: values[4], divergent: values[5] != 0.0 };
-        f(&stats, &values[STAT_COLUMNS.len()..])?;
+        f(&stats, &values[stat_columns..])?;
         count += 1;
     }
     Ok(count)

@@ -24,6 +24,10 @@ use std::time::Instant;
 /// Sampler statistics columns, CmdStan's names.
 pub const STAT_COLUMNS: [&str; 7] = ["lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__", "divergent__", "energy__"];
 
+/// The statistics MCLMC and MAMS runs add after `STAT_COLUMNS`: the transition's energy change
+/// (what MCLMC's tuner controls, MAMS's Metropolis test uses) and the decoherence length L.
+pub const MCLMC_STAT_COLUMNS: [&str; 2] = ["energy_change__", "trajectory_length__"];
+
 /// Column names in CmdStan's convention (`name.i.j`, 1-based) so that `arviz.from_cmdstan`
 /// groups each weight matrix into one variable with its shape.
 pub fn cmdstan_names(layout: &ParameterLayout) -> Vec<String> {
@@ -152,6 +156,8 @@ pub struct DrawStore<'a> {
     chains: Vec<ChainFiles>,
     checkpoint_every: usize,
     thin: usize,
+    /// Write `MCLMC_STAT_COLUMNS` too.
+    mclmc_stats: bool,
     early_stop: Option<EarlyStop<'a>>,
     progress: Option<&'a dyn Progress>,
     line: String,
@@ -159,13 +165,18 @@ pub struct DrawStore<'a> {
 
 impl<'a> DrawStore<'a> {
     /// Opens the files of the chains numbered `ids` (ascending: all of a run's, or one shard's);
-    /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing.
-    pub fn open(dir: &RunDir, layout: &ParameterLayout, ids: &[usize], resume: &[Option<Checkpoint>], checkpoint_every: usize, thin: usize) -> Result<Self> {
+    /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing; `mclmc_stats` adds
+    /// `MCLMC_STAT_COLUMNS`.
+    pub fn open(dir: &RunDir, layout: &ParameterLayout, ids: &[usize], resume: &[Option<Checkpoint>], checkpoint_every: usize, thin: usize, mclmc_stats: bool) -> Result<Self> {
         if ids.len() != resume.len() || ids.windows(2).any(|w| w[0] >= w[1]) {
             bail!("the draw store needs one checkpoint slot per chain and ascending chain numbers");
         }
-        let draws_header = format!("{},{}\n", STAT_COLUMNS.join(","), cmdstan_names(layout).join(","));
-        let adaptation_header = format!("iteration,{}\n", STAT_COLUMNS.join(","));
+        let mut stats = STAT_COLUMNS.join(",");
+        if mclmc_stats {
+            stats = format!("{stats},{}", MCLMC_STAT_COLUMNS.join(","));
+        }
+        let draws_header = format!("{stats},{}\n", cmdstan_names(layout).join(","));
+        let adaptation_header = format!("iteration,{stats}\n");
         let mut chains = Vec::with_capacity(resume.len());
         for (&c, checkpoint) in ids.iter().zip(resume) {
             let draws = CountedFile::open(&dir.draws(c), &draws_header, checkpoint.as_ref().map(|k| k.draws_bytes))?;
@@ -181,7 +192,7 @@ impl<'a> DrawStore<'a> {
                 divergences: 0,
             });
         }
-        Ok(Self { dir: dir.clone(), ids: ids.to_vec(), chains, checkpoint_every, thin: thin.max(1), early_stop: None, progress: None, line: String::new() })
+        Ok(Self { dir: dir.clone(), ids: ids.to_vec(), chains, checkpoint_every, thin: thin.max(1), mclmc_stats, early_stop: None, progress: None, line: String::new() })
     }
 
     pub fn with_early_stop(mut self, early_stop: EarlyStop<'a>) -> Self {
@@ -257,6 +268,9 @@ impl<'a> DrawStore<'a> {
             let _ = write!(line, "{},", draw.index);
         }
         let _ = write!(line, "{},{},{},{},{},{},{}", s.log_density, s.accept_stat, s.step_size, s.tree_depth, s.n_leapfrog, u8::from(s.divergent), s.energy);
+        if self.mclmc_stats {
+            let _ = write!(line, ",{},{}", s.energy_error, s.trajectory_length);
+        }
         if draw.warmup {
             line.push('\n');
             return files.adaptation.write(line);
@@ -310,7 +324,9 @@ impl DrawSink for DrawStore<'_> {
             progress.report(&ProgressEvent::Iteration(&iteration));
         }
         let finished = self.chains[slot].finished_early;
-        if finished || (self.checkpoint_every > 0 && draw.state.iteration % self.checkpoint_every == 0) {
+        // MCLMC's tuner holds its phase-3 positions: those checkpoints wait for the phase's end.
+        let periodic = self.checkpoint_every > 0 && draw.state.iteration % self.checkpoint_every == 0 && !draw.state.warmup.holds_positions();
+        if finished || periodic {
             self.checkpoint(draw.state)?;
         }
         Ok(())

@@ -101,7 +101,8 @@ impl DeiMcmc {
         }
         let total = config.sampler.warmup + config.sampler.draws;
         let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
-        let mut store = DrawStore::open(&self.dir, &self.layout, &ids, &resumed, config.sampler.checkpoint_every, config.sampler.thin)?;
+        let mclmc_stats = matches!(config.sampler.algorithm, crate::run_config::Algorithm::Mclmc | crate::run_config::Algorithm::Mams);
+        let mut store = DrawStore::open(&self.dir, &self.layout, &ids, &resumed, config.sampler.checkpoint_every, config.sampler.thin, mclmc_stats)?;
         if config.sampler.early_stop {
             let test = &self.data.test;
             let posterior = self.posterior();
@@ -159,8 +160,9 @@ impl DeiMcmc {
             return Ok(outcome);
         }
         let (busy_warmup, busy_sampling) = store.busy_seconds();
-        // Chain busy time (summed over chains, kept across resumes) over the chains run at once.
-        let parallel = config.threads().min(chains).max(1) as f64;
+        // Chain busy time (summed over chains, kept across resumes) over the chains run at once:
+        // all of them when batched (each chain's clock then runs through every round).
+        let parallel = if config.sampler.batched { chains } else { config.threads().min(chains) }.max(1) as f64;
         let mut record = json!({
             "status": "finished",
             "chains": chains,

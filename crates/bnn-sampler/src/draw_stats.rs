@@ -23,7 +23,11 @@ pub struct DrawStats {
     /// Hamiltonian `H = -log p(q) + ½ pᵀM⁻¹p` at the draw (random-walk Metropolis: `-log p(q)`),
     /// for the E-BFMI diagnostic.
     pub energy: f64,
-    /// `H - H0` at the proposal: the end of the trajectory (HMC), the selected point (NUTS), or
-    /// `log p(q) - log p(q')` (random-walk Metropolis).
+    /// `H - H0` at the proposal: the end of the trajectory (HMC), the selected point (NUTS),
+    /// `log p(q) - log p(q')` (random-walk Metropolis), or MCLMC's energy change of the step
+    /// (kinetic change minus the change of `log p`, whose variance its tuner controls).
     pub energy_error: f64,
+    /// MCLMC: the momentum decoherence length L the transition used; 0 for the other kernels.
+    #[serde(default)]
+    pub trajectory_length: f64,
 }

@@ -1,5 +1,5 @@
-//! Sampling-based inference for Bayesian neural networks: HMC, NUTS and random-walk Metropolis
-//! kernels, Stan-style warmup, and a runner for many chains (threaded or batched).
+//! Sampling-based inference for Bayesian neural networks: HMC, NUTS, MCLMC, MAMS and
+//! random-walk Metropolis kernels, Stan-style warmup, and a runner for many chains (threaded or batched).
 //!
 //! Layout, a folder per kind of part:
 //! - `log_density`: the one interface a posterior implements (value and gradient, batched;
@@ -9,9 +9,11 @@
 //! - `dynamics/`: `PhasePoint`, the resumable `Integrator` seam, the leapfrog, and `Lockstep`,
 //!   the driver that steps many chains with one batched density call per round;
 //! - `trajectory/`: the NUTS tree (multinomial sampling, U-turn checks);
-//! - `kernels/`: NUTS, static HMC, random-walk Metropolis (`init(position) -> state`,
-//!   `step(rng, state, params) -> (state, info)`; NUTS and HMC also as `BatchKernel`s);
-//! - `adaptation/`: `TunedParams`, the `Tuner` seam and Stan's windowed warmup with its pieces;
+//! - `kernels/`: NUTS, static HMC, MCLMC (unadjusted microcanonical Langevin), MAMS (its
+//!   Metropolis-adjusted form), random-walk Metropolis (`init(position) -> state`, `step(rng, state, params) -> (state, info)`; NUTS,
+//!   HMC, MCLMC and MAMS also as `BatchKernel`s);
+//! - `adaptation/`: `TunedParams`, the `Tuner` seam, Stan's windowed warmup with its pieces and
+//!   the microcanonical samplers' tuners;
 //! - `sampler`: runs chains (threaded or batched) and hands draws to a `DrawSink`.
 //!
 //! A new sampler is a file in `kernels/` composed from these parts (see `kernels`).
@@ -46,6 +48,8 @@ pub mod summation;
 mod trajectory;
 
 pub use adaptation::dual_averaging::DualAveraging;
+pub use adaptation::mams_tuner::MamsTuner;
+pub use adaptation::mclmc_tuner::MclmcTuner;
 pub use adaptation::stan_windows::{WarmupConfig, WarmupState};
 pub use adaptation::step_size_search::find_reasonable_step_size;
 pub use adaptation::welford::WelfordVariance;
@@ -57,8 +61,8 @@ pub use draw_stats::DrawStats;
 pub use dynamics::{Evaluation, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
 pub use error::{SamplerError, StartError};
 pub use kernels::{
-    BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Nuts, NutsConfig, RandomWalk,
-    RandomWalkConfig, StepParams,
+    BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, Nuts, NutsConfig,
+    RandomWalk, RandomWalkConfig, StepParams,
 };
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use metric::{DiagonalMassMatrix, Metric};

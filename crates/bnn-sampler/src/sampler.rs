@@ -13,7 +13,9 @@ use crate::chain::{chain_rng, ChainStart, ChainState};
 use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
-use crate::kernels::{BatchChain, BatchKernel, HmcConfig, Kernel, KernelState, NutsConfig, RandomWalkConfig};
+use crate::adaptation::mams_tuner::MamsTuner;
+use crate::adaptation::mclmc_tuner::MclmcTuner;
+use crate::kernels::{BatchChain, BatchKernel, HmcConfig, Kernel, KernelState, MamsConfig, MclmcConfig, NutsConfig, RandomWalkConfig};
 use crate::log_density::LogDensity;
 use crate::metric::DiagonalMassMatrix;
 
@@ -23,6 +25,8 @@ pub enum AlgorithmConfig {
     Nuts(NutsConfig),
     Hmc(HmcConfig),
     RandomWalk(RandomWalkConfig),
+    Mclmc(MclmcConfig),
+    Mams(MamsConfig),
 }
 
 impl AlgorithmConfig {
@@ -31,21 +35,26 @@ impl AlgorithmConfig {
             AlgorithmConfig::Nuts(config) => config.validate(),
             AlgorithmConfig::Hmc(config) => config.validate(),
             AlgorithmConfig::RandomWalk(config) => config.validate(),
+            AlgorithmConfig::Mclmc(config) => config.validate(),
+            AlgorithmConfig::Mams(config) => config.validate(),
         }
     }
 
-    /// The acceptance statistic the step-size adaptation aims for.
+    /// The acceptance statistic the step-size adaptation aims for (MCLMC has none: its tuner
+    /// aims at an energy-error variance; a fixed-step MCLMC run ignores this).
     pub fn target_accept(&self) -> f64 {
         match self {
             AlgorithmConfig::Nuts(config) => config.target_accept,
             AlgorithmConfig::Hmc(config) => config.target_accept,
             AlgorithmConfig::RandomWalk(config) => config.target_accept,
+            AlgorithmConfig::Mclmc(_) => 0.5,
+            AlgorithmConfig::Mams(config) => config.target_accept,
         }
     }
 
     /// Whether the kernel integrates Hamiltonian dynamics (and can use the step-size heuristic).
     pub fn uses_leapfrog(&self) -> bool {
-        !matches!(self, AlgorithmConfig::RandomWalk(_))
+        !matches!(self, AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_))
     }
 
     /// The step size a chain starts from when none is given: 1 for the leapfrog kernels (then the
@@ -53,6 +62,8 @@ impl AlgorithmConfig {
     pub fn default_step_size(&self, dim: usize) -> f64 {
         match self {
             AlgorithmConfig::RandomWalk(_) => RandomWalkConfig::default_scale(dim),
+            AlgorithmConfig::Mclmc(config) => config.initial_step_size,
+            AlgorithmConfig::Mams(_) => MamsConfig::start_parameters(dim).0,
             _ => 1.0,
         }
     }
@@ -67,6 +78,18 @@ impl From<NutsConfig> for AlgorithmConfig {
 impl From<HmcConfig> for AlgorithmConfig {
     fn from(config: HmcConfig) -> Self {
         AlgorithmConfig::Hmc(config)
+    }
+}
+
+impl From<MclmcConfig> for AlgorithmConfig {
+    fn from(config: MclmcConfig) -> Self {
+        AlgorithmConfig::Mclmc(config)
+    }
+}
+
+impl From<MamsConfig> for AlgorithmConfig {
+    fn from(config: MamsConfig) -> Self {
+        AlgorithmConfig::Mams(config)
     }
 }
 
@@ -97,7 +120,7 @@ pub struct SamplerConfig {
     /// The draws do not depend on it.
     pub threads: Option<usize>,
     /// Advance all chains in lockstep on the calling thread, with one `[C, D]` log-density call
-    /// per leapfrog step (HMC and NUTS; NUTS chains whose tree is complete leave the batch until
+    /// per leapfrog step (HMC, NUTS, MCLMC and MAMS; NUTS chains whose tree is complete leave the batch until
     /// the next transition). The GPU-friendly mode: the draws are those of the threaded run.
     #[config(default = false)]
     pub batched: bool,
@@ -121,7 +144,7 @@ impl SamplerConfig {
         }
         if self.batched && matches!(self.algorithm, AlgorithmConfig::RandomWalk(_)) {
             return Err(SamplerError::InvalidConfig(
-                "batched execution is implemented for HMC and NUTS, not random-walk Metropolis"
+                "batched execution is implemented for HMC, NUTS, MCLMC and MAMS, not random-walk Metropolis"
                     .into(),
             ));
         }
@@ -222,6 +245,9 @@ impl Sampler {
             }
             None => DiagonalMassMatrix::identity(dim),
         };
+        if matches!(config.algorithm, AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_)) && dim < 2 {
+            return Err(invalid("MCLMC's and MAMS's unit-speed dynamics need at least 2 dimensions".into()));
+        }
         let step_size = start
             .step_size
             .or(config.initial_step_size)
@@ -233,19 +259,39 @@ impl Sampler {
         } else {
             step_size
         };
-        let warmup = WarmupState::new(
-            &config.warmup,
-            config.num_warmup,
-            dim,
-            config.algorithm.target_accept(),
-            step_size,
-        );
+        let mut params = TunedParams::new(step_size, metric);
+        let warmup = match &config.algorithm {
+            AlgorithmConfig::Mclmc(mclmc) => {
+                params.trajectory_length = Some(mclmc.start_trajectory_length(dim));
+                if config.warmup.adapt_step_size {
+                    Tuner::Mclmc(MclmcTuner::new(mclmc, config.num_warmup, dim))
+                } else {
+                    // Fixed (ε, L): the Stan tuner with nothing to adapt counts the burn-in.
+                    Tuner::StanWindows(WarmupState::new(&config.warmup, config.num_warmup, dim, 0.5, step_size))
+                }
+            }
+            AlgorithmConfig::Mams(mams) => {
+                params.trajectory_length = Some(MamsConfig::start_parameters(dim).1);
+                if config.warmup.adapt_step_size {
+                    Tuner::Mams(MamsTuner::new(mams, config.num_warmup, dim, step_size))
+                } else {
+                    Tuner::StanWindows(WarmupState::new(&config.warmup, config.num_warmup, dim, mams.target_accept, step_size))
+                }
+            }
+            algorithm => Tuner::StanWindows(WarmupState::new(
+                &config.warmup,
+                config.num_warmup,
+                dim,
+                algorithm.target_accept(),
+                step_size,
+            )),
+        };
         Ok(ChainState {
             chain,
             iteration: 0,
             kernel,
-            params: TunedParams::new(step_size, metric),
-            warmup: Tuner::StanWindows(warmup),
+            params,
+            warmup,
             rng,
         })
     }
@@ -292,6 +338,18 @@ impl Sampler {
                 self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
             }
             AlgorithmConfig::RandomWalk(config) => {
+                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
+            }
+            AlgorithmConfig::Mclmc(config) if self.config.batched => {
+                self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
+            }
+            AlgorithmConfig::Mclmc(config) => {
+                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
+            }
+            AlgorithmConfig::Mams(config) if self.config.batched => {
+                self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
+            }
+            AlgorithmConfig::Mams(config) => {
                 self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
             }
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bnn_sampler::{
     AlgorithmConfig, ChainStart, ChainState, CollectedDraws, Draw, DrawSink, DrawStats, HmcConfig,
-    NutsConfig, RandomWalkConfig, RunStatus, SamplerConfig, SinkError, WarmupConfig,
+    MclmcConfig, NutsConfig, RandomWalkConfig, RunStatus, SamplerConfig, SinkError, WarmupConfig,
 };
 use support::targets::{CorrelatedGaussian, IidGaussian};
 use support::uniform_starts;
@@ -35,6 +35,7 @@ fn same_seed_same_draws_whatever_the_thread_count() {
             .with_jitter(0.3)
             .into(),
         RandomWalkConfig::new().into(),
+        MclmcConfig::new().into(),
     ] {
         let config = |threads| {
             SamplerConfig::new(algorithm.clone())
@@ -218,6 +219,43 @@ fn checkpoint_and_resume_continue_bit_for_bit() {
             RunStatus::Finished
         );
         assert_eq!(rest, whole);
+    }
+}
+
+/// MCLMC batched (one `[C, D]` call per integrator stage) makes the threaded run's draws, and a
+/// stop in any of its three warmup phases (phase 3 keeps positions in the tuner) or in sampling
+/// resumes bit for bit from the serialized chains.
+#[test]
+fn mclmc_batched_and_resumed_runs_make_the_same_draws() {
+    let target = IidGaussian::log_spaced(6);
+    let starts = uniform_starts(3, 6, 1.0, 6);
+    let sampler = |batched| {
+        SamplerConfig::new(MclmcConfig::new().into())
+            .with_num_warmup(200)
+            .with_num_draws(100)
+            .with_seed(8)
+            .with_threads(Some(2))
+            .with_batched(batched)
+            .init()
+            .unwrap()
+    };
+    let mut whole = CollectedDraws::new(3, 6).with_warmup(true);
+    let mut chains = sampler(false).init_chains(&target, &starts).unwrap();
+    sampler(false).run(&target, &mut chains, &mut whole, &AtomicBool::new(false)).unwrap();
+    assert!(chains.iter().all(|c| c.params.trajectory_length.is_some_and(|l| l.is_finite() && l > 0.0)));
+    for batched in [false, true] {
+        for after in [120, 170, 190, 250] {
+            let stop = AtomicBool::new(false);
+            let mut chains = sampler(batched).init_chains(&target, &starts).unwrap();
+            let mut first = StopAfter { inner: CollectedDraws::new(3, 6).with_warmup(true), after, seen: 0, stop: &stop };
+            assert_eq!(sampler(batched).run(&target, &mut chains, &mut first, &stop).unwrap(), RunStatus::Stopped);
+            let json = serde_json::to_string(&chains).unwrap();
+            let mut resumed: Vec<ChainState> = serde_json::from_str(&json).unwrap();
+            assert_eq!(resumed, chains, "stopped after {after}");
+            let mut rest = first.inner;
+            sampler(batched).run(&target, &mut resumed, &mut rest, &AtomicBool::new(false)).unwrap();
+            assert_eq!(rest, whole, "batched {batched}, stopped after {after}");
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! NUTS and HMC recover the moments of independent normals with scales from 1e-2 to 1e2.
+//! NUTS, HMC and MAMS recover the moments of independent normals with scales from 1e-2 to 1e2.
 //!
 //! Per coordinate the test checks the mean, the standard deviation and the 95% quantile against
 //! the truth, each within `k` Monte Carlo standard errors from bnn-diagnostics (`mcse_mean`,
@@ -13,7 +13,7 @@
 
 mod support;
 
-use bnn_sampler::{AlgorithmConfig, HmcConfig, NutsConfig, SamplerConfig};
+use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, NutsConfig, SamplerConfig};
 use support::targets::IidGaussian;
 use support::{
     divergences, mcse_mean, mcse_multiplier, mcse_quantile, mcse_sd, pooled_mean, pooled_quantile,
@@ -111,4 +111,20 @@ fn hmc_gaussian_10d() {
 #[test]
 fn hmc_gaussian_100d() {
     check_gaussian("HMC", hmc(), 100, 203);
+}
+
+/// MAMS (Metropolis-adjusted microcanonical): its dynamics need at least 2 dimensions, so the
+/// suite runs it at 10 and 100.
+fn mams() -> AlgorithmConfig {
+    MamsConfig::new().into()
+}
+
+#[test]
+fn mams_gaussian_10d() {
+    check_gaussian("MAMS", mams(), 10, 302);
+}
+
+#[test]
+fn mams_gaussian_100d() {
+    check_gaussian("MAMS", mams(), 100, 303);
 }

@@ -6,7 +6,10 @@
 //! from other statistics (MCLMC's energy-variance tuner) is another variant with the same
 //! `observe` signature.
 
+pub mod autocorrelation_length;
 pub mod dual_averaging;
+pub mod mams_tuner;
+pub mod mclmc_tuner;
 pub mod stan_windows;
 pub mod step_size_search;
 pub mod welford;
@@ -17,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::draw_stats::DrawStats;
 use crate::kernels::StepParams;
 use crate::metric::DiagonalMassMatrix;
+use mams_tuner::MamsTuner;
+use mclmc_tuner::MclmcTuner;
 use stan_windows::WarmupState;
 
 /// What the warmup tunes, and every kernel reads through `StepParams`.
@@ -52,6 +57,10 @@ impl TunedParams {
 pub enum Tuner {
     /// Stan's windowed warmup: dual averaging of the step size, diagonal metric from windows.
     StanWindows(WarmupState),
+    /// MCLMC's three-phase tuner of ε (energy-error variance) and L (variances, then ESS).
+    Mclmc(MclmcTuner),
+    /// MAMS: dual averaging of ε, preconditioner and L from variances, then L from the ESS.
+    Mams(MamsTuner),
 }
 
 impl Tuner {
@@ -59,6 +68,8 @@ impl Tuner {
     pub fn num_warmup(&self) -> usize {
         match self {
             Tuner::StanWindows(state) => state.num_warmup(),
+            Tuner::Mclmc(state) => state.num_warmup(),
+            Tuner::Mams(state) => state.num_warmup(),
         }
     }
 
@@ -66,6 +77,8 @@ impl Tuner {
     pub fn iteration(&self) -> usize {
         match self {
             Tuner::StanWindows(state) => state.iteration(),
+            Tuner::Mclmc(state) => state.iteration(),
+            Tuner::Mams(state) => state.iteration(),
         }
     }
 
@@ -85,6 +98,18 @@ impl Tuner {
     ) {
         match self {
             Tuner::StanWindows(state) => state.observe(position, stats, &mut params.step_size, &mut params.metric, search),
+            Tuner::Mclmc(state) => state.observe(position, stats, params),
+            Tuner::Mams(state) => state.observe(position, stats, params),
+        }
+    }
+
+    /// Whether the tuner holds so much (the microcanonical tuners' last-phase positions) that periodic checkpoints
+    /// should wait until it lets go of it.
+    pub fn holds_positions(&self) -> bool {
+        match self {
+            Tuner::StanWindows(_) => false,
+            Tuner::Mclmc(state) => state.holds_positions(),
+            Tuner::Mams(state) => state.holds_positions(),
         }
     }
 
@@ -92,6 +117,7 @@ impl Tuner {
     pub fn stan_windows(&self) -> Option<&WarmupState> {
         match self {
             Tuner::StanWindows(state) => Some(state),
+            Tuner::Mclmc(_) | Tuner::Mams(_) => None,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! `evaluate_auxiliary`, batched over every point that asked in the round; the results go into
 //! each point's `auxiliary` cache.
 
+pub mod isokinetic;
 mod leapfrog;
 mod lockstep;
 

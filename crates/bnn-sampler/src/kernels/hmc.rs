@@ -215,6 +215,7 @@ impl<I: Integrator> Hmc<I> {
             divergent,
             energy,
             energy_error,
+            trajectory_length: 0.0,
         }
     }
 }

@@ -7,11 +7,15 @@
 //! warmup. What it keeps between its own transitions goes into `KernelState::carry`.
 
 mod hmc;
+mod mams;
+mod mclmc;
 mod nuts;
 mod nuts_batched;
 mod random_walk;
 
 pub use hmc::{Hmc, HmcConfig};
+pub use mams::{Mams, MamsConfig};
+pub use mclmc::{Mclmc, MclmcConfig};
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
@@ -44,7 +48,8 @@ pub struct KernelState {
 /// A kernel's own serializable state between transitions, one variant per kernel that has some.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub enum KernelCarry {
-    /// Nothing beyond position, gradient and momentum (NUTS, HMC, random-walk Metropolis).
+    /// Nothing beyond position, gradient and momentum (NUTS, HMC, random-walk Metropolis; MCLMC
+    /// keeps its unit velocity in `momentum`).
     #[default]
     Empty,
 }

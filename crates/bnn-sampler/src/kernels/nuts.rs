@@ -183,6 +183,7 @@ impl<I: Integrator> Nuts<I> {
             divergent: trajectory.divergent,
             energy: proposal.energy,
             energy_error: proposal.energy - trajectory.initial_energy(),
+            trajectory_length: 0.0,
         }
     }
 }

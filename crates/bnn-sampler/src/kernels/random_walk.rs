@@ -110,6 +110,7 @@ impl Kernel for RandomWalk {
             divergent,
             energy: -state.log_density,
             energy_error: -log_ratio,
+            trajectory_length: 0.0,
         };
         (state, stats)
     }

@@ -262,6 +262,7 @@ impl<I: Integrator> RecursiveNuts<I> {
             divergent: ctx.divergent,
             energy: sample.energy,
             energy_error: sample.energy - initial_energy,
+            trajectory_length: 0.0,
         };
         let next = KernelState {
             position: sample.position,
