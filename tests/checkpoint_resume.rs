@@ -151,3 +151,41 @@ fn damaged_or_mismatched_run_directories_are_refused_without_losing_anything() {
     let o = bnn().args(resume_args(&run)).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// MCLMC keeps its unit velocity in the state and, in its last tuning phase, the positions it
+/// measures the ESS on (periodic checkpoints wait out that phase): killed in the first tuning
+/// phase, in the last one and in sampling, it still resumes to the uninterrupted run's bytes.
+#[test]
+fn killed_mclmc_runs_resume_to_the_uninterrupted_draws() {
+    let root = temp_dir("mclmc");
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "sample", "--dataset", "cos2x", "--hidden", "64", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
+            "mclmc", "--warmup", "20000", "--draws", "10000", "--thin", "5", "--seed", "7", "--threads", "1", "--checkpoint-every", "200",
+            "--out",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.to_str().unwrap().to_string()])
+        .collect()
+    };
+    let reference = root.join("reference");
+    let o = finish(spawn(&args(&reference)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let header = std::fs::read_to_string(reference.join("draws_chain_0.csv")).unwrap();
+    assert!(header.starts_with("lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,energy_change__,trajectory_length__,"));
+
+    let run = root.join("killed");
+    // Phase 1 of the tuning (0.8 of 20,000 steps), then phase 3 (the last 2,000), then sampling.
+    let o = kill_when(spawn(&args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| (1000..15000).contains(&i)));
+    assert!(!o.status.success(), "the run should have been killed in phase 1");
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || {
+        std::fs::read_to_string(run.join("adaptation_chain_1.csv")).is_ok_and(|t| t.lines().count() > 18_500)
+    });
+    assert!(!o.status.success(), "the resumed run should have been killed in phase 3");
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| i > 22_000));
+    assert!(!o.status.success(), "the resumed run should have been killed in sampling");
+    let o = finish(spawn(&resume_args(&run)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_files(&reference, &run);
+}

@@ -512,3 +512,27 @@ fn study_dinh_runs_at_toy_size() {
     let o = bnn(&["study", "dinh", "--out", dir.join("bad").to_str().unwrap(), "--step-sizes", "0.001,-1"]);
     assert!(!o.status.success() && stderr(&o).contains("step sizes must be positive"), "{}", stderr(&o));
 }
+
+/// The microcanonical samplers run the whole pipeline (their draws files carry two more
+/// statistics, which every reader accepts), and both fit cos(2x) better than a line.
+#[test]
+fn mclmc_and_mams_run_the_whole_pipeline() {
+    let dir = temp_dir("microcanonical");
+    for sampler in ["mclmc", "mams"] {
+        let out = dir.join(sampler);
+        let o = bnn(&[
+            "run", "--dataset", "cos2x", "--hidden", "8", "--activation", "tanh", "--members", "2", "--epochs", "800", "--learning-rate",
+            "0.01", "--sampler", sampler, "--warmup", "3000", "--draws", "2000", "--thin", "10", "--seed", "3", "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{sampler}: {}", stderr(&o));
+        let summary = json(&out.join("summary.json"));
+        assert_eq!(summary["draws_stored"], 2 * 200, "{sampler}: {summary}");
+        let rmse = summary["rmse"].as_f64().unwrap();
+        assert!(rmse < 0.6 && rmse < summary["lm_rmse"].as_f64().unwrap(), "{sampler}: {summary}");
+        let (header, rows) = read_csv(&out.join("draws_chain_1.csv"));
+        assert_eq!(&header[7..9], ["energy_change__", "trajectory_length__"]);
+        assert!(rows.iter().all(|r| r[8] > 0.0 && r[8].is_finite()), "{sampler}: L must be tuned to a positive length");
+        assert!(out.join("plots").is_dir() || bnn(&["plot", out.to_str().unwrap()]).status.success(), "{sampler}: plots");
+    }
+}
