@@ -15,7 +15,7 @@ use crate::draw_stats::DrawStats;
 use crate::dynamics::isokinetic::{integrate_paths, IsokineticPath, PathBatch};
 use crate::error::SamplerError;
 use crate::kernels::mclmc::random_direction;
-use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
+use crate::kernels::{step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 
 /// Configuration of MAMS and of its warmup.
@@ -96,12 +96,10 @@ impl Kernel for Mams {
         &mut self,
         density: &L,
         rng: &mut R,
-        mut state: KernelState,
+        state: KernelState,
         params: StepParams<'_>,
     ) -> (KernelState, DrawStats) {
-        let mut stats = Vec::with_capacity(1);
-        self.step_batch(density, &mut [BatchChain { rng, state: &mut state, params }], &mut stats);
-        (state, stats[0])
+        step_as_batch_of_one(self, density, rng, state, params)
     }
 }
 

@@ -17,7 +17,7 @@ use rand_distr::{Distribution, StandardNormal};
 use crate::draw_stats::DrawStats;
 use crate::dynamics::isokinetic::{integrate_paths, normalize, refresh_velocity, IsokineticPath, PathBatch};
 use crate::error::SamplerError;
-use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
+use crate::kernels::{step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 
 /// Configuration of MCLMC and of its warmup (the tuner of Robnik et al. as used by MILE).
@@ -118,12 +118,10 @@ impl Kernel for Mclmc {
         &mut self,
         density: &L,
         rng: &mut R,
-        mut state: KernelState,
+        state: KernelState,
         params: StepParams<'_>,
     ) -> (KernelState, DrawStats) {
-        let mut stats = Vec::with_capacity(1);
-        self.step_batch(density, &mut [BatchChain { rng, state: &mut state, params }], &mut stats);
-        (state, stats[0])
+        step_as_batch_of_one(self, density, rng, state, params)
     }
 }
 

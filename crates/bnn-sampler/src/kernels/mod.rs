@@ -152,3 +152,16 @@ pub trait BatchKernel {
         stats: &mut Vec<DrawStats>,
     );
 }
+
+/// `Kernel::step` for a kernel whose one transition is its batched transition with one chain
+/// (MCLMC, MAMS): the same arithmetic alone and in a batch, by construction.
+pub(crate) fn step_as_batch_of_one<K, L, R>(kernel: &mut K, density: &L, rng: &mut R, mut state: KernelState, params: StepParams<'_>) -> (KernelState, DrawStats)
+where
+    K: BatchKernel,
+    L: LogDensity + ?Sized,
+    R: Rng + ?Sized,
+{
+    let mut stats = Vec::with_capacity(1);
+    kernel.step_batch(density, &mut [BatchChain { rng, state: &mut state, params }], &mut stats);
+    (state, stats[0])
+}
