@@ -41,6 +41,20 @@ fn second_moment_bias(draws: &CollectedDraws, target: &IidGaussian) -> f64 {
     sum / DIM as f64
 }
 
+/// Every mean (truth 0) and second moment (truth σ²) within k MCSE, k from `mcse_multiplier`
+/// (Bonferroni over the 100 checks).
+fn check_moments(draws: &CollectedDraws, target: &IidGaussian) -> Checks {
+    let k = mcse_multiplier(2 * DIM);
+    let mut checks = Checks::default();
+    for (d, s) in target.scales.iter().enumerate() {
+        let x = draws.coordinate(d);
+        checks.within(&format!("mean[{d}]"), pooled_mean(&x), 0.0, mcse_mean(&x), k);
+        let x2 = squares(&x);
+        checks.within(&format!("E[x²][{d}]"), pooled_mean(&x2), s * s, mcse_mean(&x2), k);
+    }
+    checks
+}
+
 fn tuned(energy_variance: (f64, f64), seed: u64) -> CollectedDraws {
     let config = MclmcConfig::new().with_energy_variance_start(energy_variance.0).with_energy_variance_end(energy_variance.1);
     let sampler = SamplerConfig::new(config.into()).with_num_warmup(5000).with_num_draws(40_000).with_seed(seed).init().unwrap();
@@ -64,15 +78,7 @@ fn small_fixed_steps_sample_the_target() {
         .unwrap();
     let draws = sampler.sample(&target, &uniform_starts(4, DIM, 1.0, 11)).unwrap();
     assert!(energy_variance_per_dim(&draws) < 1e-6);
-    let k = mcse_multiplier(2 * DIM);
-    let mut checks = Checks::default();
-    for (d, s) in target.scales.iter().enumerate() {
-        let x = draws.coordinate(d);
-        checks.within(&format!("mean[{d}]"), pooled_mean(&x), 0.0, mcse_mean(&x), k);
-        let x2 = squares(&x);
-        checks.within(&format!("E[x²][{d}]"), pooled_mean(&x2), s * s, mcse_mean(&x2), k);
-    }
-    checks.assert_all("MCLMC, ε = 0.3, L = 3");
+    check_moments(&draws, &target).assert_all("MCLMC, ε = 0.3, L = 3");
 }
 
 /// The tuner sets ε so that the energy change's variance per dimension meets its target. Its
@@ -170,15 +176,7 @@ fn mams_is_exact_at_a_large_fixed_step() {
     let draws = sampler.sample(&target, &uniform_starts(4, DIM, 1.0, 41)).unwrap();
     let accept = pooled_mean(&draws.stat(|s| s.accept_stat));
     assert!(accept < 0.5, "the step should be large enough to be rejected often: acceptance {accept:.2}");
-    let k = mcse_multiplier(2 * DIM);
-    let mut checks = Checks::default();
-    for (d, s) in target.scales.iter().enumerate() {
-        let x = draws.coordinate(d);
-        checks.within(&format!("mean[{d}]"), pooled_mean(&x), 0.0, mcse_mean(&x), k);
-        let x2 = squares(&x);
-        checks.within(&format!("E[x²][{d}]"), pooled_mean(&x2), s * s, mcse_mean(&x2), k);
-    }
-    checks.assert_all(&format!("MAMS, ε = {STEP}, acceptance {accept:.2}"));
+    check_moments(&draws, &target).assert_all(&format!("MAMS, ε = {STEP}, acceptance {accept:.2}"));
 }
 
 /// Step size of `mams_is_exact_at_a_large_fixed_step` (acceptance 0.91 at 1.5, 0.24 at 2, 0.02 at 3).

@@ -186,14 +186,20 @@ pub struct PathBatch {
 
 /// Runs every path to its end. Each round, all paths that wait for a gradient are evaluated in
 /// one `[C, D]` call, so chains with different path lengths share calls while they last. Path
-/// `k` uses step size `step_sizes[k]` and preconditioner `sqrt_covs[k]`. A failed batch call
-/// fails every path in it.
-pub fn integrate_paths<L: LogDensity + ?Sized>(density: &L, paths: &mut [IsokineticPath], step_sizes: &[f64], sqrt_covs: &[&[f64]], batch: &mut PathBatch) {
+/// `k` uses the step size and preconditioner `params(k)` (read per round, nothing collected).
+/// A failed batch call fails every path in it.
+pub fn integrate_paths<'a, L: LogDensity + ?Sized>(
+    density: &L,
+    paths: &mut [IsokineticPath],
+    params: impl Fn(usize) -> (f64, &'a [f64]),
+    batch: &mut PathBatch,
+) {
     let dim = density.dim();
     loop {
         batch.waiting.clear();
         for (k, path) in paths.iter_mut().enumerate() {
-            if path.advance(step_sizes[k], sqrt_covs[k]) {
+            let (step_size, sqrt_cov) = params(k);
+            if path.advance(step_size, sqrt_cov) {
                 batch.waiting.push(k);
             }
         }

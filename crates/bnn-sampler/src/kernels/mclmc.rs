@@ -147,9 +147,7 @@ impl BatchKernel for Mclmc {
             path.start(&state.position, &velocity, &state.gradient, state.log_density, 1);
             state.momentum = Some(velocity);
         }
-        let step_sizes: Vec<f64> = chains.iter().map(|c| c.params.step_size).collect();
-        let sqrt_covs: Vec<&[f64]> = chains.iter().map(|c| c.params.metric.sqrt_inverse_diag()).collect();
-        integrate_paths(density, &mut self.paths, &step_sizes, &sqrt_covs, &mut self.batch);
+        integrate_paths(density, &mut self.paths, |k| chains[k].params.path_parameters(), &mut self.batch);
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let epsilon = chain.params.step_size;

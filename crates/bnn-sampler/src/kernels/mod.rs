@@ -111,6 +111,13 @@ pub struct StepParams<'a> {
     pub trajectory_length: Option<f64>,
 }
 
+impl<'a> StepParams<'a> {
+    /// Step size and preconditioner `√diag(M⁻¹)` of an isokinetic path.
+    pub(crate) fn path_parameters(&self) -> (f64, &'a [f64]) {
+        (self.step_size, self.metric.sqrt_inverse_diag())
+    }
+}
+
 /// A Markov transition kernel. Implementations own only scratch buffers (allocated once per
 /// chain); everything that defines the chain lives in `KernelState` and `StepParams`.
 pub trait Kernel {
