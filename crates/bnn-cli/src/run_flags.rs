@@ -113,7 +113,7 @@ pub struct RunFlags {
     #[arg(long)]
     pub step_size: Option<f64>,
     /// MCLMC: the decoherence length L the warmup starts from (kept with --adapt false)
-    /// [default: max(√D, 15)].
+    /// [default: 1; BlackJAX and MILE: max(√D, 15)].
     #[arg(long)]
     pub trajectory_length: Option<f64>,
     /// MCLMC: energy-error variance per dimension the warmup aims at first [default: 5e-4] ...
@@ -129,6 +129,10 @@ pub struct RunFlags {
     /// MCLMC, MAMS: the last warmup phase sets L from the ESS, times this [default: 0.4].
     #[arg(long)]
     pub trajectory_length_factor: Option<f64>,
+    /// MCLMC, MAMS: precondition with the warmup positions' standard deviations (MILE runs
+    /// without) [default: true].
+    #[arg(long)]
+    pub diagonal_preconditioning: Option<bool>,
     /// `false`: fixed-step sampling (no step-size or metric adaptation, identity metric; the
     /// warmup iterations are a discarded burn-in). Needs --step-size for HMC and NUTS [default: true].
     #[arg(long)]
@@ -256,6 +260,9 @@ impl RunFlags {
                 .collect::<Result<_>>()?);
         }
         set(&mut s.trajectory_length_factor, &f.trajectory_length_factor);
+        if f.diagonal_preconditioning.is_some() {
+            s.diagonal_preconditioning = f.diagonal_preconditioning;
+        }
         set(&mut s.adapt, &f.adapt);
         set(&mut s.thin, &f.thin);
         set(&mut s.seed, &f.seed);

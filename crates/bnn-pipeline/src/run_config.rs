@@ -175,7 +175,7 @@ pub struct SamplerSection {
     /// MAMS's from 0.2 √D).
     pub step_size: Option<f64>,
     /// MCLMC: the decoherence length L the warmup starts from (kept with `adapt = false`).
-    /// Absent: max(√D, 15).
+    /// Absent: 1 (`MCLMC_START_TRAJECTORY_LENGTH`; BlackJAX and MILE start from max(√D, 15)).
     pub trajectory_length: Option<f64>,
     /// MCLMC: target variance of the energy change per dimension at the warmup's start, falling
     /// linearly to `energy_variance_end` over its phases 1 and 2 (MILE's code: 5e-4 → 1e-4).
@@ -190,6 +190,9 @@ pub struct SamplerSection {
     /// MCLMC and MAMS: the last warmup phase sets L = factor · (ε or L) · mean(steps / ESS).
     #[config(default = 0.4)]
     pub trajectory_length_factor: f64,
+    /// MCLMC and MAMS: precondition the dynamics with the warmup positions' standard deviations
+    /// (BlackJAX's option; MILE runs without). Absent: on.
+    pub diagonal_preconditioning: Option<bool>,
     /// Adapt the step size and the diagonal metric during warmup. `false`: fixed-step sampling
     /// with `step_size` and the identity metric, the warmup iterations a discarded burn-in.
     #[config(default = true)]
@@ -213,6 +216,15 @@ pub struct SamplerSection {
     #[config(default = 1e-3)]
     pub early_stop_tolerance: f64,
 }
+
+/// MCLMC's starting decoherence length for BNN posteriors. BlackJAX's and MILE's `max(√D, 15)`
+/// (20 on yacht's 418 parameters) keeps the velocity for thousands of warmup steps, so a chain
+/// that the first, too large steps heat cools slowly: yacht split 2's chains 3 and 9 fell from
+/// log density 238 / 255 to −126 / −174 within 200 steps and ended the 50,000-step warmup near
+/// 400 / 320; with `L = 1` (the velocity refreshed every few hundred steps) the same chains were
+/// back above 290 after 200 steps and ended near 590 / 610, where NUTS's chains sit. Phase 2
+/// replaces it with the measured size anyway (see `crates/bnn-cli/examples/mile.md`).
+pub const MCLMC_START_TRAJECTORY_LENGTH: f64 = 1.0;
 
 impl SamplerSection {
     /// The sampler this section describes, with `threads` worker threads (`None`: all cores).
@@ -245,16 +257,20 @@ impl SamplerSection {
                 let defaults = MclmcConfig::new();
                 let fraction = |i: usize, default: f64| self.tune_fractions.as_ref().map_or(default, |f| f.get(i).copied().unwrap_or(0.0));
                 MclmcConfig::new()
-                    .with_initial_trajectory_length(self.trajectory_length)
+                    .with_initial_trajectory_length(Some(self.trajectory_length.unwrap_or(MCLMC_START_TRAJECTORY_LENGTH)))
                     .with_energy_variance_start(self.energy_variance_start)
                     .with_energy_variance_end(self.energy_variance_end)
                     .with_phase1_fraction(fraction(0, defaults.phase1_fraction))
                     .with_phase2_fraction(fraction(1, defaults.phase2_fraction))
                     .with_trajectory_length_factor(self.trajectory_length_factor)
+                    .with_diagonal_preconditioning(self.diagonal_preconditioning.unwrap_or(true))
                     .into()
             }
             Algorithm::Mams => {
                 let mut c = MamsConfig::new().with_trajectory_length_factor(self.trajectory_length_factor);
+                if let Some(precondition) = self.diagonal_preconditioning {
+                    c = c.with_diagonal_preconditioning(precondition);
+                }
                 if let Some(fractions) = &self.tune_fractions {
                     c = c.with_tune_fractions(fractions.clone());
                 }

@@ -9,6 +9,8 @@
 //!    The target falls linearly from `energy_variance_start` to `energy_variance_end`.
 //! 2. (`phase2_fraction · n`) as phase 1, and the positions' step-size-weighted variances are
 //!    accumulated; at its end `L = √(Σ Var[x_i])`.
+//!    With `diagonal_preconditioning` the variances become the preconditioner instead, `L = √d`,
+//!    and phase 1's step-size rule runs again (fresh averages) for a third of phase 2's length.
 //! 3. (the rest) `ε` and `L` fixed; the positions of up to `max_ess_coordinates` coordinates are
 //!    kept, and at the end `L = factor · ε · mean_i(steps / ESS_i)`: a decoherence length matched
 //!    to the chain's measured autocorrelation time.
@@ -49,6 +51,13 @@ pub struct MclmcTuner {
     /// over phase 3 (where ε is fixed), and the ESS-based L.
     phase3_energy_square_sum: f64,
     phase3_steps: usize,
+    /// Whether phase 2 ends by setting a diagonal preconditioner.
+    #[serde(default)]
+    precondition: bool,
+    /// Step-size tuning runs until this iteration (phases 1 and 2, plus the readjustment after a
+    /// new preconditioner); 0 in states written before the option existed: phases 1 and 2.
+    #[serde(default)]
+    step_size_tuning_end: usize,
 }
 
 impl MclmcTuner {
@@ -56,6 +65,8 @@ impl MclmcTuner {
         let phase1 = (config.phase1_fraction * num_warmup as f64).round() as usize;
         let phase2 = ((config.phase2_fraction * num_warmup as f64).round() as usize).min(num_warmup - phase1.min(num_warmup));
         let phase1 = phase1.min(num_warmup);
+        let readjust = if config.diagonal_preconditioning && phase2 > 1 { phase2.div_ceil(3) } else { 0 };
+        let step_size_tuning_end = (phase1 + phase2 + readjust).min(num_warmup);
         let n = config.effective_samples;
         Self {
             num_warmup,
@@ -77,6 +88,8 @@ impl MclmcTuner {
             kept: KeptPositions::new(dim, config.max_ess_coordinates),
             phase3_energy_square_sum: 0.0,
             phase3_steps: 0,
+            precondition: config.diagonal_preconditioning,
+            step_size_tuning_end,
         }
     }
 
@@ -112,7 +125,7 @@ impl MclmcTuner {
         let i = self.iteration;
         self.iteration += 1;
         let tuning = self.phase1 + self.phase2;
-        if i < tuning {
+        if i < tuning.max(self.step_size_tuning_end) {
             let used = stats.step_size;
             let energy_change = if stats.divergent {
                 self.step_size_cap = Some(self.step_size_cap.map_or(0.8 * used, |cap| cap.min(0.8 * used)));
@@ -131,16 +144,11 @@ impl MclmcTuner {
             if step_size.is_finite() && step_size > 0.0 {
                 params.step_size = step_size;
             }
-            if i >= self.phase1 && !stats.divergent {
+            if i >= self.phase1 && i < tuning && !stats.divergent {
                 self.accumulate_moments(position, params.step_size);
             }
             if i + 1 == tuning && self.phase2 > 1 {
-                let total_variance: f64 = self.mean.iter().zip(&self.mean_square).map(|(m, s)| (s - m * m).max(0.0)).sum();
-                if total_variance > 0.0 && total_variance.is_finite() {
-                    params.trajectory_length = Some(total_variance.sqrt());
-                }
-                self.mean = Vec::new();
-                self.mean_square = Vec::new();
+                self.end_phase2(params);
             }
         } else {
             self.phase3_steps += 1;
@@ -151,6 +159,35 @@ impl MclmcTuner {
                     params.trajectory_length = Some(self.length_factor * params.step_size * tau);
                 }
             }
+        }
+    }
+
+    /// `L` from the phase-2 variances, or (preconditioning) the variances as the metric, `L = √d`
+    /// and the step size rescaled so a step moves as far as before, then re-tuned.
+    fn end_phase2(&mut self, params: &mut TunedParams) {
+        let variances: Vec<f64> = self.mean.iter().zip(&self.mean_square).map(|(m, s)| (s - m * m).max(0.0)).collect();
+        self.mean = Vec::new();
+        self.mean_square = Vec::new();
+        let total_variance: f64 = variances.iter().sum();
+        if !(total_variance > 0.0 && total_variance.is_finite()) {
+            return;
+        }
+        if !self.precondition {
+            params.trajectory_length = Some(total_variance.sqrt());
+            return;
+        }
+        // Coordinates that never moved keep unit scale rather than a zero one.
+        let floor = total_variance / self.dim as f64 * 1e-8;
+        let diag: Vec<f64> = variances.iter().map(|&v| if v > floor { v } else { 1.0 }).collect();
+        let old_scale = rms(params.metric.sqrt_inverse_diag());
+        if let Ok(metric) = crate::metric::DiagonalMassMatrix::new(diag) {
+            let change = old_scale / rms(metric.sqrt_inverse_diag());
+            params.metric = metric;
+            params.trajectory_length = Some((self.dim as f64).sqrt());
+            params.step_size *= change;
+            self.step_size_cap = self.step_size_cap.map(|cap| cap * change);
+            self.weighted_xi = 0.0;
+            self.weight_sum = 0.0;
         }
     }
 
@@ -166,4 +203,9 @@ impl MclmcTuner {
         }
         self.moment_weight = total;
     }
+}
+
+/// Root mean square of a preconditioner's scales.
+fn rms(scales: &[f64]) -> f64 {
+    (scales.iter().map(|s| s * s).sum::<f64>() / scales.len().max(1) as f64).sqrt()
 }

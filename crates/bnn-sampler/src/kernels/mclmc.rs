@@ -57,6 +57,13 @@ pub struct MclmcConfig {
     /// At most this many coordinates (evenly spaced) enter phase 3's ESS estimate.
     #[config(default = 2000)]
     pub max_ess_coordinates: usize,
+    /// At the end of phase 2, precondition the dynamics with the positions' standard deviations
+    /// (BlackJAX's `diagonal_preconditioning`; MILE runs without): `L` becomes `√d` in the
+    /// whitened coordinates and the step size is tuned again for a third of phase 2's length,
+    /// taken from phase 3. Posteriors whose coordinates differ in scale then move along the wide
+    /// ones at the step size the narrow ones allow.
+    #[config(default = false)]
+    pub diagonal_preconditioning: bool,
 }
 
 impl MclmcConfig {
