@@ -11,7 +11,10 @@
 //! Both runs use Table 3's model (ReLU 16-16, N(0, 1) priors, heteroscedastic head, 12 members,
 //! 12 chains, full-data standardization). DEI-NUTS: Sommer et al. 2024's budget, 100 warmup +
 //! 1000 draws, depth 10. MILE (Sommer et al. 2025): MCLMC, 50,000 tuning steps (phases
-//! 0.8/0.1/0.1) + 10,000 sampling steps kept every 10th. Finished runs in `--out` are reused.
+//! 0.8/0.1/0.1) + 10,000 sampling steps kept every 10th, with `bnn`'s MCLMC defaults (start
+//! L = 1, diagonal preconditioner; MILE's own: add `--extra "--learning-rate 0.01
+//! --trajectory-length 20 --diagonal-preconditioning false"`). Finished runs in `--out` are
+//! reused.
 //! Time is the sampler's (tuning + sampling, from `sampling.json`), ensemble training excluded.
 
 use std::path::{Path, PathBuf};
