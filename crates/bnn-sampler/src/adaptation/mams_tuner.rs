@@ -112,10 +112,7 @@ impl MamsTuner {
         params.step_size *= change;
         params.trajectory_length = Some(length * change);
         if self.precondition {
-            // Coordinates that never moved keep unit scale rather than a zero one.
-            let floor = total / self.dim as f64 * 1e-8;
-            let diag: Vec<f64> = variances.iter().map(|&v| if v > floor { v } else { 1.0 }).collect();
-            if let Ok(metric) = DiagonalMassMatrix::new(diag) {
+            if let Some(metric) = DiagonalMassMatrix::from_measured_variances(&variances) {
                 params.metric = metric;
                 params.trajectory_length = Some((self.dim as f64).sqrt());
             }

@@ -176,11 +176,8 @@ impl MclmcTuner {
             params.trajectory_length = Some(total_variance.sqrt());
             return;
         }
-        // Coordinates that never moved keep unit scale rather than a zero one.
-        let floor = total_variance / self.dim as f64 * 1e-8;
-        let diag: Vec<f64> = variances.iter().map(|&v| if v > floor { v } else { 1.0 }).collect();
         let old_scale = rms(params.metric.sqrt_inverse_diag());
-        if let Ok(metric) = crate::metric::DiagonalMassMatrix::new(diag) {
+        if let Some(metric) = crate::metric::DiagonalMassMatrix::from_measured_variances(&variances) {
             let change = old_scale / rms(metric.sqrt_inverse_diag());
             params.metric = metric;
             params.trajectory_length = Some((self.dim as f64).sqrt());

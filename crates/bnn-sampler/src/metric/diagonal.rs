@@ -48,6 +48,18 @@ impl DiagonalMassMatrix {
         })
     }
 
+    /// A preconditioner from measured variances (the microcanonical tuners): coordinates that
+    /// never moved (variance at most 1e-8 of the mean) keep unit scale rather than a zero one.
+    /// `None` when the variances sum to zero or to a non-finite value.
+    pub fn from_measured_variances(variances: &[f64]) -> Option<Self> {
+        let total: f64 = variances.iter().sum();
+        if !(total > 0.0 && total.is_finite()) {
+            return None;
+        }
+        let floor = total / variances.len() as f64 * 1e-8;
+        Self::new(variances.iter().map(|&v| if v > floor { v } else { 1.0 }).collect()).ok()
+    }
+
     pub fn dim(&self) -> usize {
         self.inverse_diag.len()
     }
