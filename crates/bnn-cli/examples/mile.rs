@@ -17,6 +17,8 @@
 //! reused.
 //! Time is the sampler's (tuning + sampling, from `sampling.json`), ensemble training excluded.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -63,12 +65,6 @@ struct Run {
     gradients: f64,
 }
 
-fn bnn_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the example's path");
-    // target/release/examples/mile -> target/release/bnn
-    exe.parent().and_then(Path::parent).map(|p| p.join("bnn")).unwrap_or_else(|| PathBuf::from("bnn"))
-}
-
 fn read_run(dir: &Path) -> Option<Run> {
     let json = |name: &str| -> Option<serde_json::Value> { serde_json::from_str(&std::fs::read_to_string(dir.join(name)).ok()?).ok() };
     let summary = json("summary.json")?;
@@ -85,18 +81,7 @@ fn read_run(dir: &Path) -> Option<Run> {
 }
 
 fn main() {
-    let o = match parse() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(2);
-        }
-    };
-    let bnn = bnn_binary();
-    if !bnn.is_file() {
-        eprintln!("error: {} not found; run `cargo build --release -p bnn-cli` first", bnn.display());
-        std::process::exit(2);
-    }
+    let (o, bnn) = support::options_and_binary(parse());
     let mut rows = Vec::new();
     for dataset in &o.datasets {
         for split in 0..o.splits {

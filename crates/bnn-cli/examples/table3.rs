@@ -14,6 +14,8 @@
 //! full-data statistics as in their code. Runs already finished in `--out` are reused, so the
 //! script can be stopped and started again.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -65,29 +67,12 @@ fn parse() -> Result<Options, String> {
 }
 
 /// The `bnn` binary built beside this example (target/<profile>/bnn).
-fn bnn_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("own path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/examples/table3");
-    profile_dir.join("bnn")
-}
-
 fn read_summary(dir: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).ok()?).ok()
 }
 
 fn main() {
-    let o = match parse() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::exit(2);
-        }
-    };
-    let bnn = bnn_binary();
-    if !bnn.is_file() {
-        eprintln!("error: {} not found; run `cargo build --release -p bnn-cli` first", bnn.display());
-        std::process::exit(2);
-    }
+    let (o, bnn) = support::options_and_binary(parse());
     let mut rows = Vec::new();
     for dataset in &o.datasets {
         for split in 0..o.splits {
