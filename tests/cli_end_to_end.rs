@@ -186,8 +186,25 @@ fn bench_prints_json() {
     let o = bnn(&["bench", "--problem", "cos2x-relu", "--chains", "2", "--device", "flex", "--evals", "2", "--repeats", "1", "--gradient", "tensor-ops"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("\"tensor_ops\""), "{}", stdout(&o));
+    assert_eq!(report["call"], "direct");
+    assert!(results.iter().all(|r| r["min_us_per_chain_grad"].as_f64().unwrap() <= r["us_per_chain_grad"].as_f64().unwrap()));
+    let o = bnn(&["bench", "--problem", "cos2x-relu", "--chains", "1", "--evals", "2", "--repeats", "1", "--through-autodiff"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"call\": \"autodiff\""), "{}", stdout(&o));
     let o = bnn(&["bench", "--chains", "0"]);
     assert!(!o.status.success());
+}
+
+#[test]
+fn kernel_instruction_set_can_be_lowered_but_not_mistyped() {
+    let bench = ["bench", "--problem", "cos2x-relu", "--chains", "1", "--evals", "2", "--repeats", "1"];
+    let run = |isa: &str| Command::new(env!("CARGO_BIN_EXE_bnn")).args(bench).env("BNN_KERNEL_ISA", isa).output().unwrap();
+    let o = run("portable");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"kernel_isa\": \"portable\""), "{}", stdout(&o));
+    let o = run("avx3");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("BNN_KERNEL_ISA=avx3: expected auto, avx512, avx2 or portable"), "{}", stderr(&o));
 }
 
 #[test]

@@ -54,6 +54,11 @@ fn main() -> ExitCode {
     // Ctrl-C, SIGTERM and SIGUSR1 stop sampling between draws; every chain is checkpointed
     // before the exit.
     let stop = stop_signals::install();
+    // A mistyped or unsupported BNN_KERNEL_ISA is an error, not a silent fall back.
+    if let Err(message) = bnn_kernels::simd::requested_level() {
+        eprintln!("error: {message}");
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
         Command::Data(c) => commands::data::run(c),
         Command::Model(c) => commands::model::run(c),

@@ -39,7 +39,9 @@ pub(crate) fn backward_with_sums<R: Real>(
     // `scale(g, pre, post)`: the row's gradient times act'(pre); branch-free per element.
     match activation {
         KernelActivation::Tanh => rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, _, h| g * (one - h * h)),
-        KernelActivation::Relu => rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, a, _| if a > zero { g } else { zero }),
+        // A select between g and 0 compiles to a masked store (microcoded, ~10× a plain store
+        // on AMD); a product with a 0/1 step stores every lane.
+        KernelActivation::Relu => rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, a, _| g * if a > zero { one } else { zero }),
         KernelActivation::LeakyRelu { slope } => {
             let slope = R::from_f64(slope);
             rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, a, _| g * if a > zero { one } else { slope })
@@ -50,7 +52,7 @@ pub(crate) fn backward_with_sums<R: Real>(
             g * (s * (one + a * (one - s)))
         }),
         KernelActivation::TruncRelu => {
-            rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, a, _| if a > zero && a < one { g } else { zero })
+            rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, a, _| g * if a > zero && a < one { one } else { zero })
         }
         KernelActivation::Identity => rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, _, _| g),
     }
@@ -66,26 +68,72 @@ fn rows_with_sums<R: Real>(
     weight_grad: Option<(&[R], &mut [R])>,
     scale: impl Fn(R, R, R) -> R,
 ) {
-    let rows = grad.chunks_exact_mut(width).zip(pre.chunks_exact(width)).zip(post.chunks_exact(width));
+    // The scaling as one flat loop over the block, then the sums row by row: a fused loop over
+    // rows of a narrow layer (16 units) left half of each row to scalar code (measured on AVX2).
+    for ((g, &a), &h) in grad.iter_mut().zip(pre).zip(post) {
+        *g = scale(*g, a, h);
+    }
+    let bias_grad = &mut bias_grad[..width];
     match weight_grad {
         Some((input, weight_grad)) => {
-            for (((g_row, a_row), h_row), &x) in rows.zip(input) {
-                for ((((g, &a), &h), b), w) in g_row.iter_mut().zip(a_row).zip(h_row).zip(bias_grad.iter_mut()).zip(weight_grad.iter_mut()) {
-                    let v = scale(*g, a, h);
-                    *g = v;
-                    *b += v;
-                    *w += x * v;
-                }
+            let weight_grad = &mut weight_grad[..width];
+            for (row, &x) in grad.chunks_exact(width).zip(input) {
+                add_row(bias_grad, row);
+                add_scaled_row(weight_grad, x, row);
             }
         }
         None => {
-            for ((g_row, a_row), h_row) in rows {
-                for (((g, &a), &h), b) in g_row.iter_mut().zip(a_row).zip(h_row).zip(bias_grad.iter_mut()) {
-                    let v = scale(*g, a, h);
-                    *g = v;
-                    *b += v;
-                }
+            for row in grad.chunks_exact(width) {
+                add_row(bias_grad, row);
             }
         }
+    }
+}
+
+/// Lanes of the fixed blocks the row helpers work in: one AVX2 vector of f32.
+const BLOCK: usize = 8;
+
+/// `dst += src` over one row. The rows of BNN layers are short (16–50 units); the vectorizer's
+/// own loop is 32 lanes wide and leaves such a row to 4-lane and scalar code, so the row goes in
+/// fixed blocks of 8 (each one vector operation) and a scalar tail.
+#[inline(always)]
+pub(crate) fn add_row<R: Real>(dst: &mut [R], src: &[R]) {
+    let (mut d, mut s) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK));
+    for (d, s) in (&mut d).zip(&mut s) {
+        let (d, s): (&mut [R; BLOCK], &[R; BLOCK]) = (d.try_into().unwrap(), s.try_into().unwrap());
+        let (x, y) = (*d, *s);
+        *d = std::array::from_fn(|i| x[i] + y[i]);
+    }
+    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d += s;
+    }
+}
+
+/// `dst += a · src` over one row, in blocks as [`add_row`].
+#[inline(always)]
+pub(crate) fn add_scaled_row<R: Real>(dst: &mut [R], a: R, src: &[R]) {
+    let (mut d, mut s) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK));
+    for (d, s) in (&mut d).zip(&mut s) {
+        let (d, s): (&mut [R; BLOCK], &[R; BLOCK]) = (d.try_into().unwrap(), s.try_into().unwrap());
+        let (x, y) = (*d, *s);
+        *d = std::array::from_fn(|i| x[i] + a * y[i]);
+    }
+    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d += a * s;
+    }
+}
+
+/// `dst = a · src + b` over one row (a one-input layer's pre-activations), in blocks as
+/// [`add_row`].
+#[inline(always)]
+pub(crate) fn scaled_row_plus<R: Real>(dst: &mut [R], a: R, src: &[R], b: &[R]) {
+    let (mut d, mut s, mut c) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK), b.chunks_exact(BLOCK));
+    for ((d, s), c) in (&mut d).zip(&mut s).zip(&mut c) {
+        let (d, s, c): (&mut [R; BLOCK], &[R; BLOCK], &[R; BLOCK]) = (d.try_into().unwrap(), s.try_into().unwrap(), c.try_into().unwrap());
+        let (y, z) = (*s, *c);
+        *d = std::array::from_fn(|i| a * y[i] + z[i]);
+    }
+    for ((d, &s), &c) in d.into_remainder().iter_mut().zip(s.remainder()).zip(c.remainder()) {
+        *d = a * s + c;
     }
 }

@@ -14,10 +14,15 @@ mod activation;
 mod likelihood;
 mod mlp;
 mod real;
-mod simd;
+pub mod simd;
 mod spec;
 pub mod vector_math;
 
 pub use mlp::{KernelData, MlpKernel, Workspace};
 pub use real::Real;
+/// The instruction set the kernels run at in this process (`avx512`, `avx2_fma`, `portable`).
+pub fn instruction_set() -> &'static str {
+    simd::level().name()
+}
+
 pub use spec::{KernelActivation, KernelHead, KernelLayer, KernelSpec, KernelError};

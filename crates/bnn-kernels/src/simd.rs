@@ -4,8 +4,12 @@
 //! `#[inline(always)]` function inside `#[target_feature]` wrappers (AVX-512, AVX2+FMA) so that
 //! the compiler vectorizes the loops with those instructions, and picks one at run time
 //! (feature detection is cached by the standard library). Every level computes the same
-//! IEEE operations in the same order (no fused multiply-add is introduced), so the results do
-//! not depend on the machine's SIMD level.
+//! IEEE operations in the same order, and the fused multiply-adds are explicit (`mul_add`, one
+//! rounding on every level), so our loops give the same bits at every level. The matrix
+//! products go to the `gemm` crate, which picks its own FMA microkernels wherever the CPU has
+//! FMA (AVX-512 machines included; `BNN_KERNEL_ISA` does not reach it): results are bit-identical
+//! per machine, whatever the level or thread count, and may differ in the last bits between a
+//! CPU with FMA and one without.
 
 /// `dispatch!(function(args...))`: calls `function` compiled for the best available level.
 macro_rules! dispatch {
@@ -20,18 +24,12 @@ macro_rules! dispatch {
             unsafe fn avx2<F: FnOnce() -> T, T>(f: F) -> T {
                 f()
             }
-            if std::arch::is_x86_feature_detected!("avx512f")
-                && std::arch::is_x86_feature_detected!("avx512vl")
-                && std::arch::is_x86_feature_detected!("avx512dq")
-                && std::arch::is_x86_feature_detected!("avx512bw")
-            {
-                // SAFETY: the CPU supports every feature the wrapper enables.
-                unsafe { avx512(#[inline(always)] || $function $(::<$($generic),*>)? ($($arg),*)) }
-            } else if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            match $crate::simd::level() {
+                // SAFETY: `level()` returns a level only when the CPU supports its features.
+                $crate::simd::Level::Avx512 => unsafe { avx512(#[inline(always)] || $function $(::<$($generic),*>)? ($($arg),*)) },
                 // SAFETY: as above.
-                unsafe { avx2(#[inline(always)] || $function $(::<$($generic),*>)? ($($arg),*)) }
-            } else {
-                $function $(::<$($generic),*>)? ($($arg),*)
+                $crate::simd::Level::Avx2Fma => unsafe { avx2(#[inline(always)] || $function $(::<$($generic),*>)? ($($arg),*)) },
+                $crate::simd::Level::Portable => $function $(::<$($generic),*>)? ($($arg),*),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -41,3 +39,70 @@ macro_rules! dispatch {
     }};
 }
 pub(crate) use dispatch;
+
+use std::sync::OnceLock;
+
+/// The instruction sets the kernels are compiled for, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Portable,
+    Avx2Fma,
+    Avx512,
+}
+
+impl Level {
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Portable => "portable",
+            Level::Avx2Fma => "avx2_fma",
+            Level::Avx512 => "avx512",
+        }
+    }
+}
+
+/// Environment variable that lowers the kernels' instruction set (`avx2`, `portable`): to
+/// measure the AVX2 path on an AVX-512 machine.
+pub const ISA_VARIABLE: &str = "BNN_KERNEL_ISA";
+
+/// The widest level this CPU supports.
+pub fn detected_level() -> Level {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+        {
+            return Level::Avx512;
+        }
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            return Level::Avx2Fma;
+        }
+    }
+    Level::Portable
+}
+
+/// The level `BNN_KERNEL_ISA` asks for on top of the detected one, or why it cannot be had.
+pub fn requested_level() -> Result<Level, String> {
+    let detected = detected_level();
+    let Ok(value) = std::env::var(ISA_VARIABLE) else { return Ok(detected) };
+    let wanted = match value.trim().to_ascii_lowercase().as_str() {
+        "" | "auto" => return Ok(detected),
+        "avx512" => Level::Avx512,
+        "avx2" | "avx2_fma" => Level::Avx2Fma,
+        "portable" | "scalar" => Level::Portable,
+        other => return Err(format!("{ISA_VARIABLE}={other}: expected auto, avx512, avx2 or portable")),
+    };
+    if wanted > detected {
+        return Err(format!("{ISA_VARIABLE}={}: this CPU supports at most {}", wanted.name(), detected.name()));
+    }
+    Ok(wanted)
+}
+
+/// The level every kernel runs at in this process (read once). An unusable `BNN_KERNEL_ISA`
+/// falls back to the detected level here; programs check [`requested_level`] first and stop
+/// with its message.
+pub fn level() -> Level {
+    static LEVEL: OnceLock<Level> = OnceLock::new();
+    *LEVEL.get_or_init(|| requested_level().unwrap_or_else(|_| detected_level()))
+}

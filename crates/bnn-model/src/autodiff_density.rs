@@ -6,13 +6,24 @@ use burn::tensor::{DType, Tensor, TensorData};
 
 /// Evaluates value and gradient of a [`Posterior`] with one forward and one backward pass per
 /// batch: positions go to the device as `[C, D]`, values `[C]` and gradients `[C, D]` come back.
+///
+/// A posterior with a host path of its own ([`Posterior::host_log_posterior_and_gradient`]: the
+/// built-in MLP on the CPU backends) is evaluated through it instead, with the same numbers;
+/// [`AutodiffLogDensity::through_autodiff`] turns that off (the reference in tests and benches).
 pub struct AutodiffLogDensity<P> {
     posterior: P,
+    direct_host_path: bool,
 }
 
 impl<P: Posterior> AutodiffLogDensity<P> {
     pub fn new(posterior: P) -> Self {
-        Self { posterior }
+        Self { posterior, direct_host_path: true }
+    }
+
+    /// Always goes through tensors and Burn's autodiff, even where the posterior has a host path.
+    pub fn through_autodiff(mut self) -> Self {
+        self.direct_host_path = false;
+        self
     }
 
     pub fn posterior(&self) -> &P {
@@ -40,6 +51,9 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
                 positions.len(),
                 gradients.len()
             )));
+        }
+        if self.direct_host_path && self.posterior.host_log_posterior_and_gradient(positions, log_densities, gradients).is_some() {
+            return Ok(());
         }
         let dtype = self.posterior.dtype();
         // Straight to the evaluation's float type: one host copy instead of two.

@@ -27,6 +27,14 @@ pub trait Posterior: Send + Sync {
 
     /// `theta`: `[C, D]` (tracked for gradients by the caller) → `[C]` log posterior densities.
     fn log_posterior(&self, theta: Tensor<2>) -> Tensor<1>;
+
+    /// Writes log posterior and gradient of a host `[C, D]` batch without going through tensors,
+    /// where the posterior has such a path, and returns `None` where it has not (the default:
+    /// [`crate::AutodiffLogDensity`] then uses `log_posterior` and Burn's autodiff). A path here
+    /// must give the numbers of the autodiff path to the last bit.
+    fn host_log_posterior_and_gradient(&self, _positions: &[f64], _values: &mut [f64], _gradients: &mut [f64]) -> Option<()> {
+        None
+    }
 }
 
 /// Why a posterior could not be built. Each message names its cause, which is therefore not
@@ -306,5 +314,10 @@ impl Posterior for MlpPosterior {
             return fused.log_posterior(theta);
         }
         self.log_prior(&theta) + self.log_likelihood(&theta)
+    }
+
+    /// The host kernel called directly when the fused operation runs it (CPU backends).
+    fn host_log_posterior_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Option<()> {
+        self.fused.as_ref()?.host_log_posterior_and_gradient(self.dtype, positions, values, gradients)
     }
 }

@@ -82,6 +82,11 @@ pub struct BenchArgs {
     /// per call at ≥ 100× one CPU chain).
     #[arg(long)]
     pub versus_cpu: bool,
+    /// Call the host kernel through Burn's tensors and autodiff, as users' own posteriors are,
+    /// instead of directly from the sampler's buffers (the default for the built-in MLP on the
+    /// CPU); the difference is the per-call cost of the tensor round trip.
+    #[arg(long)]
+    pub through_autodiff: bool,
 }
 
 #[derive(Serialize)]
@@ -89,20 +94,24 @@ struct ChainResult {
     chains: usize,
     us_per_call: f64,
     us_per_chain_grad: f64,
+    /// The fastest repeat's µs per chain-gradient: robust to other work on a shared machine.
+    min_us_per_chain_grad: f64,
     chain_grads_per_second: f64,
     /// Chain gradients per second over those of one chain per call on the CPU (`--versus-cpu`).
     #[serde(skip_serializing_if = "Option::is_none")]
     speedup_vs_one_cpu_chain: Option<f64>,
 }
 
-/// Median microseconds of one call with `c` chains (small random weights: a typical region for
-/// a standardized-data posterior); three untimed calls first (kernel compilation, autotuning).
-fn time_calls(density: &AutodiffLogDensity<MlpPosterior>, c: usize, evals: usize, repeats: usize) -> Result<f64> {
+/// Median and fastest microseconds of one call with `c` chains over the repeats (small random
+/// weights: a typical region for a standardized-data posterior); one untimed repeat first
+/// (kernel compilation, autotuning, and the CPU's clock and caches settling: with only three
+/// untimed calls the first chain count measured came out ~15% slow).
+fn time_calls(density: &AutodiffLogDensity<MlpPosterior>, c: usize, evals: usize, repeats: usize) -> Result<(f64, f64)> {
     let d = density.dim();
     let positions: Vec<f64> = (0..c * d).map(|i| 0.3 * ((i as f64 * 0.7548776662).fract() - 0.5)).collect();
     let mut values = vec![0.0; c];
     let mut grads = vec![0.0; c * d];
-    for _ in 0..3 {
+    for _ in 0..evals.max(3) {
         density.log_density_and_gradient(&positions, &mut values, &mut grads)?;
     }
     let mut times = Vec::with_capacity(repeats);
@@ -114,7 +123,7 @@ fn time_calls(density: &AutodiffLogDensity<MlpPosterior>, c: usize, evals: usize
         times.push(start.elapsed().as_secs_f64() * 1e6 / evals as f64);
     }
     times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
+    Ok((times[times.len() / 2], times[0]))
 }
 
 #[derive(Serialize)]
@@ -124,6 +133,12 @@ struct BenchReport {
     /// `host_kernel` or `tensor_ops` (the fused operation's two programs, handwritten backward)
     /// or `plain` (Burn's tensor graph).
     gradient: &'static str,
+    /// `direct`: the sampler's buffers go straight to the host kernel; `autodiff`: through
+    /// Burn tensors and one autodiff backward per call.
+    call: &'static str,
+    /// The kernel's instruction set (`avx512`, `avx2_fma` or `portable`; `BNN_KERNEL_ISA`
+    /// forces a lower one).
+    kernel_isa: &'static str,
     dtype: &'static str,
     n_train: usize,
     n_params: usize,
@@ -227,22 +242,25 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let cpu_one_chain_us = if args.versus_cpu {
         let cpu = DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
         let cpu_density = AutodiffLogDensity::new(MlpPosterior::new(config.clone(), &data.train, &cpu, DType::F32)?);
-        Some(time_calls(&cpu_density, 1, args.evals, args.repeats)?)
+        Some(time_calls(&cpu_density, 1, args.evals, args.repeats)?.0)
     } else {
         None
     };
     let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?.with_gradient_path(args.gradient);
     let gradient = posterior.gradient_program();
+    let direct = gradient == "host_kernel" && !args.through_autodiff;
     let density = AutodiffLogDensity::new(posterior);
+    let density = if direct { density } else { density.through_autodiff() };
     let d = density.dim();
     let mut results = Vec::new();
     for &c in &chains {
-        let us_per_call = time_calls(&density, c, args.evals, args.repeats)?;
+        let (us_per_call, fastest_call) = time_calls(&density, c, args.evals, args.repeats)?;
         let us_per_chain_grad = us_per_call / c as f64;
         results.push(ChainResult {
             chains: c,
             us_per_call,
             us_per_chain_grad,
+            min_us_per_chain_grad: fastest_call / c as f64,
             chain_grads_per_second: 1e6 / us_per_chain_grad,
             speedup_vs_one_cpu_chain: cpu_one_chain_us.map(|cpu| cpu / us_per_chain_grad),
         });
@@ -259,6 +277,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         problem: args.problem,
         device: args.device.concrete().to_string(),
         gradient,
+        call: if direct { "direct" } else { "autodiff" },
+        kernel_isa: bnn_kernels::instruction_set(),
         dtype: "f32",
         n_train: data.train.rows,
         n_params: d,
