@@ -93,38 +93,36 @@ fn rows_with_sums<R: Real>(
 /// Lanes of the fixed blocks the row helpers work in: one AVX2 vector of f32.
 const BLOCK: usize = 8;
 
-/// `dst += src` over one row. The rows of BNN layers are short (16–50 units); the vectorizer's
-/// own loop is 32 lanes wide and leaves such a row to 4-lane and scalar code, so the row goes in
-/// fixed blocks of 8 (each one vector operation) and a scalar tail.
+/// `dst[i] = update(dst[i], src[i])` over one row. The rows of BNN layers are short (16–50
+/// units); the vectorizer's own loop is 32 lanes wide and leaves such a row to 4-lane and scalar
+/// code, so the row goes in fixed blocks of 8 (each one vector operation) and a scalar tail.
 #[inline(always)]
-pub(crate) fn add_row<R: Real>(dst: &mut [R], src: &[R]) {
+fn update_row<R: Real>(dst: &mut [R], src: &[R], update: impl Fn(R, R) -> R) {
     let (mut d, mut s) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK));
     for (d, s) in (&mut d).zip(&mut s) {
         let (d, s): (&mut [R; BLOCK], &[R; BLOCK]) = (d.try_into().unwrap(), s.try_into().unwrap());
         let (x, y) = (*d, *s);
-        *d = std::array::from_fn(|i| x[i] + y[i]);
+        *d = std::array::from_fn(|i| update(x[i], y[i]));
     }
     for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d += s;
+        *d = update(*d, s);
     }
 }
 
-/// `dst += a · src` over one row, in blocks as [`add_row`].
+/// `dst += src` over one row.
+#[inline(always)]
+pub(crate) fn add_row<R: Real>(dst: &mut [R], src: &[R]) {
+    update_row(dst, src, |d, s| d + s)
+}
+
+/// `dst += a · src` over one row.
 #[inline(always)]
 pub(crate) fn add_scaled_row<R: Real>(dst: &mut [R], a: R, src: &[R]) {
-    let (mut d, mut s) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK));
-    for (d, s) in (&mut d).zip(&mut s) {
-        let (d, s): (&mut [R; BLOCK], &[R; BLOCK]) = (d.try_into().unwrap(), s.try_into().unwrap());
-        let (x, y) = (*d, *s);
-        *d = std::array::from_fn(|i| x[i] + a * y[i]);
-    }
-    for (d, &s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d += a * s;
-    }
+    update_row(dst, src, |d, s| d + a * s)
 }
 
 /// `dst = a · src + b` over one row (a one-input layer's pre-activations), in blocks as
-/// [`add_row`].
+/// [`update_row`].
 #[inline(always)]
 pub(crate) fn scaled_row_plus<R: Real>(dst: &mut [R], a: R, src: &[R], b: &[R]) {
     let (mut d, mut s, mut c) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK), b.chunks_exact(BLOCK));
