@@ -217,6 +217,44 @@ fn run_with_too_few_draws_to_diagnose_is_refused_before_any_work() {
 }
 
 #[test]
+fn data_split_writes_the_rows_a_run_sampled() {
+    // Another tool (examples/benchmarks/e2e_numpyro.py) samples the same problem from these
+    // files: every row of the data set once, standardized with the training split's statistics.
+    let dir = temp_dir("split");
+    let run = dir.join("run");
+    let o = bnn(&[
+        "run", "--dataset", "cos2x", "--split-seed", "3", "--hidden", "4", "--members", "2", "--epochs", "5", "--warmup", "4",
+        "--draws", "4", "--out", run.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = dir.join("split");
+    let o = bnn(&["data", "split", "--run", run.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (train_header, train) = read_csv(&out.join("train.csv"));
+    let (test_header, test) = read_csv(&out.join("test.csv"));
+    assert_eq!(train_header, ["x0", "y0"]);
+    assert_eq!(test_header, train_header);
+    assert_eq!(train.len() + test.len(), 100, "cos2x has 100 rows");
+    assert_eq!(test.len(), 20);
+    for column in 0..2 {
+        let mean = train.iter().map(|r| r[column]).sum::<f64>() / train.len() as f64;
+        let var = train.iter().map(|r| (r[column] - mean).powi(2)).sum::<f64>() / train.len() as f64;
+        assert!(mean.abs() < 1e-9 && (var - 1.0).abs() < 1e-9, "column {column}: mean {mean}, variance {var}");
+    }
+    let stats: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("standardizer.json")).unwrap()).unwrap();
+    assert_eq!(stats["split_seed"], 3);
+    // The test rows are the run's: predictions.csv holds the same standardized targets in order.
+    let (pred_header, predictions) = read_csv(&run.join("predictions.csv"));
+    let y_std = pred_header.iter().position(|h| h == "y_std").unwrap();
+    for (p, t) in predictions.iter().zip(&test) {
+        assert!((p[y_std] - t[1]).abs() < 1e-12, "{} vs {}", p[y_std], t[1]);
+    }
+    let o = bnn(&["data", "split", "--run", dir.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no config.toml: not a run directory"), "{}", stderr(&o));
+}
+
+#[test]
 fn wgpu_device_samples_or_explains() {
     let dir = temp_dir("wgpu");
     let o = bnn(&[

@@ -1,6 +1,10 @@
-//! `bnn data`: list and describe datasets.
+//! `bnn data`: list and describe datasets; write a run's split as it was sampled.
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
+use bnn_model::HostData;
+use bnn_pipeline::{prepare, write_atomic, Preparation, RunDir};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use bnn_data::{describe, list_named, CsvOptions, DatasetSpec, TargetColumn, GENERATED_DATASET_NAMES};
 use clap::{Args, Subcommand};
 
@@ -10,6 +14,20 @@ pub enum DataCommand {
     List,
     /// Rows, features and a target summary of a dataset (a name or a CSV path).
     Describe(DescribeArgs),
+    /// Write the training and test rows of a run as its posterior saw them (split and
+    /// standardized by its config.toml), so that another tool can sample the same problem.
+    Split(SplitArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SplitArgs {
+    /// A run directory (its config.toml says dataset, split and standardization).
+    #[arg(long)]
+    pub run: PathBuf,
+    /// Folder for train.csv, test.csv (columns x0.., y0.., standardized) and standardizer.json
+    /// (created; existing files of these names are replaced).
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 #[derive(Args, Debug)]
@@ -54,5 +72,36 @@ pub fn run(command: DataCommand) -> Result<()> {
             print!("{}", describe(&dataset));
             Ok(())
         }
+        DataCommand::Split(args) => write_split(&args.run, &args.out),
     }
+}
+
+/// The split of the run in `run`, standardized as it was sampled, into `out`.
+fn write_split(run: &Path, out: &Path) -> Result<()> {
+    let dir = RunDir::new(run);
+    if !dir.config().is_file() {
+        bail!("{} has no config.toml: not a run directory", run.display());
+    }
+    let config = dir.load_config()?;
+    let data = prepare(&config.data.dataset, &Preparation::of(&config.data))?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    write_atomic(&out.join("train.csv"), rows_csv(&data.train).as_bytes())?;
+    write_atomic(&out.join("test.csv"), rows_csv(&data.test).as_bytes())?;
+    let s = &data.standardizer;
+    let stats = serde_json::json!({"x_mean": s.x_mean, "x_sd": s.x_sd, "y_mean": s.y_mean, "y_sd": s.y_sd,
+        "dataset": config.data.dataset, "split_seed": config.data.split_seed});
+    write_atomic(&out.join("standardizer.json"), serde_json::to_string_pretty(&stats)?.as_bytes())?;
+    println!("wrote {} training and {} test rows to {}", data.train.rows, data.test.rows, out.display());
+    Ok(())
+}
+
+/// `x0,…,y0,…` with a header, every value with round-trip precision.
+fn rows_csv(d: &HostData) -> String {
+    let mut text = (0..d.x_cols).map(|j| format!("x{j}")).chain((0..d.y_cols).map(|j| format!("y{j}"))).collect::<Vec<_>>().join(",");
+    text.push('\n');
+    for (x, y) in d.x.chunks_exact(d.x_cols.max(1)).zip(d.y.chunks_exact(d.y_cols.max(1))).take(d.rows) {
+        let values: Vec<String> = x.iter().chain(y).map(|v| format!("{v:?}")).collect();
+        let _ = writeln!(text, "{}", values.join(","));
+    }
+    text
 }
