@@ -3,6 +3,7 @@
 use anyhow::Result;
 use bnn_model::GradientPath;
 use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, Standardize};
+use bnn_sampler::StepSizeSearch;
 
 /// Whole recipes behind `--preset`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +104,10 @@ pub struct RunFlags {
     /// Target acceptance statistic (≈0.45 suits ReLU nets, whose leapfrog error is first order).
     #[arg(long)]
     pub target_accept: Option<f64>,
+    /// Warmup step-size search (NUTS, HMC): `stan` (level ½, one momentum) or `target` (NumPyro's:
+    /// level at the target acceptance, a fresh momentum per try) [default: stan].
+    #[arg(long, value_parser = parse_step_size_search)]
+    pub step_size_search: Option<StepSizeSearch>,
     /// NUTS: maximum tree depth [default: 10].
     #[arg(long)]
     pub max_depth: Option<usize>,
@@ -271,6 +276,7 @@ impl RunFlags {
         set(&mut s.early_stop, &f.early_stop);
         set(&mut s.early_stop_window, &f.early_stop_window);
         set(&mut s.early_stop_tolerance, &f.early_stop_tolerance);
+        set(&mut s.step_size_search, &f.step_size_search);
         set(&mut config.runtime.device, &f.device);
         if f.threads.is_some() {
             config.runtime.threads = f.threads;
@@ -365,6 +371,11 @@ mod tests {
         }
         let flags = RunFlags { sampler: Some(Algorithm::Mams), tune_fractions: Some("0.5,0.5".into()), ..RunFlags::default() };
         assert!(flags.resolve().is_err(), "MAMS needs four phase shares");
+        let default = RunFlags::default().resolve().unwrap().sampler.sampler_config(None);
+        assert_eq!(default.warmup.step_size_search, StepSizeSearch::Stan);
+        let flags = RunFlags { step_size_search: Some(StepSizeSearch::Target), ..RunFlags::default() };
+        assert_eq!(flags.resolve().unwrap().sampler.sampler_config(None).warmup.step_size_search, StepSizeSearch::Target);
+        assert!(parse_step_size_search("numpyro").is_err());
     }
 
     #[test]
@@ -374,5 +385,13 @@ mod tests {
         assert_eq!(config.ensemble.patience, Some(4));
         assert!(config.ensemble.decoupled_weight_decay);
         assert_eq!(config.data.validation_fraction, 0.1);
+    }
+}
+
+fn parse_step_size_search(value: &str) -> Result<StepSizeSearch, String> {
+    match value {
+        "stan" => Ok(StepSizeSearch::Stan),
+        "target" => Ok(StepSizeSearch::Target),
+        other => Err(format!("'{other}': expected stan or target")),
     }
 }

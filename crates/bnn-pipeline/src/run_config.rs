@@ -3,7 +3,7 @@
 use crate::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
-use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig, WarmupConfig};
+use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig};
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -215,6 +215,10 @@ pub struct SamplerSection {
     pub early_stop_window: usize,
     #[config(default = 1e-3)]
     pub early_stop_tolerance: f64,
+    /// The warmup's step-size search (NUTS, HMC): `stan` (Hoffman & Gelman's level ½, one
+    /// momentum) or `target` (NumPyro's: level at the target acceptance, fresh momenta).
+    #[config(default = "StepSizeSearch::Stan")]
+    pub step_size_search: StepSizeSearch,
 }
 
 /// MCLMC's starting decoherence length for BNN posteriors. BlackJAX's and MILE's `max(√D, 15)`
@@ -282,7 +286,7 @@ impl SamplerSection {
             }
         };
         let warmup = if self.adapt {
-            WarmupConfig::new()
+            WarmupConfig::new().with_step_size_search(self.step_size_search)
         } else {
             WarmupConfig::new().with_adapt_step_size(false).with_adapt_metric(false)
         };

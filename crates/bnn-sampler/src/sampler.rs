@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use burn::config::Config;
 
 use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
-use crate::adaptation::step_size_search::find_reasonable_step_size;
+use crate::adaptation::step_size_search::{find_reasonable_step_size, StepSizeSearch};
 use crate::adaptation::{TunedParams, Tuner};
 use crate::chain::{chain_rng, ChainStart, ChainState};
 use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
@@ -255,7 +255,7 @@ impl Sampler {
         check_step_size(step_size).map_err(invalid)?;
         let mut rng = chain_rng(config.seed, chain);
         let step_size = if self.search_step_size() && config.num_warmup > 0 {
-            find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size)
+            find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size, config.warmup.step_size_search, config.algorithm.target_accept())
         } else {
             step_size
         };
@@ -402,7 +402,8 @@ impl Sampler {
         let sink = Mutex::new(sink);
         let abort = AtomicBool::new(false);
         let failure: Mutex<Option<SamplerError>> = Mutex::new(None);
-        let search = self.search_step_size();
+        // The step-size search's rule and the kernel's target acceptance, when it runs.
+        let search = self.search_step_size().then(|| (self.config.warmup.step_size_search, self.config.algorithm.target_accept()));
         let num_draws = self.config.num_draws;
         std::thread::scope(|scope| {
             for _ in 0..threads {
@@ -450,7 +451,8 @@ impl Sampler {
         sink: &mut (dyn DrawSink + Send),
         stop: &AtomicBool,
     ) -> Result<(), SamplerError> {
-        let search = self.search_step_size();
+        // The step-size search's rule and the kernel's target acceptance, when it runs.
+        let search = self.search_step_size().then(|| (self.config.warmup.step_size_search, self.config.algorithm.target_accept()));
         let num_draws = self.config.num_draws;
         let mut stats = Vec::with_capacity(chains.len());
         let mut running = Vec::with_capacity(chains.len());
@@ -513,7 +515,7 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
     chain: &mut ChainState,
     num_draws: usize,
     recorded: &Range<usize>,
-    search: bool,
+    search: Option<(StepSizeSearch, f64)>,
     sink: &Mutex<&mut (dyn DrawSink + Send)>,
     stop: &AtomicBool,
     abort: &AtomicBool,
@@ -554,7 +556,7 @@ fn finish_transition<L: LogDensity + ?Sized>(
     density: &L,
     chain: &mut ChainState,
     stats: &DrawStats,
-    search: bool,
+    search: Option<(StepSizeSearch, f64)>,
 ) -> (bool, usize) {
     let warmup = chain.in_warmup();
     let index = if warmup {
@@ -575,10 +577,9 @@ fn finish_transition<L: LogDensity + ?Sized>(
             stats,
             params,
             |metric, step_size| {
-                if search {
-                    find_reasonable_step_size(density, rng, kernel, metric, step_size)
-                } else {
-                    step_size
+                match search {
+                    Some((rule, target_accept)) => find_reasonable_step_size(density, rng, kernel, metric, step_size, rule, target_accept),
+                    None => step_size,
                 }
             },
         );

@@ -238,3 +238,28 @@ fn short_warmup_adapts_step_size_only() {
     let sampling = draws.stats(0);
     assert!(sampling.iter().all(|s| s.step_size == chains[0].params.step_size));
 }
+
+/// The step-size search's two rules on 100 standard normals (identity metric): crossing at the
+/// target acceptance 0.8 (`Target`) must return smaller step sizes than Stan's level ½ (one
+/// leapfrog step's energy error grows with ε, so a higher level is crossed earlier), and at a
+/// target of ½ the fresh-momentum rule must land where Stan's does. Geometric means over 40
+/// seeds; the searches move in factors of 2, so the bounds leave room for that rounding.
+#[test]
+fn step_size_search_crosses_its_rules_level() {
+    use bnn_sampler::{chain_rng, find_reasonable_step_size, DiagonalMassMatrix, KernelState, StepSizeSearch};
+    let dim = 100;
+    let target = IidGaussian { scales: vec![1.0; dim] };
+    let metric = DiagonalMassMatrix::identity(dim);
+    let state = KernelState::init(&target, vec![0.3; dim]).unwrap();
+    let log_mean = |rule: StepSizeSearch, target_accept: f64| {
+        (0..40u64)
+            .map(|seed| find_reasonable_step_size(&target, &mut chain_rng(seed, 0), &state, &metric, 1.0, rule, target_accept).ln())
+            .sum::<f64>()
+            / 40.0
+    };
+    let stan = log_mean(StepSizeSearch::Stan, 0.8);
+    let target_08 = log_mean(StepSizeSearch::Target, 0.8);
+    let target_05 = log_mean(StepSizeSearch::Target, 0.5);
+    assert!((stan - target_08).exp() > 1.3, "Stan ε̄ {:.3}, target-0.8 ε̄ {:.3}", stan.exp(), target_08.exp());
+    assert!((stan - target_05).abs().exp() < 1.3, "Stan ε̄ {:.3}, target-0.5 ε̄ {:.3}", stan.exp(), target_05.exp());
+}

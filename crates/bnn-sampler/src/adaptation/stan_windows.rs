@@ -1,5 +1,6 @@
 //! Stan's windowed warmup: step-size dual averaging plus diagonal-metric estimation in windows.
 
+use crate::adaptation::step_size_search::StepSizeSearch;
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +43,10 @@ pub struct WarmupConfig {
     /// after every metric update (leapfrog kernels only).
     #[config(default = true)]
     pub find_initial_step_size: bool,
+    /// How that search decides: Stan's level ½ with one momentum, or NumPyro's level at the
+    /// target acceptance with a fresh momentum per try.
+    #[config(default = "StepSizeSearch::Stan")]
+    pub step_size_search: StepSizeSearch,
 }
 
 impl WarmupConfig {
