@@ -59,7 +59,7 @@ pub struct RunFlags {
     /// Full-batch Adam steps per member (with --batch-size: maximum epochs) [default: 5000].
     #[arg(long)]
     pub epochs: Option<usize>,
-    /// Adam's learning rate [default: 1e-3].
+    /// Adam's learning rate [default: 1e-2; --mile: 1e-3].
     #[arg(long)]
     pub learning_rate: Option<f64>,
     /// Weight decay of the members [default: 1e-2, coupled L2].
