@@ -52,7 +52,7 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
                 gradients.len()
             )));
         }
-        if self.direct_host_path && self.posterior.host_log_posterior_and_gradient(positions, log_densities, gradients).is_some() {
+        if self.direct_host_path && self.posterior.host_log_posterior_and_gradient(positions, log_densities, gradients) {
             return Ok(());
         }
         let dtype = self.posterior.dtype();

@@ -339,14 +339,14 @@ impl FusedMlp {
 
 impl FusedMlp {
     /// Log posterior and its gradient for a row-major `[C, D]` batch of f64 positions, straight
-    /// from host memory: no tensors, no autodiff graph. Returns `None` unless this operation runs
-    /// the host kernel. The numbers are those of the autodiff path in float type `dtype` to the
+    /// from host memory: no tensors, no autodiff graph. Returns `false` (and writes nothing)
+    /// unless this operation runs the host kernel. The numbers are those of the autodiff path in float type `dtype` to the
     /// last bit (positions rounded to f32 and values read back through f32 when `dtype` is f32;
     /// tested in `tests/fused_gradient.rs`): at one chain per call the tensor round trip costs
     /// more than the whole kernel of a small network.
-    pub fn host_log_posterior_and_gradient(&self, dtype: DType, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Option<()> {
+    pub fn host_log_posterior_and_gradient(&self, dtype: DType, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> bool {
         if self.program != FusedProgram::HostKernel {
-            return None;
+            return false;
         }
         let m = &self.inner;
         match dtype {
@@ -369,9 +369,9 @@ impl FusedMlp {
                     *g = h as f64;
                 }
             }),
-            _ => return None,
+            _ => return false,
         }
-        Some(())
+        true
     }
 
     /// The host kernel (and prior) over the chains of one call. Chains are independent, so a

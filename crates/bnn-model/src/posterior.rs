@@ -28,12 +28,12 @@ pub trait Posterior: Send + Sync {
     /// `theta`: `[C, D]` (tracked for gradients by the caller) → `[C]` log posterior densities.
     fn log_posterior(&self, theta: Tensor<2>) -> Tensor<1>;
 
-    /// Writes log posterior and gradient of a host `[C, D]` batch without going through tensors,
-    /// where the posterior has such a path, and returns `None` where it has not (the default:
-    /// [`crate::AutodiffLogDensity`] then uses `log_posterior` and Burn's autodiff). A path here
-    /// must give the numbers of the autodiff path to the last bit.
-    fn host_log_posterior_and_gradient(&self, _positions: &[f64], _values: &mut [f64], _gradients: &mut [f64]) -> Option<()> {
-        None
+    /// Writes log posterior and gradient of a host `[C, D]` batch without going through tensors
+    /// and returns `true`, where the posterior has such a path; `false` where it has not (the
+    /// default: [`crate::AutodiffLogDensity`] then uses `log_posterior` and Burn's autodiff). A
+    /// path here must give the numbers of the autodiff path to the last bit.
+    fn host_log_posterior_and_gradient(&self, _positions: &[f64], _values: &mut [f64], _gradients: &mut [f64]) -> bool {
+        false
     }
 }
 
@@ -317,7 +317,7 @@ impl Posterior for MlpPosterior {
     }
 
     /// The host kernel called directly when the fused operation runs it (CPU backends).
-    fn host_log_posterior_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Option<()> {
-        self.fused.as_ref()?.host_log_posterior_and_gradient(self.dtype, positions, values, gradients)
+    fn host_log_posterior_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> bool {
+        self.fused.as_ref().is_some_and(|f| f.host_log_posterior_and_gradient(self.dtype, positions, values, gradients))
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use burn::config::Config;
 
 use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
-use crate::adaptation::step_size_search::{find_reasonable_step_size, StepSizeSearch};
+use crate::adaptation::step_size_search::{find_reasonable_step_size, SearchRule};
 use crate::adaptation::{TunedParams, Tuner};
 use crate::chain::{chain_rng, ChainStart, ChainState};
 use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
@@ -198,10 +198,11 @@ impl Sampler {
         }
     }
 
-    fn search_step_size(&self) -> bool {
-        self.config.warmup.adapt_step_size
-            && self.config.warmup.find_initial_step_size
-            && self.config.algorithm.uses_leapfrog()
+    /// The rule of the warmup's step-size search, when it runs.
+    fn step_size_search(&self) -> Option<SearchRule> {
+        let warmup = &self.config.warmup;
+        (warmup.adapt_step_size && warmup.find_initial_step_size && self.config.algorithm.uses_leapfrog())
+            .then(|| warmup.step_size_search.rule(self.config.algorithm.target_accept()))
     }
 
     /// Creates one chain per start: evaluates the start (a non-finite value or a failure is an
@@ -254,10 +255,9 @@ impl Sampler {
             .unwrap_or_else(|| config.algorithm.default_step_size(dim));
         check_step_size(step_size).map_err(invalid)?;
         let mut rng = chain_rng(config.seed, chain);
-        let step_size = if self.search_step_size() && config.num_warmup > 0 {
-            find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size, config.warmup.step_size_search, config.algorithm.target_accept())
-        } else {
-            step_size
+        let step_size = match self.step_size_search() {
+            Some(rule) if config.num_warmup > 0 => find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size, rule),
+            _ => step_size,
         };
         let mut params = TunedParams::new(step_size, metric);
         let warmup = match &config.algorithm {
@@ -402,8 +402,7 @@ impl Sampler {
         let sink = Mutex::new(sink);
         let abort = AtomicBool::new(false);
         let failure: Mutex<Option<SamplerError>> = Mutex::new(None);
-        // The step-size search's rule and the kernel's target acceptance, when it runs.
-        let search = self.search_step_size().then(|| (self.config.warmup.step_size_search, self.config.algorithm.target_accept()));
+        let search = self.step_size_search();
         let num_draws = self.config.num_draws;
         std::thread::scope(|scope| {
             for _ in 0..threads {
@@ -451,8 +450,7 @@ impl Sampler {
         sink: &mut (dyn DrawSink + Send),
         stop: &AtomicBool,
     ) -> Result<(), SamplerError> {
-        // The step-size search's rule and the kernel's target acceptance, when it runs.
-        let search = self.search_step_size().then(|| (self.config.warmup.step_size_search, self.config.algorithm.target_accept()));
+        let search = self.step_size_search();
         let num_draws = self.config.num_draws;
         let mut stats = Vec::with_capacity(chains.len());
         let mut running = Vec::with_capacity(chains.len());
@@ -515,7 +513,7 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
     chain: &mut ChainState,
     num_draws: usize,
     recorded: &Range<usize>,
-    search: Option<(StepSizeSearch, f64)>,
+    search: Option<SearchRule>,
     sink: &Mutex<&mut (dyn DrawSink + Send)>,
     stop: &AtomicBool,
     abort: &AtomicBool,
@@ -556,7 +554,7 @@ fn finish_transition<L: LogDensity + ?Sized>(
     density: &L,
     chain: &mut ChainState,
     stats: &DrawStats,
-    search: Option<(StepSizeSearch, f64)>,
+    search: Option<SearchRule>,
 ) -> (bool, usize) {
     let warmup = chain.in_warmup();
     let index = if warmup {
@@ -578,7 +576,7 @@ fn finish_transition<L: LogDensity + ?Sized>(
             params,
             |metric, step_size| {
                 match search {
-                    Some((rule, target_accept)) => find_reasonable_step_size(density, rng, kernel, metric, step_size, rule, target_accept),
+                    Some(rule) => find_reasonable_step_size(density, rng, kernel, metric, step_size, rule),
                     None => step_size,
                 }
             },

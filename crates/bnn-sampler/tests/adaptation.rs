@@ -253,7 +253,7 @@ fn step_size_search_crosses_its_rules_level() {
     let state = KernelState::init(&target, vec![0.3; dim]).unwrap();
     let log_mean = |rule: StepSizeSearch, target_accept: f64| {
         (0..40u64)
-            .map(|seed| find_reasonable_step_size(&target, &mut chain_rng(seed, 0), &state, &metric, 1.0, rule, target_accept).ln())
+            .map(|seed| find_reasonable_step_size(&target, &mut chain_rng(seed, 0), &state, &metric, 1.0, rule.rule(target_accept)).ln())
             .sum::<f64>()
             / 40.0
     };

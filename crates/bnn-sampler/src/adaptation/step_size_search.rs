@@ -21,17 +21,26 @@ pub enum StepSizeSearch {
     /// NumPyro's variant: a fresh momentum per try, crossing at the target acceptance δ.
     /// After the last metric window of a short warmup (10 of 100 iterations left) the averaged
     /// step size stays near the search's result, so a level at δ = 0.8 starts it lower: on
-    /// yacht (12 ReLU chains from the same members) 3920 divergent draws of 12000 instead of
-    /// 5301, at 17% more gradients (one chain seed; see the README).
+    /// yacht (12 ReLU chains from the same members) 3920 / 3412 divergent draws of 12000
+    /// instead of 5301 / 5201 (chain seeds 0 / 1), for 15–17% more gradients (README, "End to
+    /// end against NumPyro").
     Target,
 }
 
+/// What one search does: the acceptance level it crosses and whether every try draws a new
+/// momentum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SearchRule {
+    pub level: f64,
+    pub fresh_momenta: bool,
+}
+
 impl StepSizeSearch {
-    /// The acceptance level the search crosses, for a kernel with target acceptance δ.
-    pub fn level(self, target_accept: f64) -> f64 {
+    /// The rule for a kernel with target acceptance δ.
+    pub fn rule(self, target_accept: f64) -> SearchRule {
         match self {
-            StepSizeSearch::Stan => 0.5,
-            StepSizeSearch::Target => target_accept,
+            StepSizeSearch::Stan => SearchRule { level: 0.5, fresh_momenta: false },
+            StepSizeSearch::Target => SearchRule { level: target_accept, fresh_momenta: true },
         }
     }
 }
@@ -41,20 +50,18 @@ impl StepSizeSearch {
 /// ε until it falls below, otherwise keep halving until it rises above, and return the last ε.
 /// This gives the dual averaging a starting point of the right order of magnitude.
 ///
-/// Random numbers: `D` normals for the momentum (`Stan`), or for every try (`Target`).
+/// Random numbers: `D` normals for the momentum, or for every try with `fresh_momenta`.
 pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
     density: &L,
     rng: &mut R,
     state: &KernelState,
     metric: &DiagonalMassMatrix,
     initial_step_size: f64,
-    rule: StepSizeSearch,
-    target_accept: f64,
+    rule: SearchRule,
 ) -> f64 {
     let dim = state.dim();
     let mut start = PhasePoint::new(dim);
     start.reset_to(&state.position, &state.gradient, state.log_density);
-    let fresh_momenta = rule == StepSizeSearch::Target;
     let mut draw_momentum = |start: &mut PhasePoint| {
         metric.sample_momentum(rng, &mut start.momentum);
         start.refresh_velocity(metric);
@@ -62,7 +69,7 @@ pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
     draw_momentum(&mut start);
     let mut point = start.clone();
     let mut log_ratio = |step_size: f64| {
-        if fresh_momenta {
+        if rule.fresh_momenta {
             draw_momentum(&mut start);
         }
         let initial_energy = start.hamiltonian();
@@ -76,7 +83,7 @@ pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         }
     };
 
-    let log_level = rule.level(target_accept).ln();
+    let log_level = rule.level.ln();
     let mut step_size = initial_step_size;
     let grow = log_ratio(step_size) > log_level;
     for _ in 0..MAX_TRIES {
