@@ -22,23 +22,45 @@ pub const MCLACHLAN_B1: f64 = 0.193_183_327_503_783_6;
 /// A zero gradient leaves the velocity as it is (no direction to turn to).
 pub fn update_velocity(velocity: &mut [f64], gradient: &[f64], time: f64) -> f64 {
     let dim = velocity.len();
-    let gradient_norm = gradient.iter().map(|g| g * g).sum::<f64>().sqrt();
+    let (gradient_square, dot) = norm_and_dot(gradient, velocity);
+    let gradient_norm = gradient_square.sqrt();
     if gradient_norm == 0.0 || dim < 2 {
         return 0.0;
     }
     let dims_minus_one = (dim - 1) as f64;
     let delta = time * gradient_norm / dims_minus_one;
     let zeta = (-delta).exp();
-    let projection = velocity.iter().zip(gradient).map(|(u, g)| u * g).sum::<f64>() / gradient_norm;
+    let projection = dot / gradient_norm;
     let along = (1.0 - zeta) * (1.0 + zeta + projection * (1.0 - zeta)) / gradient_norm;
-    let mut norm_sq = 0.0;
-    for (u, g) in velocity.iter_mut().zip(gradient) {
-        *u = along * g + 2.0 * zeta * *u;
-        norm_sq += *u * *u;
+    let twice_zeta = 2.0 * zeta;
+    let mut partial = [0.0; LANES];
+    for (us, gs) in velocity.chunks_mut(LANES).zip(gradient.chunks(LANES)) {
+        for ((u, g), p) in us.iter_mut().zip(gs).zip(partial.iter_mut()) {
+            *u = along * g + twice_zeta * *u;
+            *p += *u * *u;
+        }
     }
-    let norm = norm_sq.sqrt();
-    velocity.iter_mut().for_each(|u| *u /= norm);
+    let inverse_norm = 1.0 / partial.iter().sum::<f64>().sqrt();
+    velocity.iter_mut().for_each(|u| *u *= inverse_norm);
     dims_minus_one * (delta - std::f64::consts::LN_2 + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
+}
+
+/// Independent partial sums per lane, so the reductions below vectorize (a single running sum
+/// is a chain of dependent additions). The summation order is fixed, so results do not depend
+/// on the machine or thread count.
+const LANES: usize = 8;
+
+/// `(|a|², a·b)` in one pass.
+fn norm_and_dot(a: &[f64], b: &[f64]) -> (f64, f64) {
+    let mut square = [0.0; LANES];
+    let mut dot = [0.0; LANES];
+    for (xs, ys) in a.chunks(LANES).zip(b.chunks(LANES)) {
+        for (k, (x, y)) in xs.iter().zip(ys).enumerate() {
+            square[k] += x * x;
+            dot[k] += x * y;
+        }
+    }
+    (square.iter().sum(), dot.iter().sum())
 }
 
 /// Partial velocity refresh (the Langevin part of MCLMC): `u ← normalize(c₁u + c₂ z/√d)` with
