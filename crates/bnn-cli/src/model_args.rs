@@ -33,9 +33,9 @@ impl ModelArgs {
             .with_hidden(parse_hidden(&self.hidden)?)
             .with_activation(self.activation.to_string())
             .with_likelihood(self.likelihood.clone())
-            .with_targets(self.targets)
+            .with_targets(Some(self.targets))
             .with_prior(self.prior.to_string())
             .with_layer_priors(self.layer_priors.clone())
-            .bnn_config(d_input)
+            .bnn_config(d_input, self.targets)
     }
 }

@@ -44,7 +44,7 @@ pub struct RunFlags {
     /// hetero (σ = exp(o)), hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
     #[arg(long)]
     pub likelihood: Option<String>,
-    /// Number of regression targets the network predicts (the data must have as many) [default: 1].
+    /// Number of regression targets the network predicts (the data must have as many) [default: the data's target columns].
     #[arg(long)]
     pub targets: Option<usize>,
     /// Prior of every weight and bias: normal:<s>, laplace:<b> or fan_in_normal:<s>.
@@ -214,7 +214,9 @@ impl RunFlags {
         }
         set(&mut m.activation, &f.activation);
         set(&mut m.likelihood, &f.likelihood);
-        set(&mut m.targets, &f.targets);
+        if f.targets.is_some() {
+            m.targets = f.targets;
+        }
         set(&mut m.prior, &f.prior);
         if !f.layer_priors.is_empty() {
             m.layer_priors = f.layer_priors.clone();

@@ -29,7 +29,7 @@ pub use ensemble::{initial_parameters, EnsembleConfig, TrainedMember};
 pub use flatten::{flatten, layout_of, load_flat_tensor, unflatten, LengthMismatch};
 pub use layout::{LayoutEntry, ParameterKind, ParameterLayout};
 pub use likelihood::{Likelihood, LogSigmaPrior, ScaleLink};
-pub use metrics::{log_sum_exp, predictive_metrics, PredictiveAccumulator, PredictiveMetrics};
+pub use metrics::{log_sum_exp, predictive_metrics, PredictiveAccumulator, PredictiveMetrics, TargetMetrics};
 pub use mlp::{Mlp, MlpConfig};
 pub use model::{BnnConfig, BnnModel};
 pub use module_posterior::{ModuleLikelihood, ModulePosterior};

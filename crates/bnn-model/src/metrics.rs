@@ -16,6 +16,18 @@ pub struct PredictiveMetrics {
     pub accuracy: f64,
     pub n_points: usize,
     pub n_draws: usize,
+    /// Regression with several targets: each target's own RMSE and LPPD (its marginal predictive
+    /// density); empty for one target and for classification.
+    pub per_target: Vec<TargetMetrics>,
+}
+
+/// One target's share of a multi-output regression: `lppd` is the mean over points of
+/// log((1/S) Σ_s p(y_ik | θ_s)), so the targets' values need not add up to the joint LPPD
+/// (they do when the predictive factorizes over targets).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct TargetMetrics {
+    pub rmse: f64,
+    pub lppd: f64,
 }
 
 /// `log Σ exp(v)` without overflow.
@@ -44,6 +56,10 @@ pub struct PredictiveAccumulator {
     /// probability (classification).
     moment_sum: Vec<f64>,
     is_regression: Option<bool>,
+    /// Several Gaussian targets: per (point, target), the running logsumexp of the marginal
+    /// log-likelihood, as `log_lik_max` / `log_lik_scaled_sum` do for the joint.
+    target_log_lik_max: Vec<f64>,
+    target_log_lik_scaled_sum: Vec<f64>,
 }
 
 impl PredictiveAccumulator {
@@ -58,6 +74,8 @@ impl PredictiveAccumulator {
             nll_sum: 0.0,
             moment_sum: Vec::new(),
             is_regression: None,
+            target_log_lik_max: Vec::new(),
+            target_log_lik_scaled_sum: Vec::new(),
         }
     }
 
@@ -69,12 +87,19 @@ impl PredictiveAccumulator {
             let yi = &self.y[i * self.y_cols..(i + 1) * self.y_cols];
             let ll = prediction.log_likelihood(yi);
             self.nll_sum -= ll;
-            // Running logsumexp: rescale the sum when a new maximum arrives.
-            if ll > self.log_lik_max[i] {
-                self.log_lik_scaled_sum[i] = self.log_lik_scaled_sum[i] * (self.log_lik_max[i] - ll).exp() + 1.0;
-                self.log_lik_max[i] = ll;
-            } else {
-                self.log_lik_scaled_sum[i] += (ll - self.log_lik_max[i]).exp();
+            push_log_sum_exp(&mut self.log_lik_max[i], &mut self.log_lik_scaled_sum[i], ll);
+            if let PointPrediction::Gaussian { .. } = prediction {
+                if self.y_cols > 1 {
+                    if self.target_log_lik_max.is_empty() {
+                        self.target_log_lik_max = vec![f64::NEG_INFINITY; n * self.y_cols];
+                        self.target_log_lik_scaled_sum = vec![0.0; n * self.y_cols];
+                    }
+                    for k in 0..self.y_cols {
+                        let v = i * self.y_cols + k;
+                        let ll_k = prediction.log_likelihood_of_target(yi, k);
+                        push_log_sum_exp(&mut self.target_log_lik_max[v], &mut self.target_log_lik_scaled_sum[v], ll_k);
+                    }
+                }
             }
             let values: &[f64] = match prediction {
                 PointPrediction::Gaussian { mean, .. } => mean,
@@ -109,6 +134,22 @@ impl PredictiveAccumulator {
             }
         }
         let regression = self.is_regression == Some(true);
+        let per_target = if regression && self.y_cols > 1 && !self.target_log_lik_max.is_empty() {
+            (0..self.y_cols)
+                .map(|j| {
+                    let mut sq = 0.0;
+                    let mut lppd = 0.0;
+                    for i in 0..n {
+                        let v = i * self.y_cols + j;
+                        sq += (self.y[v] - self.moment_sum[i * k + j] / s).powi(2);
+                        lppd += self.target_log_lik_max[v] + self.target_log_lik_scaled_sum[v].ln() - s.ln();
+                    }
+                    TargetMetrics { rmse: (sq / nf).sqrt(), lppd: lppd / nf }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         PredictiveMetrics {
             rmse: if regression { (sq_err / (nf * self.y_cols as f64)).sqrt() } else { f64::NAN },
             lppd,
@@ -116,7 +157,19 @@ impl PredictiveAccumulator {
             accuracy: if regression { f64::NAN } else { correct as f64 / nf },
             n_points: n,
             n_draws: self.draws,
+            per_target,
         }
+    }
+}
+
+/// Adds `value` to a running `log Σ exp` kept as (max, Σ exp(v − max)): the sum is rescaled when
+/// a new maximum arrives, so no term overflows.
+fn push_log_sum_exp(max: &mut f64, scaled_sum: &mut f64, value: f64) {
+    if value > *max {
+        *scaled_sum = *scaled_sum * (*max - value).exp() + 1.0;
+        *max = value;
+    } else {
+        *scaled_sum += (value - *max).exp();
     }
 }
 
@@ -160,6 +213,29 @@ mod tests {
         assert!((m.nll - nll / 2.0).abs() < 1e-12);
         let rmse = (((0.3 - 0.5f64).powi(2) + (-1.0 - -1.5f64).powi(2)) / 2.0).sqrt();
         assert!((m.rmse - rmse).abs() < 1e-12);
+    }
+
+    #[test]
+    fn each_target_has_its_own_rmse_and_marginal_lppd() {
+        // Two draws, one point, two targets: target 0 predicted exactly by draw 0, target 1 off.
+        let y = [0.0, 2.0];
+        let draws = vec![
+            vec![PointPrediction::Gaussian { mean: vec![0.0, 1.0], sd: vec![1.0, 0.5] }],
+            vec![PointPrediction::Gaussian { mean: vec![1.0, 3.0], sd: vec![2.0, 1.0] }],
+        ];
+        let m = predictive_metrics(&draws, &y, 2);
+        assert_eq!(m.per_target.len(), 2);
+        for (k, target) in m.per_target.iter().enumerate() {
+            let lls: Vec<f64> = draws.iter().map(|d| d[0].log_likelihood_of_target(&y, k)).collect();
+            let lppd = log_sum_exp(&lls) - 2f64.ln();
+            assert!((target.lppd - lppd).abs() < 1e-12, "target {k}: {} vs {lppd}", target.lppd);
+        }
+        assert!((m.per_target[0].rmse - 0.5).abs() < 1e-12);
+        assert!((m.per_target[1].rmse - 0.0).abs() < 1e-12);
+        // The joint RMSE pools both targets' squared errors.
+        assert!((m.rmse - (0.25f64 / 2.0).sqrt()).abs() < 1e-12);
+        // One target: no per-target block.
+        assert!(predictive_metrics(&[vec![PointPrediction::Gaussian { mean: vec![0.0], sd: vec![1.0] }]], &[0.0], 1).per_target.is_empty());
     }
 
     #[test]

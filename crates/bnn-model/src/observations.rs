@@ -23,7 +23,7 @@ pub enum DataShapeError {
     YLength { got: usize, rows: usize, cols: usize },
     #[error("the model expects {expected} input features, the data has {got}")]
     Features { expected: usize, got: usize },
-    #[error("the model expects {expected} target columns, the data has {got}")]
+    #[error("the model expects {expected} target columns, the data has {got} (leave --targets / [model] targets unset to take the data's)")]
     Targets { expected: usize, got: usize },
     #[error("{what} row {row}, column {col} is not finite ({value})")]
     NotFinite { what: &'static str, row: usize, col: usize, value: f64 },

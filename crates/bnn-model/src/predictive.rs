@@ -55,13 +55,20 @@ impl PointPrediction {
     /// log p(y | this prediction); `y` holds the targets, or the label for a categorical.
     pub fn log_likelihood(&self, y: &[f64]) -> f64 {
         match self {
-            PointPrediction::Gaussian { mean, sd } => (0..mean.len())
-                .map(|k| {
-                    let z = (y[k] - mean[k]) / sd[k];
-                    -0.5 * z * z - sd[k].ln() - 0.5 * (2.0 * PI).ln()
-                })
-                .sum(),
+            PointPrediction::Gaussian { mean, .. } => (0..mean.len()).map(|k| self.log_likelihood_of_target(y, k)).sum(),
             PointPrediction::Categorical { probabilities } => probabilities[y[0] as usize].ln(),
+        }
+    }
+
+    /// log p(y_k | this prediction), the marginal of target `k` (the Gaussian head's targets are
+    /// independent given the parameters); a categorical prediction has one target, the label.
+    pub fn log_likelihood_of_target(&self, y: &[f64], k: usize) -> f64 {
+        match self {
+            PointPrediction::Gaussian { mean, sd } => {
+                let z = (y[k] - mean[k]) / sd[k];
+                -0.5 * z * z - sd[k].ln() - 0.5 * (2.0 * PI).ln()
+            }
+            PointPrediction::Categorical { .. } => self.log_likelihood(y),
         }
     }
 }

@@ -100,7 +100,7 @@ impl DeiMcmc {
     }
 
     fn with_prepared(config: RunConfig, data: PreparedData, dir: RunDir) -> Result<Self> {
-        let bnn = config.model.bnn_config(data.train.x_cols)?;
+        let bnn = config.model.bnn_config(data.train.x_cols, data.train.y_cols)?;
         let device = config.device_name()?.device().map_err(|e| anyhow!(e))?;
         if let Some(threads) = config.runtime.threads {
             bnn_model::fused_mlp::set_kernel_threads(threads);

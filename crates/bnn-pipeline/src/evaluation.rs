@@ -2,7 +2,7 @@
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::linear_baseline::LinearBaseline;
-use crate::posterior_pass::{ensemble_metrics, PosteriorPass, LEVELS};
+use crate::posterior_pass::{calibration_error, coverage_at, ensemble_metrics, PosteriorPass, LEVELS};
 use crate::predictions::Predictions;
 use crate::progress::{ProgressEvent, Stage};
 use crate::run_config::{Algorithm, Init};
@@ -18,6 +18,23 @@ use std::path::PathBuf;
 pub struct CalibrationPoint {
     pub nominal: f64,
     pub observed: f64,
+}
+
+/// One target of a multi-output regression, in `summary.json`'s `per_target` (the joint values
+/// stay at the top level).
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetSummary {
+    /// The target's column name in the data.
+    pub target: String,
+    pub rmse: f64,
+    pub rmse_original_units: f64,
+    /// Mean log marginal predictive density of this target.
+    pub lppd: f64,
+    pub coverage_50: Option<f64>,
+    pub coverage_90: Option<f64>,
+    pub calibration_error: Option<f64>,
+    pub de_rmse: Option<f64>,
+    pub de_lppd: Option<f64>,
 }
 
 /// What `summary.json` holds. Metrics are on the standardized scale unless named otherwise;
@@ -42,11 +59,17 @@ pub struct RunSummary {
     pub seed: u64,
     pub device: String,
     pub model: BnnConfig,
+    /// Over all targets' squared errors (one target: that target's).
     pub rmse: f64,
+    /// Each target's error in its own units, pooled as `rmse` is.
     pub rmse_original_units: f64,
+    /// Joint over the targets: log of the predictive density of a test row's targets together.
     pub lppd: f64,
     pub nll: f64,
     pub accuracy: f64,
+    /// Several targets: each one's metrics (absent for one target and for classification).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_target: Vec<TargetSummary>,
     pub coverage_50: Option<f64>,
     pub coverage_75: Option<f64>,
     pub coverage_90: Option<f64>,
@@ -121,7 +144,33 @@ impl DeiMcmc {
         let de = members.as_ref().map(|m| ensemble_metrics(self.posterior(), m, test));
         let gaussian = !pass.points.is_empty();
         let lm = gaussian.then(|| LinearBaseline::fit(&self.data.train).map(|f| f.evaluate(test))).flatten();
-        let y_sd = self.data.standardizer.y_sd.first().copied().unwrap_or(1.0);
+        let y_sd = |k: usize| self.data.standardizer.y_sd.get(k).copied().unwrap_or(1.0);
+        let per_target: Vec<TargetSummary> = pass
+            .pooled
+            .per_target
+            .iter()
+            .enumerate()
+            .map(|(k, m)| {
+                let coverage = pass.coverage_per_target.get(k).map_or(&[][..], Vec::as_slice);
+                let de_target = de.as_ref().and_then(|d| d.per_target.get(k));
+                TargetSummary {
+                    target: self.data.target_names.get(k).cloned().unwrap_or_else(|| format!("y{k}")),
+                    rmse: m.rmse,
+                    rmse_original_units: m.rmse * y_sd(k),
+                    lppd: m.lppd,
+                    coverage_50: coverage_at(coverage, 0.5),
+                    coverage_90: coverage_at(coverage, 0.9),
+                    calibration_error: calibration_error(coverage),
+                    de_rmse: de_target.map(|d| d.rmse),
+                    de_lppd: de_target.map(|d| d.lppd),
+                }
+            })
+            .collect();
+        let rmse_original_units = if per_target.is_empty() {
+            pass.pooled.rmse * y_sd(0)
+        } else {
+            (per_target.iter().map(|t| t.rmse_original_units.powi(2)).sum::<f64>() / per_target.len() as f64).sqrt()
+        };
         let flagged: Vec<usize> = match &lm {
             Some(lm) => pass.per_chain.iter().enumerate().filter(|(_, m)| m.rmse > lm.rmse || m.lppd < lm.lppd).map(|(c, _)| c).collect(),
             None => Vec::new(),
@@ -153,10 +202,11 @@ impl DeiMcmc {
             device: config.device_name()?.concrete().to_string(),
             model: self.bnn.clone(),
             rmse: pass.pooled.rmse,
-            rmse_original_units: pass.pooled.rmse * y_sd,
+            rmse_original_units,
             lppd: pass.pooled.lppd,
             nll: pass.pooled.nll,
             accuracy: pass.pooled.accuracy,
+            per_target,
             coverage_50: pass.coverage_at(0.5),
             coverage_75: pass.coverage_at(0.75),
             coverage_90: pass.coverage_at(0.9),

@@ -40,6 +40,8 @@ pub struct PosteriorPass {
     pub points: Vec<PointSummary>,
     /// Observed coverage per entry of `LEVELS` (Gaussian only).
     pub coverage: Vec<f64>,
+    /// Several targets: observed coverage per target and entry of `LEVELS` (empty otherwise).
+    pub coverage_per_target: Vec<Vec<f64>>,
     pub rhat_test_loglik: f64,
     pub rhat_test_rmse: f64,
     pub pointwise_rhat_max: f64,
@@ -62,12 +64,22 @@ pub struct PosteriorPass {
 impl PosteriorPass {
     /// Root mean square of nominal minus observed coverage over `LEVELS`.
     pub fn calibration_error(&self) -> Option<f64> {
-        (!self.coverage.is_empty()).then(|| (LEVELS.iter().zip(&self.coverage).map(|(l, o)| (l - o).powi(2)).sum::<f64>() / LEVELS.len() as f64).sqrt())
+        calibration_error(&self.coverage)
     }
 
     pub fn coverage_at(&self, level: f64) -> Option<f64> {
-        LEVELS.iter().position(|&l| (l - level).abs() < 1e-12).and_then(|i| self.coverage.get(i).copied())
+        coverage_at(&self.coverage, level)
     }
+}
+
+/// Root mean square of nominal minus observed coverage, for coverages measured at `LEVELS`.
+pub fn calibration_error(coverage: &[f64]) -> Option<f64> {
+    (!coverage.is_empty()).then(|| (LEVELS.iter().zip(coverage).map(|(l, o)| (l - o).powi(2)).sum::<f64>() / LEVELS.len() as f64).sqrt())
+}
+
+/// The observed coverage at `level` (one of `LEVELS`), for coverages measured at `LEVELS`.
+pub fn coverage_at(coverage: &[f64], level: f64) -> Option<f64> {
+    LEVELS.iter().position(|&l| (l - level).abs() < 1e-12).and_then(|i| coverage.get(i).copied())
 }
 
 /// Streams the draws of `chains` chains (at most `max_draws_per_chain` each: fewer when a chain
@@ -166,8 +178,9 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
     let pointwise_rhats: Vec<f64> = point_means.iter().filter(|m| !m[0].is_empty()).map(|m| rhat(m)).filter(|r| r.is_finite()).collect();
     let pointwise_ess_median = crate::run_diagnostics::median(point_means.iter().filter(|m| !m[0].is_empty()).map(|m| ess(m)).filter(|e| e.is_finite()).collect());
     let total = global_draw.max(1) as f64;
-    let (points, coverage) = if gaussian && global_draw > 0 {
+    let (points, coverage, coverage_per_target) = if gaussian && global_draw > 0 {
         let mut inside = vec![0usize; LEVELS.len()];
+        let mut inside_per_target = vec![vec![0usize; LEVELS.len()]; t];
         let points: Vec<PointSummary> = (0..values)
             .map(|v| {
                 let mean = mean_sum[v] / total;
@@ -177,15 +190,18 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
                 let intervals: Vec<(f64, f64)> = LEVELS.iter().map(|&l| (quantile(&sorted, (1.0 - l) / 2.0), quantile(&sorted, (1.0 + l) / 2.0))).collect();
                 let y = test.y[v];
                 for (k, &(lo, hi)) in intervals.iter().enumerate() {
-                    inside[k] += usize::from(y >= lo && y <= hi);
+                    let covered = usize::from(y >= lo && y <= hi);
+                    inside[k] += covered;
+                    inside_per_target[v % t][k] += covered;
                 }
                 PointSummary { mean, sd, intervals }
             })
             .collect();
         let coverage = inside.iter().map(|&k| k as f64 / values as f64).collect();
-        (points, coverage)
+        let coverage_per_target = if t > 1 { inside_per_target.iter().map(|target| target.iter().map(|&k| k as f64 / n as f64).collect()).collect() } else { Vec::new() };
+        (points, coverage, coverage_per_target)
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), Vec::new(), Vec::new())
     };
     Ok(PosteriorPass {
         pooled: pooled.finish(),
@@ -193,6 +209,7 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
         draws_per_chain,
         points,
         coverage,
+        coverage_per_target,
         rhat_test_loglik: rhat(&draw_loglik),
         rhat_test_rmse: rhat(&draw_rmse),
         pointwise_rhat_max: pointwise_rhats.iter().cloned().fold(f64::NAN, f64::max),

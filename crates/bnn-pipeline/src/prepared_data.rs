@@ -13,6 +13,8 @@ pub struct PreparedData {
     pub valid: Option<HostData>,
     pub test: HostData,
     pub standardizer: Standardizer,
+    /// The target columns' names, in the order of `y`'s columns.
+    pub target_names: Vec<String>,
 }
 
 /// How to split and scale a dataset.
@@ -90,5 +92,6 @@ fn split_and_scale(dataset: &Dataset, predefined_train_rows: Option<usize>, how:
         valid: scaled.valid.as_ref().map(host),
         test: host(&scaled.test),
         standardizer,
+        target_names: dataset.target_names.clone(),
     })
 }

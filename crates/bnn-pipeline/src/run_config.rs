@@ -81,8 +81,8 @@ pub struct ModelSection {
     /// hetero, hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
     #[config(default = "String::from(\"hetero\")")]
     pub likelihood: String,
-    #[config(default = 1)]
-    pub targets: usize,
+    /// Regression targets the network predicts; `None`: as many as the data has.
+    pub targets: Option<usize>,
     /// normal:<s>, laplace:<b> or fan_in_normal:<s>, for every weight and bias.
     #[config(default = "String::from(\"normal:1\")")]
     pub prior: String,
@@ -92,8 +92,9 @@ pub struct ModelSection {
 }
 
 impl ModelSection {
-    /// The network and likelihood for data with `d_input` features; errors name the bad setting.
-    pub fn bnn_config(&self, d_input: usize) -> Result<BnnConfig> {
+    /// The network and likelihood for data with `d_input` features and `data_targets` target
+    /// columns (used unless `targets` is set); errors name the bad setting.
+    pub fn bnn_config(&self, d_input: usize, data_targets: usize) -> Result<BnnConfig> {
         let prior: Prior = self.prior.parse().map_err(|e: String| anyhow!("prior: {e}"))?;
         let mut spec = PriorSpec::uniform(prior);
         for text in &self.layer_priors {
@@ -105,7 +106,7 @@ impl ModelSection {
             .with_hidden(self.hidden.clone())
             .with_activation(activation)
             .with_likelihood(parse_likelihood(&self.likelihood)?)
-            .with_n_targets(self.targets)
+            .with_n_targets(self.targets.unwrap_or(data_targets))
             .with_prior(spec);
         config.validate().map_err(|e| anyhow!(e))?;
         Ok(config)
@@ -442,7 +443,7 @@ impl RunConfig {
             bail!("threads must be at least 1");
         }
         self.device_name()?;
-        self.model.bnn_config(1)?;
+        self.model.bnn_config(1, 1)?;
         Ok(())
     }
 

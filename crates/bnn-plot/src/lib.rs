@@ -15,6 +15,7 @@
 //! | cumulative (expanding-window) test LPPD per chain, pooled and deep-ensemble LPPD as references | `cumulative_lppd.svg` | `cumulative_lppd.csv`, `summary.json` |
 //! | calibration: observed vs nominal coverage of central intervals | `calibration.svg` | `summary.json` (`coverage_<level>`) |
 //! | predictive mean and 50/90/95% bands against a 1-D input, test and training points | `predictive_bands.svg` | `predictions.csv`, `train.csv` |
+//! | regression: predictive mean and 90% interval against the observed value, per target | `predicted_vs_observed.svg` (one target), `predicted_vs_observed_target<k>.svg` (several) | `predictions.csv` |
 //! | step size (log axis) and acceptance statistic over warmup per chain | `warmup_adaptation.svg` | `adaptation_chain_<c>.csv` |
 //!
 //! The SVGs go to `<run>/plots/` unless [`PlotOptions::out_dir`] says otherwise. Without
@@ -79,6 +80,10 @@ pub fn plot_run(dir: &Path, options: &PlotOptions) -> Result<PlotReport, PlotErr
         (
             "predictive_bands",
             plots::plot_predictive_bands(&run, &out_dir)?,
+        ),
+        (
+            "predicted_vs_observed",
+            plots::plot_predicted_vs_observed(&run, &out_dir)?,
         ),
         (
             "warmup_adaptation",

@@ -286,6 +286,7 @@ fn a_complete_run_gets_every_plot() {
             "cumulative_lppd.svg",
             "calibration.svg",
             "predictive_bands.svg",
+            "predicted_vs_observed.svg",
             "warmup_adaptation.svg",
         ]
         .map(String::from),
@@ -499,6 +500,7 @@ fn an_empty_directory_skips_every_plot_with_a_reason() {
             ("cumulative_lppd", "no cumulative_lppd.csv"),
             ("calibration", "no summary.json"),
             ("predictive_bands", "no predictions.csv"),
+            ("predicted_vs_observed", "no predictions.csv"),
             ("warmup_adaptation", "no adaptation_chain_0.csv"),
         ]
     );
@@ -516,7 +518,7 @@ fn only_draws_give_only_traces() {
     run.draws();
     let report = run.plot();
     assert_eq!(report.written.len(), DEFAULT_TRACES.len());
-    assert_eq!(report.skipped.len(), 4);
+    assert_eq!(report.skipped.len(), 5);
 }
 
 #[test]
@@ -550,6 +552,36 @@ fn multi_target_predictions_skip_the_bands() {
         .find(|s| s.plot == "predictive_bands")
         .expect("bands not skipped");
     assert!(skip.reason.contains("`target` column"), "{}", skip.reason);
+}
+
+#[test]
+fn multi_target_predictions_get_one_parity_plot_per_target() {
+    let run = RunFixture::complete();
+    let mut text = String::from("index,target,x0,x1,y,mean,sd,lower_90,upper_90\n");
+    for i in 0..6 {
+        for k in 0..2 {
+            let y = i as f64 + 10.0 * k as f64;
+            writeln!(text, "{i},{k},0.5,{i},{y},{},0.3,{},{}", y + 0.1, y - 0.4, y + 0.6).unwrap();
+        }
+    }
+    run.write("predictions.csv", &text);
+    let report = run.plot();
+    let written = names(&report);
+    for k in 0..2 {
+        let file = format!("predicted_vs_observed_target{k}.svg");
+        assert!(written.contains(&file), "{written:?}");
+        let svg = Svg::read(&run.path().join("plots").join(&file));
+        assert!(svg.texts().iter().any(|t| t == &format!("Target {k}: test predictions against observations")), "{file}");
+    }
+    assert!(!written.contains(&"predicted_vs_observed.svg".to_string()));
+}
+
+#[test]
+fn a_target_column_that_is_not_an_index_is_an_error() {
+    let run = RunFixture::complete();
+    run.write("predictions.csv", "index,target,x0,y,mean,sd,lower_90,upper_90\n0,0.5,1,1,1,1,0,2\n");
+    let error = bnn_plot::plot_run(run.path(), &bnn_plot::PlotOptions::default()).expect_err("target 0.5 accepted");
+    assert!(error.to_string().contains("not a target index"), "{error}");
 }
 
 #[test]

@@ -28,6 +28,18 @@ pub fn print_report(s: &RunSummary) {
     println!("  posterior:      RMSE {}  LPPD {}  NLL {}", f(Some(s.rmse)), f(Some(s.lppd)), f(Some(s.nll)));
     println!("  deep ensemble:  RMSE {}  LPPD {}", f(s.de_rmse), f(s.de_lppd));
     println!("  linear model:   RMSE {}  LPPD {}", f(s.lm_rmse), f(s.lm_lppd));
+    for t in &s.per_target {
+        println!(
+            "  target {:<8} RMSE {} ({} in its units)  LPPD {}  coverage 90% {}  (deep ensemble: RMSE {}  LPPD {})",
+            t.target,
+            f(Some(t.rmse)),
+            f(Some(t.rmse_original_units)),
+            f(Some(t.lppd)),
+            f(t.coverage_90),
+            f(t.de_rmse),
+            f(t.de_lppd)
+        );
+    }
     println!(
         "  coverage 50/75/90/95%: {} / {} / {} / {}, calibration error {}",
         f(s.coverage_50),

@@ -2,12 +2,14 @@
 
 mod calibration;
 mod cumulative_lppd;
+mod predicted_vs_observed;
 mod predictive_bands;
 mod trace;
 mod warmup_adaptation;
 
 pub(crate) use calibration::plot_calibration;
 pub(crate) use cumulative_lppd::plot_cumulative_lppd;
+pub(crate) use predicted_vs_observed::plot_predicted_vs_observed;
 pub(crate) use predictive_bands::plot_predictive_bands;
 pub(crate) use trace::plot_traces;
 pub(crate) use warmup_adaptation::plot_warmup_adaptation;
