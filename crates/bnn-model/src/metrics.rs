@@ -88,17 +88,15 @@ impl PredictiveAccumulator {
             let ll = prediction.log_likelihood(yi);
             self.nll_sum -= ll;
             push_log_sum_exp(&mut self.log_lik_max[i], &mut self.log_lik_scaled_sum[i], ll);
-            if let PointPrediction::Gaussian { .. } = prediction {
-                if self.y_cols > 1 {
-                    if self.target_log_lik_max.is_empty() {
-                        self.target_log_lik_max = vec![f64::NEG_INFINITY; n * self.y_cols];
-                        self.target_log_lik_scaled_sum = vec![0.0; n * self.y_cols];
-                    }
-                    for k in 0..self.y_cols {
-                        let v = i * self.y_cols + k;
-                        let ll_k = prediction.log_likelihood_of_target(yi, k);
-                        push_log_sum_exp(&mut self.target_log_lik_max[v], &mut self.target_log_lik_scaled_sum[v], ll_k);
-                    }
+            if self.y_cols > 1 && matches!(prediction, PointPrediction::Gaussian { .. }) {
+                if self.target_log_lik_max.is_empty() {
+                    self.target_log_lik_max = vec![f64::NEG_INFINITY; n * self.y_cols];
+                    self.target_log_lik_scaled_sum = vec![0.0; n * self.y_cols];
+                }
+                for k in 0..self.y_cols {
+                    let v = i * self.y_cols + k;
+                    let ll_k = prediction.log_likelihood_of_target(yi, k);
+                    push_log_sum_exp(&mut self.target_log_lik_max[v], &mut self.target_log_lik_scaled_sum[v], ll_k);
                 }
             }
             let values: &[f64] = match prediction {
@@ -122,11 +120,15 @@ impl PredictiveAccumulator {
         let lppd = (0..n).map(|i| self.log_lik_max[i] + self.log_lik_scaled_sum[i].ln() - s.ln()).sum::<f64>() / nf;
         let k = if n == 0 { 0 } else { self.moment_sum.len() / n };
         let (mut sq_err, mut correct) = (0.0, 0usize);
+        // Squared errors per target column; the joint RMSE pools them.
+        let mut sq_per_target = vec![0.0; self.y_cols];
         for i in 0..n {
             let avg = &self.moment_sum[i * k..(i + 1) * k];
             if self.is_regression == Some(true) {
                 for (j, a) in avg.iter().enumerate() {
-                    sq_err += (self.y[i * self.y_cols + j] - a / s).powi(2);
+                    let e = (self.y[i * self.y_cols + j] - a / s).powi(2);
+                    sq_err += e;
+                    sq_per_target[j] += e;
                 }
             } else {
                 let best = (0..k).max_by(|&a, &b| avg[a].total_cmp(&avg[b])).unwrap_or(0);
@@ -134,17 +136,11 @@ impl PredictiveAccumulator {
             }
         }
         let regression = self.is_regression == Some(true);
-        let per_target = if regression && self.y_cols > 1 && !self.target_log_lik_max.is_empty() {
+        let per_target = if regression && !self.target_log_lik_max.is_empty() {
             (0..self.y_cols)
                 .map(|j| {
-                    let mut sq = 0.0;
-                    let mut lppd = 0.0;
-                    for i in 0..n {
-                        let v = i * self.y_cols + j;
-                        sq += (self.y[v] - self.moment_sum[i * k + j] / s).powi(2);
-                        lppd += self.target_log_lik_max[v] + self.target_log_lik_scaled_sum[v].ln() - s.ln();
-                    }
-                    TargetMetrics { rmse: (sq / nf).sqrt(), lppd: lppd / nf }
+                    let lppd = (0..n).map(|i| i * self.y_cols + j).map(|v| self.target_log_lik_max[v] + self.target_log_lik_scaled_sum[v].ln() - s.ln()).sum::<f64>();
+                    TargetMetrics { rmse: (sq_per_target[j] / nf).sqrt(), lppd: lppd / nf }
                 })
                 .collect()
         } else {
