@@ -637,3 +637,46 @@ fn two_targets_run_through_the_whole_pipeline() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("expects 1 target columns, the data has 2"), "{}", stderr(&o));
 }
+
+/// Several targets from a user's CSV: `--target` names them (repeated, in order, anywhere in the
+/// header), the rest are features; the run records them in `[data] target_columns` and
+/// `summary.json` reports each under its column name. A target list on data with fixed targets
+/// is an error.
+#[test]
+fn csv_target_columns_pick_several_targets_by_name() {
+    let dir = temp_dir("csv-targets");
+    let csv = dir.join("two.csv");
+    // y_b (smooth in x2) comes before the features, y_a (smooth in x1) between them.
+    let mut text = String::from("y_b,x1,y_a,x2\n");
+    for i in 0..120 {
+        let (x1, x2) = ((i % 12) as f64 / 6.0 - 1.0, ((i * 7) % 11) as f64 / 5.0 - 1.0);
+        let wobble = ((i * 37 % 17) as f64 / 17.0 - 0.5) * 0.1;
+        text.push_str(&format!("{},{x1},{},{x2}\n", x2 * x2 + wobble, (2.0 * x1).sin() - wobble));
+    }
+    std::fs::write(&csv, text).unwrap();
+    let out = dir.join("run");
+    let o = bnn(&[
+        "run", "--dataset", csv.to_str().unwrap(), "--target", "y_a", "--target", "y_b", "--likelihood", "fixed:0.1",
+        "--hidden", "8", "--activation", "tanh", "--members", "2", "--epochs", "400", "--warmup", "20", "--draws", "20",
+        "--max-depth", "5", "--out", out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(summary["model"]["n_targets"], 2, "{summary}");
+    let names: Vec<&str> = summary["per_target"].as_array().unwrap().iter().map(|t| t["target"].as_str().unwrap()).collect();
+    assert_eq!(names, ["y_a", "y_b"]);
+    let config = std::fs::read_to_string(out.join("config.toml")).unwrap();
+    assert!(config.contains("target_columns") && config.contains("\"y_a\""), "{config}");
+    // The features are x1 and x2 only: `bnn data describe` with the same targets says so.
+    let o = bnn(&["data", "describe", csv.to_str().unwrap(), "--target", "y_a", "--target", "y_b"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let described = stdout(&o);
+    assert!(described.contains("x1") && described.contains("y_b"), "{described}");
+
+    let o = bnn(&["run", "--dataset", "robot-arm", "--target", "y1", "--out", dir.join("fixed").to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("CSV files only"), "{}", stderr(&o));
+    let o = bnn(&["run", "--dataset", csv.to_str().unwrap(), "--target", "y_a", "--target", "y_a", "--out", dir.join("twice").to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("listed twice"), "{}", stderr(&o));
+}

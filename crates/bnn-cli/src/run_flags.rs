@@ -35,6 +35,10 @@ pub struct RunFlags {
     pub validation_fraction: Option<f64>,
     #[arg(long, value_enum)]
     pub standardize: Option<Standardize>,
+    /// Target column of a CSV file by header name; repeat it for several targets, in order
+    /// (e.g. `--target y1 --target y2`) [default: the last column].
+    #[arg(long = "target")]
+    pub target_columns: Vec<String>,
     /// Hidden layer widths, comma separated ("" for a linear model).
     #[arg(long)]
     pub hidden: Option<String>,
@@ -208,6 +212,9 @@ impl RunFlags {
         set(&mut d.test_fraction, &f.test_fraction);
         set(&mut d.validation_fraction, &f.validation_fraction);
         set(&mut d.standardize, &f.standardize);
+        if !f.target_columns.is_empty() {
+            d.target_columns = f.target_columns.clone();
+        }
         let m = &mut config.model;
         if let Some(hidden) = &f.hidden {
             m.hidden = parse_hidden(hidden)?;

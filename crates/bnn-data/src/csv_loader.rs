@@ -8,7 +8,7 @@ use crate::delimiter::{split_fields, Delimiter, Separator};
 use crate::error::DataError;
 use crate::matrix::Matrix;
 
-/// Which column holds the regression target.
+/// Which columns hold the regression targets.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum TargetColumn {
     /// The last column, the convention of every UCI benchmark file here.
@@ -16,6 +16,21 @@ pub enum TargetColumn {
     Last,
     /// The column with this header name; it may be anywhere, and is removed from the features.
     Named(String),
+    /// Several targets: these columns, in this order, become `y`'s columns (regression with
+    /// several outputs); the others are the features.
+    Columns(Vec<String>),
+}
+
+impl TargetColumn {
+    /// The choice that `names` (header names, as a user lists them) make: none is the last
+    /// column, one is [`TargetColumn::Named`], more are [`TargetColumn::Columns`].
+    pub fn from_names(names: &[String]) -> Self {
+        match names {
+            [] => TargetColumn::Last,
+            [one] => TargetColumn::Named(one.clone()),
+            many => TargetColumn::Columns(many.to_vec()),
+        }
+    }
 }
 
 /// How to read a CSV-like file. The default reads a comma, `;` or whitespace separated file
@@ -60,7 +75,7 @@ pub fn parse_csv(text: &str, path: &Path, name: &str, opts: &CsvOptions) -> Resu
     })?;
     let separator = opts.delimiter.resolve(header_text);
     let header = Header::parse(header_text, header_line, separator, path)?;
-    let target_index = header.target_index(&opts.target, path)?;
+    let target_indices = header.target_indices(&opts.target, path)?;
 
     let n_cols = header.names.len();
     let mut x_data = Vec::new();
@@ -79,12 +94,13 @@ pub fn parse_csv(text: &str, path: &Path, name: &str, opts: &CsvOptions) -> Resu
                 found: fields.len(),
             });
         }
+        let row_start = y_data.len();
+        y_data.resize(row_start + target_indices.len(), 0.0);
         for (j, field) in fields.iter().enumerate() {
             let value = parse_cell(field, line, j, &header.names[j], path)?;
-            if j == target_index {
-                y_data.push(value);
-            } else {
-                x_data.push(value);
+            match target_indices.iter().position(|&t| t == j) {
+                Some(k) => y_data[row_start + k] = value,
+                None => x_data.push(value),
             }
         }
         n_rows += 1;
@@ -96,15 +112,16 @@ pub fn parse_csv(text: &str, path: &Path, name: &str, opts: &CsvOptions) -> Resu
         });
     }
 
-    let mut feature_names = header.names;
-    let target_name = feature_names.remove(target_index);
+    let target_names: Vec<String> = target_indices.iter().map(|&j| header.names[j].clone()).collect();
+    let feature_names: Vec<String> =
+        header.names.into_iter().enumerate().filter(|(j, _)| !target_indices.contains(j)).map(|(_, n)| n).collect();
     let dataset = Dataset {
         name: name.to_string(),
         source: path.display().to_string(),
         x: Matrix::new(n_rows, feature_names.len(), x_data),
-        y: Matrix::new(n_rows, 1, y_data),
+        y: Matrix::new(n_rows, target_names.len(), y_data),
         feature_names,
-        target_names: vec![target_name],
+        target_names,
     };
     dataset.check_no_constant_columns()?;
     Ok(dataset)
@@ -146,27 +163,41 @@ impl Header {
         Ok(Self { names, line })
     }
 
-    fn target_index(&self, target: &TargetColumn, path: &Path) -> Result<usize, DataError> {
-        let index = match target {
-            TargetColumn::Last => self.names.len() - 1,
-            TargetColumn::Named(wanted) => self
-                .names
-                .iter()
-                .position(|n| n == wanted)
-                .ok_or_else(|| DataError::UnknownTarget {
-                    path: path.to_path_buf(),
-                    target: wanted.clone(),
-                    available: self.names.clone(),
-                })?,
+    /// The target columns' indices, in the order the targets were named.
+    fn target_indices(&self, target: &TargetColumn, path: &Path) -> Result<Vec<usize>, DataError> {
+        let index_of = |wanted: &String| {
+            self.names.iter().position(|n| n == wanted).ok_or_else(|| DataError::UnknownTarget {
+                path: path.to_path_buf(),
+                target: wanted.clone(),
+                available: self.names.clone(),
+            })
         };
-        if self.names.len() < 2 {
+        let indices = match target {
+            TargetColumn::Last => vec![self.names.len() - 1],
+            TargetColumn::Named(wanted) => vec![index_of(wanted)?],
+            TargetColumn::Columns(wanted) => {
+                if wanted.is_empty() {
+                    return Err(DataError::NoTargetColumns { path: path.to_path_buf() });
+                }
+                let mut indices = Vec::with_capacity(wanted.len());
+                for name in wanted {
+                    let index = index_of(name)?;
+                    if indices.contains(&index) {
+                        return Err(DataError::RepeatedTarget { path: path.to_path_buf(), target: name.clone() });
+                    }
+                    indices.push(index);
+                }
+                indices
+            }
+        };
+        if self.names.len() <= indices.len() {
             return Err(DataError::NoFeatureColumns {
                 path: path.to_path_buf(),
                 line: self.line,
-                target: self.names[index].clone(),
+                target: indices.iter().map(|&j| self.names[j].as_str()).collect::<Vec<_>>().join("\", \""),
             });
         }
-        Ok(index)
+        Ok(indices)
     }
 }
 

@@ -57,10 +57,16 @@ pub enum DataError {
     },
 
     #[error(
-        "{}, line {line}: the header has only the target column {target:?}; at least one feature column is needed",
+        "{}, line {line}: the header has only the target column(s) \"{target}\"; at least one feature column is needed",
         path.display()
     )]
     NoFeatureColumns { path: PathBuf, line: usize, target: String },
+
+    #[error("{}: the list of target columns is empty", path.display())]
+    NoTargetColumns { path: PathBuf },
+
+    #[error("{}: the target column {target:?} is listed twice", path.display())]
+    RepeatedTarget { path: PathBuf, target: String },
 
     #[error(
         "{}: there is no column named {target:?} to use as the target; available columns: {}",

@@ -121,6 +121,23 @@ fn single_column_file_has_no_features() {
 }
 
 #[test]
+fn target_lists_that_cannot_work_are_named() {
+    let (_dir, path) = write_temp(b"a,b,y\n1,2,3\n4,5,7\n");
+    let with = |names: &[&str]| {
+        let target = TargetColumn::Columns(names.iter().map(|n| n.to_string()).collect());
+        load_csv(&path, &CsvOptions { target, ..CsvOptions::default() }).unwrap_err()
+    };
+    let err = with(&["y", "b", "y"]);
+    assert!(matches!(err, DataError::RepeatedTarget { ref target, .. } if target == "y"), "{err:?}");
+    let err = with(&["y", "nope"]);
+    assert!(matches!(err, DataError::UnknownTarget { ref target, .. } if target == "nope"), "{err:?}");
+    assert!(matches!(with(&[]), DataError::NoTargetColumns { .. }));
+    let err = with(&["a", "b", "y"]);
+    assert!(matches!(err, DataError::NoFeatureColumns { .. }), "{err:?}");
+    assert!(err.to_string().contains("\"a\", \"b\", \"y\""), "{err}");
+}
+
+#[test]
 fn unterminated_quote_names_line() {
     let (err, message, ..) = load_err("\"a,b,y\n1,2,3\n");
     assert!(matches!(err, DataError::UnterminatedQuote { line: 1, .. }), "{err:?}");

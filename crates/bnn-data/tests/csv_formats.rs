@@ -71,6 +71,23 @@ fn named_target_in_first_column() {
 }
 
 #[test]
+fn several_named_targets_become_y_columns_in_the_order_given() {
+    // Targets listed against the file's column order; the features keep theirs.
+    let (_dir, path) = write_temp("arm.csv", "y2,x1,y1,x2\n0.5,1,10,2\n0.6,3,30,4\n0.7,5,50,6\n");
+    let opts = CsvOptions {
+        target: TargetColumn::from_names(&["y1".to_string(), "y2".to_string()]),
+        ..CsvOptions::default()
+    };
+    let d = load_csv(&path, &opts).unwrap();
+    assert_eq!(d.target_names, ["y1", "y2"]);
+    assert_eq!(d.feature_names, ["x1", "x2"]);
+    assert_eq!(d.y, Matrix::new(3, 2, vec![10.0, 0.5, 30.0, 0.6, 50.0, 0.7]));
+    assert_eq!(d.x, Matrix::new(3, 2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
+    assert_eq!(TargetColumn::from_names(&[]), TargetColumn::Last);
+    assert_eq!(TargetColumn::from_names(&["y".to_string()]), TargetColumn::Named("y".into()));
+}
+
+#[test]
 fn explicit_delimiters_override_auto() {
     // Auto would pick the comma in the header; the file is really tab-separated.
     let (_dir, path) = write_temp("tabs.tsv", "a,1\tb\ty\n1\t2\t3\n4\t5\t7\n");

@@ -1,8 +1,8 @@
 //! From a dataset name, or rows in memory, to standardized train/test data ready for a posterior.
 
 use crate::run_config::{DataSection, Standardize};
-use anyhow::{Context, Result};
-use bnn_data::{split_at_row, standardize_split, train_test_split, train_valid_test_split, CsvOptions, Dataset, DatasetSpec, Standardizer, StatsSource};
+use anyhow::{bail, Context, Result};
+use bnn_data::{split_at_row, standardize_split, train_test_split, train_valid_test_split, CsvOptions, Dataset, DatasetSpec, Standardizer, StatsSource, TargetColumn};
 use bnn_model::HostData;
 
 /// Train and test data on the standardized scale, plus the map back to original units.
@@ -55,6 +55,7 @@ impl Preparation {
                 Standardize::Train => StatsSource::TrainingSplit,
                 Standardize::Full => StatsSource::FullData,
             },
+            csv: CsvOptions { target: TargetColumn::from_names(&data.target_columns), ..CsvOptions::default() },
             ..Preparation::default()
         }
     }
@@ -67,6 +68,9 @@ fn host(d: &Dataset) -> HostData {
 /// Loads a dataset by name (benchmark, generator or CSV path), then splits and scales it.
 pub fn prepare(spec: &str, how: &Preparation) -> Result<PreparedData> {
     let parsed = DatasetSpec::parse(spec)?;
+    if how.csv.target != TargetColumn::Last && !matches!(parsed, DatasetSpec::CsvFile(_)) {
+        bail!("target columns are chosen for CSV files only; '{spec}' has its own target(s), drop target_columns / --target");
+    }
     let dataset = parsed.load(how.generator_seed, &how.csv).with_context(|| format!("loading '{spec}'"))?;
     split_and_scale(&dataset, parsed.predefined_train_rows(), how)
 }

@@ -68,6 +68,10 @@ pub struct DataSection {
     pub validation_fraction: f64,
     #[config(default = "Standardize::Train")]
     pub standardize: Standardize,
+    /// For a CSV file: the target columns by header name, in order (several: regression with
+    /// several outputs); empty: the last column. Benchmarks and generators fix their own.
+    #[config(default = "Vec::new()")]
+    pub target_columns: Vec<String>,
 }
 
 /// `[model]`: the network, its likelihood head and priors, as text a config file can hold.

@@ -34,9 +34,9 @@ pub struct SplitArgs {
 pub struct DescribeArgs {
     /// A benchmark name (e.g. concrete), a generator (cos2x, robot-arm) or a CSV file.
     pub dataset: String,
-    /// Target column of a CSV file (default: the last column).
+    /// Target column of a CSV file; repeat it for several targets (default: the last column).
     #[arg(long)]
-    pub target: Option<String>,
+    pub target: Vec<String>,
     /// Seed of generated data.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -64,10 +64,7 @@ pub fn run(command: DataCommand) -> Result<()> {
             Ok(())
         }
         DataCommand::Describe(args) => {
-            let mut csv = CsvOptions::default();
-            if let Some(target) = args.target {
-                csv.target = TargetColumn::Named(target);
-            }
+            let csv = CsvOptions { target: TargetColumn::from_names(&args.target), ..CsvOptions::default() };
             let dataset = DatasetSpec::parse(&args.dataset)?.load(args.seed, &csv)?;
             print!("{}", describe(&dataset));
             Ok(())
