@@ -77,6 +77,20 @@ impl PooledAutocovariance {
         self.lags[lag]
     }
 
+    /// As [`Self::at`] while the lag is within the direct-lag range; `None` where `at` would run
+    /// the FFT (for callers that batch the transforms of many series: [`single_chain_lags`]).
+    pub(crate) fn at_direct(&mut self, lag: usize) -> Option<f64> {
+        if lag >= self.lags.len() && !self.complete && lag >= self.direct_lag_limit {
+            return None;
+        }
+        Some(self.at(lag))
+    }
+
+    /// The draws about their chain's mean, chain after chain.
+    pub(crate) fn centered(&self) -> &[f64] {
+        self.centered.values()
+    }
+
     fn all_lags(self) -> Vec<f64> {
         if self.centered.n_draws() > self.direct_lag_limit {
             self.fft_all_lags()
@@ -137,7 +151,44 @@ impl PooledAutocovariance {
     }
 }
 
-fn fft_size_for(n_draws: usize) -> usize {
+/// Every lag of the biased autocovariance of one or two centered single chains of the same
+/// length through one forward and one inverse transform: `z = a + i b` gives
+/// `A_k = (Z_k + conj Z_{−k}) / 2` and `B_k = (Z_k − conj Z_{−k}) / 2i`, and since both power
+/// spectra are real and even, `|A|² + i |B|²` transforms back to `γ_a + i γ_b`. Half the work of
+/// two separate single-chain transforms. `fft` must be planned for `fft_size_for(a.len())`.
+pub(crate) fn single_chain_lags(
+    a: &[f64],
+    b: Option<&[f64]>,
+    fft: &Radix2Fft,
+    buffer: &mut Vec<Complex>,
+) -> (Vec<f64>, Option<Vec<f64>>) {
+    let n = a.len();
+    let size = fft_size_for(n);
+    buffer.clear();
+    buffer.resize(size, Complex::default());
+    for (i, slot) in buffer.iter_mut().take(n).enumerate() {
+        slot.re = a[i];
+        slot.im = b.map_or(0.0, |b| b[i]);
+    }
+    fft.forward(buffer);
+    let spectra: Vec<Complex> = (0..size)
+        .map(|k| {
+            let (z, mirror) = (buffer[k], buffer[(size - k) % size]);
+            // 4|A_k|² = |Z_k + conj Z_{−k}|², 4|B_k|² = |Z_k − conj Z_{−k}|².
+            let power_a = Complex::new(z.re + mirror.re, z.im - mirror.im).norm_squared();
+            let power_b = Complex::new(z.re - mirror.re, z.im + mirror.im).norm_squared();
+            Complex::new(0.25 * power_a, 0.25 * power_b)
+        })
+        .collect();
+    buffer.copy_from_slice(&spectra);
+    fft.inverse_unscaled(buffer);
+    let scale = size as f64 * n as f64;
+    let lags_a = buffer[..n].iter().map(|c| c.re / scale).collect();
+    let lags_b = b.map(|_| buffer[..n].iter().map(|c| c.im / scale).collect());
+    (lags_a, lags_b)
+}
+
+pub(crate) fn fft_size_for(n_draws: usize) -> usize {
     (2 * n_draws.max(1)).next_power_of_two()
 }
 

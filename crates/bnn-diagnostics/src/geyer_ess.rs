@@ -22,40 +22,54 @@ const CONSTANT_RANGE: f64 = 1e-15;
 ///
 /// The caller guarantees `N ≥ 2`, `M ≥ 1` and no NaN.
 pub(crate) fn geyer_ess(y: &ChainMatrix) -> f64 {
-    let (m, n) = (y.n_chains(), y.n_draws());
-    let total_draws = (m * n) as f64;
+    if let Some(total_draws) = constant_shortcut(y) {
+        return total_draws;
+    }
+    let mut autocovariance = PooledAutocovariance::new(y);
+    let between_chain_variance = if y.n_chains() > 1 { variance(autocovariance.chain_means(), 1) } else { 0.0 };
+    let lags = |lag: usize| Some(autocovariance.at(lag));
+    geyer_ess_from_lags(y.n_chains(), y.n_draws(), between_chain_variance, lags).unwrap_or(f64::NAN)
+}
+
+/// `M·N` when every value of `y` lies within [`CONSTANT_RANGE`] (ArviZ's shortcut).
+pub(crate) fn constant_shortcut(y: &ChainMatrix) -> Option<f64> {
     let (low, high) = y
         .values()
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
             (lo.min(v), hi.max(v))
         });
-    if high - low < CONSTANT_RANGE {
-        return total_draws;
-    }
+    (high - low < CONSTANT_RANGE).then_some((y.n_chains() * y.n_draws()) as f64)
+}
 
-    let mut autocovariance = PooledAutocovariance::new(y);
+/// The estimator of [`geyer_ess`] from the pooled autocovariance `lag ↦ mean_j γ_j(lag)` and
+/// the variance of the chain means; `None` as soon as `autocovariance` has no value for a lag
+/// it is asked for (the caller then supplies every lag and asks again).
+pub(crate) fn geyer_ess_from_lags(
+    m: usize,
+    n: usize,
+    between_chain_variance: f64,
+    mut autocovariance: impl FnMut(usize) -> Option<f64>,
+) -> Option<f64> {
+    let total_draws = (m * n) as f64;
     let n_f = n as f64;
-    let mean_within_variance = autocovariance.at(0) * n_f / (n_f - 1.0);
-    let mut pooled_variance = mean_within_variance * (n_f - 1.0) / n_f;
-    if m > 1 {
-        pooled_variance += variance(autocovariance.chain_means(), 1);
-    }
-    let mut autocorrelation =
-        |lag: usize| 1.0 - (mean_within_variance - autocovariance.at(lag)) / pooled_variance;
-
+    let mean_within_variance = autocovariance(0)? * n_f / (n_f - 1.0);
+    let pooled_variance = mean_within_variance * (n_f - 1.0) / n_f + between_chain_variance;
+    let mut autocorrelation = |lag: usize| {
+        autocovariance(lag).map(|at| 1.0 - (mean_within_variance - at) / pooled_variance)
+    };
     let mut rho = vec![0.0; n];
     rho[0] = 1.0;
     let mut even = 1.0;
-    let mut odd = autocorrelation(1);
+    let mut odd = autocorrelation(1)?;
     rho[1] = odd;
 
     // Initial positive sequence: keep lag pairs while their sum stays positive.
     let last_index = n as isize;
     let mut t: isize = 1;
     while t < last_index - 3 && even + odd > 0.0 {
-        even = autocorrelation((t + 1) as usize);
-        odd = autocorrelation((t + 2) as usize);
+        even = autocorrelation((t + 1) as usize)?;
+        odd = autocorrelation((t + 2) as usize)?;
         if even + odd >= 0.0 {
             rho[(t + 1) as usize] = even;
             rho[(t + 2) as usize] = odd;
@@ -80,12 +94,12 @@ pub(crate) fn geyer_ess(y: &ChainMatrix) -> f64 {
     }
 
     if rho.iter().any(|r| r.is_nan()) {
-        return f64::NAN;
+        return Some(f64::NAN);
     }
     let kept = (max_t + 1) as usize;
     let tau = -1.0 + 2.0 * rho[..kept].iter().sum::<f64>() + rho[kept];
     let tau = tau.max(1.0 / total_draws.log10());
-    total_draws / tau
+    Some(total_draws / tau)
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@
 //! CPU with FMA and one without.
 
 /// `dispatch!(function(args...))`: calls `function` compiled for the best available level.
+/// Exported for other crates' hot loops (the microcanonical samplers' velocity updates).
+#[macro_export]
 macro_rules! dispatch {
     ($function:ident $(::<$($generic:ty),*>)? ($($arg:expr),* $(,)?)) => {{
         #[cfg(target_arch = "x86_64")]
@@ -38,7 +40,7 @@ macro_rules! dispatch {
         }
     }};
 }
-pub(crate) use dispatch;
+pub use crate::dispatch;
 
 use std::sync::OnceLock;
 

@@ -1,5 +1,5 @@
-//! Prints, as JSON, the sampler's own cost per leapfrog step for NUTS, HMC and batched NUTS at
-//! D = 450.
+//! Prints, as JSON, the sampler's own cost per leapfrog step (per gradient) for NUTS, HMC, batched
+//! NUTS and MCLMC at D = 450.
 //!
 //! `cargo bench -p bnn-sampler --bench sampler_overhead [-- DIM DRAWS]`
 

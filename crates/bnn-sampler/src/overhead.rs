@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chain::ChainStart;
 use crate::draw_sink::{Draw, DrawSink, SinkError};
-use crate::kernels::{HmcConfig, NutsConfig};
+use crate::kernels::{HmcConfig, MclmcConfig, NutsConfig};
 use crate::log_density::{for_each_row, LogDensity, LogDensityError};
 use crate::sampler::{AlgorithmConfig, SamplerConfig};
 
@@ -81,8 +81,9 @@ pub struct OverheadMeasurement {
 /// thread, and reports the time per leapfrog step with the density's own cost subtracted.
 /// For the 2×16 MLP on concrete's 8 features with a heteroscedastic head, `dim = 450`.
 ///
-/// Then the same for 4 NUTS chains batched (one `[C, D]` call per leapfrog step over the growing
-/// trees), the cost of the lockstep bookkeeping compared with the single chain (the per-row
+/// Then one MCLMC chain as `bnn run` configures it (two gradients per transition: its cost per
+/// gradient is what compares with NUTS's per leapfrog step), and 4 NUTS chains batched (one
+/// `[C, D]` call per leapfrog step over the growing trees), the cost of the lockstep bookkeeping compared with the single chain (the per-row
 /// density cost is the same here, so the difference is the sampler's).
 pub fn measure_sampler_overhead(
     dim: usize,
@@ -91,10 +92,12 @@ pub fn measure_sampler_overhead(
 ) -> Vec<OverheadMeasurement> {
     let density = StandardNormalDensity { dim };
     let density_us = time_density(&density);
-    let runs: [(&str, AlgorithmConfig, usize, bool); 3] = [
+    let runs: [(&str, AlgorithmConfig, usize, bool); 4] = [
         ("nuts", NutsConfig::new().into(), 1, false),
         ("hmc", HmcConfig::new().with_num_steps(16).into(), 1, false),
         ("nuts_batched", NutsConfig::new().into(), 4, true),
+        // As `bnn run --sampler mclmc` runs it (diagonal preconditioner from phase 2).
+        ("mclmc", MclmcConfig::new().with_diagonal_preconditioning(true).into(), 1, false),
     ];
     runs.into_iter()
         .filter_map(|(name, algorithm, num_chains, batched)| {

@@ -21,49 +21,157 @@ pub const MCLACHLAN_B1: f64 = 0.193_183_327_503_783_6;
 ///
 /// A zero gradient leaves the velocity as it is (no direction to turn to).
 pub fn update_velocity(velocity: &mut [f64], gradient: &[f64], time: f64) -> f64 {
-    kick_velocity::<false>(velocity, gradient, gradient, time)
+    bnn_kernels::dispatch!(kick_unscaled(velocity, gradient, time, None))
 }
 
 /// [`update_velocity`] under the force `scale ⊙ gradient` (a diagonal preconditioner's
 /// `√Σ`), formed on the fly instead of in a buffer: the kick is a few passes over `d` values
 /// three times per step, a visible share of a microcanonical step on small networks.
 pub fn update_velocity_scaled(velocity: &mut [f64], gradient: &[f64], scale: &[f64], time: f64) -> f64 {
-    kick_velocity::<true>(velocity, gradient, scale, time)
+    bnn_kernels::dispatch!(kick_scaled(velocity, gradient, scale, time, None))
 }
 
-/// The force is `gradient ⊙ scale` when `SCALED`, else `gradient` (then `scale` is not read).
-fn kick_velocity<const SCALED: bool>(velocity: &mut [f64], gradient: &[f64], scale: &[f64], time: f64) -> f64 {
+/// The scaled kick followed by the drift `position += t · scale ⊙ u` with the new velocity.
+fn update_velocity_scaled_and_drift(
+    velocity: &mut [f64],
+    gradient: &[f64],
+    scale: &[f64],
+    time: f64,
+    position: &mut [f64],
+    t: f64,
+) -> f64 {
+    bnn_kernels::dispatch!(kick_scaled(velocity, gradient, scale, time, Some((position, t))))
+}
+
+// The two instantiations `dispatch!` can name (it takes type, not const, generics).
+#[inline(always)]
+fn kick_unscaled(velocity: &mut [f64], gradient: &[f64], time: f64, drift: Option<(&mut [f64], f64)>) -> f64 {
+    kick_and_drift::<false>(velocity, gradient, gradient, time, drift)
+}
+
+#[inline(always)]
+fn kick_scaled(velocity: &mut [f64], gradient: &[f64], scale: &[f64], time: f64, drift: Option<(&mut [f64], f64)>) -> f64 {
+    kick_and_drift::<true>(velocity, gradient, scale, time, drift)
+}
+
+/// The kick, then (with `drift = Some((position, t))`) the drift `position += t · scale ⊙ u` with
+/// the new velocity, in two passes over the `d` values: the first collects `|f|²`, `f·u` and
+/// `|u|²`, from which the norm of the raw new velocity `a f + b u` follows in closed form
+/// (`a²|f|² + 2ab f·u + b²|u|²`), so the second pass writes the normalized velocity and moves the
+/// position at once. Where that closed form loses its digits to cancellation (`a f` nearly
+/// opposite `b u`) the norm is summed from the raw velocity instead. The force is
+/// `gradient ⊙ scale` when `SCALED`, else `gradient` (then `scale` is not read).
+#[inline(always)]
+fn kick_and_drift<const SCALED: bool>(
+    velocity: &mut [f64],
+    gradient: &[f64],
+    scale: &[f64],
+    time: f64,
+    drift: Option<(&mut [f64], f64)>,
+) -> f64 {
     let dim = velocity.len();
     let force = |g: f64, s: f64| if SCALED { g * s } else { g };
     let mut square = [0.0; LANES];
     let mut dot = [0.0; LANES];
-    for ((gs, ss), us) in gradient.chunks(LANES).zip(scale.chunks(LANES)).zip(velocity.chunks(LANES)) {
-        for (k, ((&g, &s), &u)) in gs.iter().zip(ss).zip(us).enumerate() {
-            let f = force(g, s);
+    let mut speed = [0.0; LANES];
+    let (gs, ss, us) = (gradient.chunks_exact(LANES), scale.chunks_exact(LANES), velocity.chunks_exact(LANES));
+    let tails = (gs.remainder(), ss.remainder(), us.remainder());
+    for ((g, s), u) in gs.zip(ss).zip(us) {
+        for k in 0..LANES {
+            let f = force(g[k], s[k]);
             square[k] += f * f;
-            dot[k] += f * u;
+            dot[k] += f * u[k];
+            speed[k] += u[k] * u[k];
         }
     }
-    let gradient_norm = square.iter().sum::<f64>().sqrt();
+    for (k, ((&g, &s), &u)) in tails.0.iter().zip(tails.1).zip(tails.2).enumerate() {
+        let f = force(g, s);
+        square[k] += f * f;
+        dot[k] += f * u;
+        speed[k] += u * u;
+    }
+    let square: f64 = square.iter().sum();
+    let gradient_norm = square.sqrt();
     if gradient_norm == 0.0 || dim < 2 {
+        if let Some((position, t)) = drift {
+            drift_position::<SCALED>(position, velocity, scale, t);
+        }
         return 0.0;
     }
+    let dot: f64 = dot.iter().sum();
+    let speed: f64 = speed.iter().sum();
     let dims_minus_one = (dim - 1) as f64;
     let delta = time * gradient_norm / dims_minus_one;
     let zeta = (-delta).exp();
-    let projection = dot.iter().sum::<f64>() / gradient_norm;
+    let projection = dot / gradient_norm;
     let along = (1.0 - zeta) * (1.0 + zeta + projection * (1.0 - zeta)) / gradient_norm;
     let twice_zeta = 2.0 * zeta;
-    let mut partial = [0.0; LANES];
-    for ((us, gs), ss) in velocity.chunks_mut(LANES).zip(gradient.chunks(LANES)).zip(scale.chunks(LANES)) {
-        for (((u, &g), &s), p) in us.iter_mut().zip(gs).zip(ss).zip(partial.iter_mut()) {
+    let spread = along * along * square + twice_zeta * twice_zeta * speed;
+    let raw_norm_sq = spread + 2.0 * along * twice_zeta * dot;
+    if raw_norm_sq > 1e-6 * spread {
+        let inverse_norm = 1.0 / raw_norm_sq.sqrt();
+        let (a, b) = (along * inverse_norm, twice_zeta * inverse_norm);
+        match drift {
+            Some((position, t)) => {
+                for (((u, x), &g), &s) in velocity.iter_mut().zip(position.iter_mut()).zip(gradient).zip(scale) {
+                    *u = a * force(g, s) + b * *u;
+                    *x += t * force(*u, s);
+                }
+            }
+            None => {
+                for ((u, &g), &s) in velocity.iter_mut().zip(gradient).zip(scale) {
+                    *u = a * force(g, s) + b * *u;
+                }
+            }
+        }
+    } else {
+        for ((u, &g), &s) in velocity.iter_mut().zip(gradient).zip(scale) {
             *u = along * force(g, s) + twice_zeta * *u;
-            *p += *u * *u;
+        }
+        scale_to_unit(velocity);
+        if let Some((position, t)) = drift {
+            drift_position::<SCALED>(position, velocity, scale, t);
         }
     }
-    let inverse_norm = 1.0 / partial.iter().sum::<f64>().sqrt();
-    velocity.iter_mut().for_each(|u| *u *= inverse_norm);
     dims_minus_one * (delta - std::f64::consts::LN_2 + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
+}
+
+/// `position += t · scale ⊙ velocity` (`scale` unread unless `SCALED`).
+#[inline(always)]
+fn drift_position<const SCALED: bool>(position: &mut [f64], velocity: &[f64], scale: &[f64], t: f64) {
+    if SCALED {
+        for ((x, u), s) in position.iter_mut().zip(velocity).zip(scale) {
+            *x += t * (u * s);
+        }
+    } else {
+        for (x, u) in position.iter_mut().zip(velocity) {
+            *x += t * u;
+        }
+    }
+}
+
+/// `|v|²` in [`LANES`] partial sums (fixed order: the same bits on every machine and level).
+#[inline(always)]
+fn squared_norm(vector: &[f64]) -> f64 {
+    let mut partial = [0.0; LANES];
+    let chunks = vector.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for k in 0..LANES {
+            partial[k] += chunk[k] * chunk[k];
+        }
+    }
+    for (k, v) in tail.iter().enumerate() {
+        partial[k] += v * v;
+    }
+    partial.iter().sum()
+}
+
+/// Divides `vector` by its norm (multiplying by the reciprocal).
+#[inline(always)]
+fn scale_to_unit(vector: &mut [f64]) {
+    let inverse_norm = 1.0 / squared_norm(vector).sqrt();
+    vector.iter_mut().for_each(|v| *v *= inverse_norm);
 }
 
 /// Independent partial sums per lane, so the reductions below vectorize (a single running sum
@@ -77,13 +185,15 @@ const LANES: usize = 8;
 pub fn refresh_velocity(velocity: &mut [f64], noise: &[f64], step_size: f64, trajectory_length: f64) {
     let keep = (-step_size / trajectory_length).exp();
     let fresh = (1.0 - keep * keep).max(0.0).sqrt() / (velocity.len() as f64).sqrt();
-    let mut norm_sq = 0.0;
+    bnn_kernels::dispatch!(mix_and_normalize(velocity, noise, keep, fresh))
+}
+
+#[inline(always)]
+fn mix_and_normalize(velocity: &mut [f64], noise: &[f64], keep: f64, fresh: f64) {
     for (u, z) in velocity.iter_mut().zip(noise) {
         *u = keep * *u + fresh * z;
-        norm_sq += *u * *u;
     }
-    let norm = norm_sq.sqrt();
-    velocity.iter_mut().for_each(|u| *u /= norm);
+    scale_to_unit(velocity);
 }
 
 /// Scales `noise` (standard normals) to a unit vector: a uniform direction on the sphere.
@@ -150,10 +260,10 @@ impl IsokineticPath {
         self.kinetic_change += update_velocity_scaled(&mut self.velocity, &self.gradient, sqrt_cov, time);
     }
 
-    fn half_drift(&mut self, step_size: f64, sqrt_cov: &[f64]) {
-        for ((x, u), s) in self.position.iter_mut().zip(&self.velocity).zip(sqrt_cov) {
-            *x += 0.5 * step_size * s * u;
-        }
+    /// A kick for `time`, then half a step's drift, in one pass after the kick's sums.
+    fn kick_and_half_drift(&mut self, time: f64, step_size: f64, sqrt_cov: &[f64]) {
+        let drift = 0.5 * step_size;
+        self.kinetic_change += update_velocity_scaled_and_drift(&mut self.velocity, &self.gradient, sqrt_cov, time, &mut self.position, drift);
     }
 
     /// Moves as far as possible without a new gradient; `true` when `position` needs one.
@@ -165,14 +275,12 @@ impl IsokineticPath {
             match self.stage {
                 Stage::BetweenSteps if self.steps_left == 0 => return false,
                 Stage::BetweenSteps => {
-                    self.kick(MCLACHLAN_B1 * step_size, sqrt_cov);
-                    self.half_drift(step_size, sqrt_cov);
+                    self.kick_and_half_drift(MCLACHLAN_B1 * step_size, step_size, sqrt_cov);
                     self.stage = Stage::FirstEvaluation;
                     return true;
                 }
                 Stage::FirstEvaluation => {
-                    self.kick((1.0 - 2.0 * MCLACHLAN_B1) * step_size, sqrt_cov);
-                    self.half_drift(step_size, sqrt_cov);
+                    self.kick_and_half_drift((1.0 - 2.0 * MCLACHLAN_B1) * step_size, step_size, sqrt_cov);
                     self.stage = Stage::SecondEvaluation;
                     return true;
                 }
@@ -188,12 +296,17 @@ impl IsokineticPath {
     /// Takes the evaluation at `position`; a failure or a non-finite value ends the path.
     fn receive(&mut self, log_density: f64, gradient: &[f64]) {
         self.evaluations += 1;
-        if !log_density.is_finite() || gradient.iter().any(|g| !g.is_finite()) {
+        // Copy and check in one pass; a failed path's gradient is never read again.
+        let mut finite = log_density.is_finite();
+        for (mine, &g) in self.gradient.iter_mut().zip(gradient) {
+            *mine = g;
+            finite &= g.is_finite();
+        }
+        if !finite {
             self.failed = true;
             return;
         }
         self.log_density = log_density;
-        self.gradient.copy_from_slice(gradient);
     }
 
     /// The energy change of the path so far: kinetic change minus the gain in `log p`.
@@ -282,6 +395,52 @@ mod tests {
         let kinetic = update_velocity(&mut b, &force, 0.7);
         assert_eq!(kinetic_scaled.to_bits(), kinetic.to_bits());
         assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()));
+    }
+
+    /// The kick as the closed form reads: the raw velocity normalized by summing its squares.
+    fn reference_kick(velocity: &mut [f64], force: &[f64], time: f64) -> f64 {
+        let norm = force.iter().map(|f| f * f).sum::<f64>().sqrt();
+        let d1 = (velocity.len() - 1) as f64;
+        let delta = time * norm / d1;
+        let zeta = (-delta).exp();
+        let projection = force.iter().zip(velocity.iter()).map(|(f, u)| f * u).sum::<f64>() / norm;
+        for (u, f) in velocity.iter_mut().zip(force) {
+            *u = f / norm * (1.0 - zeta) * (1.0 + zeta + projection * (1.0 - zeta)) + 2.0 * zeta * *u;
+        }
+        normalize(velocity);
+        d1 * (delta - std::f64::consts::LN_2 + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
+    }
+
+    #[test]
+    fn the_fused_kick_and_drift_match_the_closed_form_even_against_the_force() {
+        let dim = 29;
+        let scale: Vec<f64> = (0..dim).map(|i| 0.5 + (i % 3) as f64 * 0.25).collect();
+        let gradient: Vec<f64> = (0..dim).map(|i| ((i * 5 % 13) as f64 - 6.0) * 0.7).collect();
+        let force: Vec<f64> = gradient.iter().zip(&scale).map(|(g, s)| g * s).collect();
+        let aligned: Vec<f64> = (0..dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0).collect();
+        // Straight against the force with a huge step: `a f` and `b u` nearly cancel, the case
+        // the closed-form norm hands to the summed one.
+        let against: Vec<f64> = force.iter().map(|f| -f).collect();
+        // δ = 10 against the force: `a f ≈ −b u` up to 2ζ² ≈ 4e-9 of `b u`.
+        let norm = force.iter().map(|f| f * f).sum::<f64>().sqrt();
+        let cancelling = 10.0 * (dim - 1) as f64 / norm;
+        for (start, time, tolerance) in [(aligned, 0.3, 1e-12), (against.clone(), 0.3, 1e-12), (against, cancelling, 1e-7)] {
+            let mut expected = start.clone();
+            normalize(&mut expected);
+            let mut u = expected.clone();
+            let kinetic_expected = reference_kick(&mut expected, &force, time);
+            let mut position: Vec<f64> = (0..dim).map(|i| i as f64 * 0.1).collect();
+            let before = position.clone();
+            let kinetic = update_velocity_scaled_and_drift(&mut u, &gradient, &scale, time, &mut position, 0.05);
+            assert!((kinetic - kinetic_expected).abs() < 1e-6 * kinetic_expected.abs().max(1.0), "{kinetic} vs {kinetic_expected}");
+            let norm: f64 = u.iter().map(|v| v * v).sum();
+            assert!((norm - 1.0).abs() < 1e-12, "|u|² = {norm}");
+            for i in 0..dim {
+                assert!((u[i] - expected[i]).abs() < tolerance, "u[{i}]: {} vs {}", u[i], expected[i]);
+                let moved = before[i] + 0.05 * scale[i] * u[i];
+                assert!((position[i] - moved).abs() < 1e-14, "x[{i}]");
+            }
+        }
     }
 
     #[test]
