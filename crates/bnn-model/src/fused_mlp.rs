@@ -164,6 +164,23 @@ impl FusedMlp {
         Ok(self)
     }
 
+    /// The Bayesian Gauss–Newton metric at `theta` on the training rows
+    /// ([`bnn_kernels::gauss_newton_metric`], dense `[D, D]` row major, f64 on the host): the
+    /// likelihood's Fisher information through the network's Jacobian plus the prior's precision
+    /// (a Normal prior's 1/sd²; a Laplace prior is flat in curvature away from 0 and adds none;
+    /// a learned log σ its Normal prior's 1/sd²). What manifold stochastic dynamics moves by.
+    ///
+    /// # Panics
+    /// If `theta` is not of length D.
+    pub fn gauss_newton_metric(&self, theta: &[f64]) -> Vec<f64> {
+        let spec = self.inner.kernel.spec();
+        let mut precision = self.inner.prior.quadratic.clone();
+        if let KernelHead::LearnedSigma { log_sigma_offset, prior_sd, .. } = spec.head {
+            precision[log_sigma_offset] += 1.0 / (prior_sd * prior_sd);
+        }
+        bnn_kernels::gauss_newton_metric(spec, &self.inner.x64, theta, &precision)
+    }
+
     /// Caps the bytes of the largest intermediate tensor (`[chains, rows, width]` activations)
     /// of one run of the tensor program: a call with more chains runs in consecutive blocks of
     /// chains. Without a cap the device's largest buffer is the limit (on wgpu, e.g., Mesa's

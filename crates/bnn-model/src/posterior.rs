@@ -229,6 +229,19 @@ impl MlpPosterior {
         self.layout.dim()
     }
 
+    /// The Bayesian Gauss–Newton metric `G(θ) = Σ_n J_nᵀ Λ_n J_n + P` of Zlochin & Baram's
+    /// manifold stochastic dynamics at one position (dense `[D, D]`, row major; see
+    /// [`FusedMlp::gauss_newton_metric`]). Needs the fused kernel's model description, which
+    /// every device builds; an error names a wrong length of `theta`.
+    pub fn gauss_newton_metric(&self, theta: &[f64]) -> Result<Vec<f64>, PosteriorError> {
+        let d = self.layout.dim();
+        if theta.len() != d {
+            return Err(PosteriorError::Config(format!("θ has {} values, the model {d}", theta.len())));
+        }
+        let fused = self.fused.as_ref().ok_or_else(|| PosteriorError::Fused("this device has no fused MLP description".into()))?;
+        Ok(fused.gauss_newton_metric(theta))
+    }
+
     /// Position of the learned log σ in θ, when the likelihood has one.
     pub fn log_sigma_index(&self) -> Option<usize> {
         self.log_sigma_index

@@ -32,6 +32,15 @@ fn data() -> HostData {
 
 /// Exact posterior mean and marginal sds in the flat layout (weights `[2, 1]`, then the bias).
 fn exact(data: &HostData, layout: &bnn_model::ParameterLayout) -> (Vec<f64>, Vec<f64>) {
+    let (a, b) = precision_and_shift(data, layout);
+    let inv = invert3(a);
+    let mean = (0..3).map(|p| (0..3).map(|q| inv[p][q] * b[q]).sum()).collect();
+    let sd = (0..3).map(|p| inv[p][p].sqrt()).collect();
+    (mean, sd)
+}
+
+/// The posterior's precision matrix `A` and `b` with mean `A⁻¹ b`, in the flat layout.
+fn precision_and_shift(data: &HostData, layout: &bnn_model::ParameterLayout) -> ([[f64; 3]; 3], [f64; 3]) {
     // Column of the design matrix for each flat coordinate.
     let mut feature_of = vec![0usize; 3];
     for entry in &layout.entries {
@@ -53,10 +62,32 @@ fn exact(data: &HostData, layout: &bnn_model::ParameterLayout) -> (Vec<f64>, Vec
     for (p, row) in a.iter_mut().enumerate() {
         row[p] += 1.0 / (PRIOR_SCALE * PRIOR_SCALE);
     }
-    let inv = invert3(a);
-    let mean = (0..3).map(|p| (0..3).map(|q| inv[p][q] * b[q]).sum()).collect();
-    let sd = (0..3).map(|p| inv[p][p].sqrt()).collect();
-    (mean, sd)
+    (a, b)
+}
+
+/// Without hidden layers the Bayesian Gauss–Newton metric of manifold stochastic dynamics is the
+/// exact posterior precision, the same at every θ (Zlochin & Baram's G_B = β JᵀJ + prior
+/// precision, with J the design matrix).
+#[test]
+fn the_gauss_newton_metric_is_the_linear_models_posterior_precision() {
+    let data = data();
+    let config = BnnConfig::new(2)
+        .with_hidden(vec![])
+        .with_activation(Activation::Identity)
+        .with_likelihood(Likelihood::GaussianFixed { sigma: SIGMA })
+        .with_prior(PriorSpec::uniform(Prior::Normal { scale: PRIOR_SCALE }));
+    let device = common::devices().remove(0).1;
+    let posterior = MlpPosterior::new(config, &data, &device, DType::F32).unwrap();
+    let (a, _) = precision_and_shift(&data, posterior.layout());
+    for theta in [[0.0, 0.0, 0.0], [1.5, -2.0, 0.7]] {
+        let metric = posterior.gauss_newton_metric(&theta).unwrap();
+        for p in 0..3 {
+            for q in 0..3 {
+                assert!((metric[p * 3 + q] - a[p][q]).abs() < 1e-9 * a[p][q].abs().max(1.0), "G[{p}, {q}] = {} vs {}", metric[p * 3 + q], a[p][q]);
+            }
+        }
+    }
+    assert!(posterior.gauss_newton_metric(&[0.0; 2]).is_err(), "a θ of the wrong length is an error");
 }
 
 fn invert3(m: [[f64; 3]; 3]) -> [[f64; 3]; 3] {
