@@ -5,7 +5,8 @@
 //! - `log_density`: the one interface a posterior implements (value and gradient, batched;
 //!   value only);
 //! - `metric/`: the `Metric` seam (momentum draw, velocity, kinetic energy, partial refresh at a
-//!   point) and the adapted `DiagonalMassMatrix`;
+//!   point), the adapted `DiagonalMassMatrix` and `DenseMetric` (a Cholesky-factored `G`, for
+//!   the Riemannian samplers);
 //! - `dynamics/`: `PhasePoint`, the resumable `Integrator` seam, the leapfrog, and `Lockstep`,
 //!   the driver that steps many chains with one batched density call per round;
 //! - `trajectory/`: the NUTS tree (multinomial sampling, U-turn checks);
@@ -65,7 +66,7 @@ pub use kernels::{
     RandomWalk, RandomWalkConfig, StepParams,
 };
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
-pub use metric::{DiagonalMassMatrix, Metric};
+pub use metric::{DenseMetric, DiagonalMassMatrix, Metric};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
 pub use sampler::{AlgorithmConfig, RunStatus, Sampler, SamplerConfig};
 pub use trajectory::uturn;

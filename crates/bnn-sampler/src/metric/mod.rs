@@ -7,8 +7,10 @@
 //! one the warmup adapts. A position-dependent metric reads what it needs at `q` from the point's
 //! `auxiliary` cache, which its integrator fills (see `dynamics`).
 
+mod dense;
 mod diagonal;
 
+pub use dense::DenseMetric;
 pub use diagonal::DiagonalMassMatrix;
 
 use std::fmt;
