@@ -30,6 +30,15 @@ fn data() -> HostData {
     HostData::new(x, n, 2, y, 1)
 }
 
+/// Bayesian linear regression as the built-in MLP: no hidden layer, fixed σ, N(0, s²) priors.
+fn linear_model() -> BnnConfig {
+    BnnConfig::new(2)
+        .with_hidden(vec![])
+        .with_activation(Activation::Identity)
+        .with_likelihood(Likelihood::GaussianFixed { sigma: SIGMA })
+        .with_prior(PriorSpec::uniform(Prior::Normal { scale: PRIOR_SCALE }))
+}
+
 /// Exact posterior mean and marginal sds in the flat layout (weights `[2, 1]`, then the bias).
 fn exact(data: &HostData, layout: &bnn_model::ParameterLayout) -> (Vec<f64>, Vec<f64>) {
     let (a, b) = precision_and_shift(data, layout);
@@ -71,11 +80,7 @@ fn precision_and_shift(data: &HostData, layout: &bnn_model::ParameterLayout) -> 
 #[test]
 fn the_gauss_newton_metric_is_the_linear_models_posterior_precision() {
     let data = data();
-    let config = BnnConfig::new(2)
-        .with_hidden(vec![])
-        .with_activation(Activation::Identity)
-        .with_likelihood(Likelihood::GaussianFixed { sigma: SIGMA })
-        .with_prior(PriorSpec::uniform(Prior::Normal { scale: PRIOR_SCALE }));
+    let config = linear_model();
     let device = common::devices().remove(0).1;
     let posterior = MlpPosterior::new(config, &data, &device, DType::F32).unwrap();
     let (a, _) = precision_and_shift(&data, posterior.layout());
@@ -107,11 +112,7 @@ fn invert3(m: [[f64; 3]; 3]) -> [[f64; 3]; 3] {
 #[test]
 fn nuts_recovers_the_bayesian_linear_regression_posterior() {
     let data = data();
-    let config = BnnConfig::new(2)
-        .with_hidden(vec![])
-        .with_activation(Activation::Identity)
-        .with_likelihood(Likelihood::GaussianFixed { sigma: SIGMA })
-        .with_prior(PriorSpec::uniform(Prior::Normal { scale: PRIOR_SCALE }));
+    let config = linear_model();
     for (name, device) in common::devices() {
         let batched_modes: &[bool] = if name == bnn_model::DeviceName::Wgpu { &[true] } else { &[false, true] };
         for &batched in batched_modes {
