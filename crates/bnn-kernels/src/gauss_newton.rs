@@ -13,7 +13,12 @@
 //! kernel's f32 approximations would leave the metric's derivatives noisy). The cost is
 //! `N·K` passes of `O(D)` plus `O(N·K·D²)` for the products: for the small networks where a dense
 //! metric is affordable (robot arm: D = 82, N·K = 400) it is milliseconds.
+//!
+//! For the exact (generalized leapfrog) integrator, [`riemannian_terms`] also gives the gradient
+//! of `½ log det G + ½ pᵀG⁻¹p`, built from exact Hessian-vector products of the outputs
+//! (Pearlmutter's R-operator through the same forward and reverse pass).
 
+use crate::cholesky::Cholesky;
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
 
 /// The network outputs and their Jacobian at every input row.
@@ -38,32 +43,160 @@ impl OutputJacobian {
     }
 }
 
-/// The activation and its derivative, in f64 (the definitions of the fused kernel; at a kink
-/// the derivative is the kernel's: 0 for ReLU at 0, the slope for leaky ReLU).
-fn activate(activation: KernelActivation, a: f64) -> (f64, f64) {
+/// The activation and its first two derivatives, in f64 (the definitions of the fused kernel;
+/// at a kink the first derivative is the kernel's: 0 for ReLU at 0, the slope for leaky ReLU;
+/// the piecewise linear ones have no curvature).
+fn activate(activation: KernelActivation, a: f64) -> (f64, f64, f64) {
     match activation {
         KernelActivation::Tanh => {
             let h = a.tanh();
-            (h, 1.0 - h * h)
+            let slope = 1.0 - h * h;
+            (h, slope, -2.0 * h * slope)
         }
-        KernelActivation::Relu => (a.max(0.0), if a > 0.0 { 1.0 } else { 0.0 }),
+        KernelActivation::Relu => (a.max(0.0), if a > 0.0 { 1.0 } else { 0.0 }, 0.0),
         KernelActivation::LeakyRelu { slope } => {
             if a > 0.0 {
-                (a, 1.0)
+                (a, 1.0, 0.0)
             } else {
-                (slope * a, slope)
+                (slope * a, slope, 0.0)
             }
         }
         KernelActivation::Sigmoid => {
             let s = 1.0 / (1.0 + (-a).exp());
-            (s, s * (1.0 - s))
+            (s, s * (1.0 - s), s * (1.0 - s) * (1.0 - 2.0 * s))
         }
         KernelActivation::Silu => {
             let s = 1.0 / (1.0 + (-a).exp());
-            (a * s, s * (1.0 + a * (1.0 - s)))
+            (a * s, s * (1.0 + a * (1.0 - s)), s * (1.0 - s) * (2.0 + a * (1.0 - 2.0 * s)))
         }
-        KernelActivation::TruncRelu => (a.clamp(0.0, 1.0), if a > 0.0 && a < 1.0 { 1.0 } else { 0.0 }),
-        KernelActivation::Identity => (a, 1.0),
+        KernelActivation::TruncRelu => (a.clamp(0.0, 1.0), if a > 0.0 && a < 1.0 { 1.0 } else { 0.0 }, 0.0),
+        KernelActivation::Identity => (a, 1.0, 0.0),
+    }
+}
+
+/// One input row through the network: each layer's input and, for hidden layers, the
+/// activation's first and second derivative at the pre-activation.
+struct RowPass {
+    inputs: Vec<Vec<f64>>,
+    slopes: Vec<Vec<f64>>,
+    curvatures: Vec<Vec<f64>>,
+    outputs: Vec<f64>,
+}
+
+impl RowPass {
+    fn new(spec: &KernelSpec) -> Self {
+        Self {
+            inputs: spec.layers.iter().map(|l| vec![0.0; l.d_in]).collect(),
+            slopes: spec.layers.iter().map(|l| vec![0.0; l.d_out]).collect(),
+            curvatures: spec.layers.iter().map(|l| vec![0.0; l.d_out]).collect(),
+            outputs: vec![0.0; spec.layers.last().map_or(0, |l| l.d_out)],
+        }
+    }
+
+    fn forward(&mut self, spec: &KernelSpec, x_row: &[f64], theta: &[f64]) {
+        self.inputs[0].copy_from_slice(x_row);
+        let depth = spec.layers.len();
+        for (l, layer) in spec.layers.iter().enumerate() {
+            let mut pre = theta[layer.bias_offset..layer.bias_offset + layer.d_out].to_vec();
+            for (i, &input) in self.inputs[l].iter().enumerate() {
+                let start = layer.weight_offset + i * layer.d_out;
+                for (p, &w) in pre.iter_mut().zip(&theta[start..start + layer.d_out]) {
+                    *p += input * w;
+                }
+            }
+            if l + 1 < depth {
+                for (j, &a) in pre.iter().enumerate() {
+                    let (h, slope, curvature) = activate(spec.activation, a);
+                    self.inputs[l + 1][j] = h;
+                    self.slopes[l][j] = slope;
+                    self.curvatures[l][j] = curvature;
+                }
+            } else {
+                self.outputs.copy_from_slice(&pre);
+            }
+        }
+    }
+
+    /// `∇_θ output_k` into `row` (length D; a learned log σ's entry is left alone).
+    fn output_gradient(&self, spec: &KernelSpec, theta: &[f64], k: usize, row: &mut [f64]) {
+        let mut delta = vec![0.0; self.outputs.len()];
+        delta[k] = 1.0;
+        for (l, layer) in spec.layers.iter().enumerate().rev() {
+            // ∂/∂W[i, j] = input_i δ_j, ∂/∂b_j = δ_j.
+            for (i, &input) in self.inputs[l].iter().enumerate() {
+                let start = layer.weight_offset + i * layer.d_out;
+                for (g, &d) in row[start..start + layer.d_out].iter_mut().zip(&delta) {
+                    *g = input * d;
+                }
+            }
+            row[layer.bias_offset..layer.bias_offset + layer.d_out].copy_from_slice(&delta);
+            if l == 0 {
+                break;
+            }
+            delta = (0..layer.d_in)
+                .map(|i| {
+                    let start = layer.weight_offset + i * layer.d_out;
+                    theta[start..start + layer.d_out].iter().zip(&delta).map(|(w, d)| w * d).sum::<f64>() * self.slopes[l - 1][i]
+                })
+                .collect();
+        }
+    }
+
+    /// `H_k v`: the Hessian of output `k` (in θ) times `direction`, exactly, by differentiating
+    /// the forward and the reverse pass along `direction` (Pearlmutter 1994's R-operator).
+    fn output_hessian_times(&self, spec: &KernelSpec, theta: &[f64], k: usize, direction: &[f64]) -> Vec<f64> {
+        let depth = spec.layers.len();
+        // Forward: R(pre_l) = dW_l·input_l + W_l·R(input_l) + db_l, R(input_{l+1}) = σ'·R(pre_l).
+        let mut r_inputs: Vec<Vec<f64>> = spec.layers.iter().map(|l| vec![0.0; l.d_in]).collect();
+        let mut r_pre: Vec<Vec<f64>> = Vec::with_capacity(depth);
+        for (l, layer) in spec.layers.iter().enumerate() {
+            let mut r = direction[layer.bias_offset..layer.bias_offset + layer.d_out].to_vec();
+            for i in 0..layer.d_in {
+                let start = layer.weight_offset + i * layer.d_out;
+                let (input, r_input) = (self.inputs[l][i], r_inputs[l][i]);
+                for ((rj, &dw), &w) in r.iter_mut().zip(&direction[start..start + layer.d_out]).zip(&theta[start..start + layer.d_out]) {
+                    *rj += dw * input + w * r_input;
+                }
+            }
+            if l + 1 < depth {
+                for (j, &rj) in r.iter().enumerate() {
+                    r_inputs[l + 1][j] = self.slopes[l][j] * rj;
+                }
+            }
+            r_pre.push(r);
+        }
+        // Reverse: the gradient's pieces and their R-derivatives, output layer first.
+        let mut hv = vec![0.0; theta.len()];
+        let mut delta = vec![0.0; self.outputs.len()];
+        delta[k] = 1.0;
+        let mut r_delta = vec![0.0; self.outputs.len()];
+        for (l, layer) in spec.layers.iter().enumerate().rev() {
+            for i in 0..layer.d_in {
+                let start = layer.weight_offset + i * layer.d_out;
+                let (input, r_input) = (self.inputs[l][i], r_inputs[l][i]);
+                for ((h, &d), &rd) in hv[start..start + layer.d_out].iter_mut().zip(&delta).zip(&r_delta) {
+                    *h = r_input * d + input * rd;
+                }
+            }
+            hv[layer.bias_offset..layer.bias_offset + layer.d_out].copy_from_slice(&r_delta);
+            if l == 0 {
+                break;
+            }
+            let mut below = vec![0.0; layer.d_in];
+            let mut r_below = vec![0.0; layer.d_in];
+            for i in 0..layer.d_in {
+                let start = layer.weight_offset + i * layer.d_out;
+                let (w, dw) = (&theta[start..start + layer.d_out], &direction[start..start + layer.d_out]);
+                let back: f64 = w.iter().zip(&delta).map(|(w, d)| w * d).sum();
+                let r_back: f64 = dw.iter().zip(&delta).map(|(dw, d)| dw * d).sum::<f64>()
+                    + w.iter().zip(&r_delta).map(|(w, rd)| w * rd).sum::<f64>();
+                below[i] = back * self.slopes[l - 1][i];
+                r_below[i] = r_back * self.slopes[l - 1][i] + back * self.curvatures[l - 1][i] * r_pre[l - 1][i];
+            }
+            delta = below;
+            r_delta = r_below;
+        }
+        hv
     }
 }
 
@@ -73,69 +206,86 @@ fn activate(activation: KernelActivation, a: f64) -> (f64, f64) {
 /// # Panics
 /// If `theta` or `x` do not have the lengths `spec` implies.
 pub fn output_jacobian(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> OutputJacobian {
+    let (rows, d_in, outputs) = check_shapes(spec, x, theta);
+    let mut values = vec![0.0; rows * outputs];
+    let mut jacobian = vec![0.0; rows * outputs * spec.dim];
+    let mut pass = RowPass::new(spec);
+    for n in 0..rows {
+        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
+        values[n * outputs..(n + 1) * outputs].copy_from_slice(&pass.outputs);
+        for k in 0..outputs {
+            let row = &mut jacobian[(n * outputs + k) * spec.dim..(n * outputs + k + 1) * spec.dim];
+            pass.output_gradient(spec, theta, k, row);
+        }
+    }
+    OutputJacobian { rows, outputs, dim: spec.dim, values, jacobian }
+}
+
+/// `(rows, d_in, outputs)` of `x` under `spec`, after checking the lengths.
+fn check_shapes(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> (usize, usize, usize) {
     assert_eq!(theta.len(), spec.dim, "θ has {} values, the spec {}", theta.len(), spec.dim);
     let d_in = spec.layers.first().map_or(0, |l| l.d_in);
     let outputs = spec.layers.last().map_or(0, |l| l.d_out);
     assert!(d_in > 0 && x.len() % d_in == 0, "x has {} values, not rows of {d_in}", x.len());
-    let rows = x.len() / d_in;
-    let depth = spec.layers.len();
-    let mut values = vec![0.0; rows * outputs];
-    let mut jacobian = vec![0.0; rows * outputs * spec.dim];
-    // Per layer: its input (the previous layer's activation, or x) and, for hidden layers, the
-    // activation's derivative at its pre-activation.
-    let mut inputs: Vec<Vec<f64>> = spec.layers.iter().map(|l| vec![0.0; l.d_in]).collect();
-    let mut slopes: Vec<Vec<f64>> = spec.layers.iter().map(|l| vec![0.0; l.d_out]).collect();
-    let mut delta = Vec::new();
-    let mut below = Vec::new();
-    for n in 0..rows {
-        inputs[0].copy_from_slice(&x[n * d_in..(n + 1) * d_in]);
-        for (l, layer) in spec.layers.iter().enumerate() {
-            let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
-            let bias = &theta[layer.bias_offset..layer.bias_offset + layer.d_out];
-            let mut pre = bias.to_vec();
-            for (i, &input) in inputs[l].iter().enumerate() {
-                for (p, &w) in pre.iter_mut().zip(&weight[i * layer.d_out..(i + 1) * layer.d_out]) {
-                    *p += input * w;
-                }
+    (x.len() / d_in, d_in, outputs)
+}
+
+/// What a Riemannian sampler needs of the position-dependent part of its Hamiltonian,
+/// `φ(θ, p) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p`, at one point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RiemannianTerms {
+    /// `G(θ)` factored.
+    pub metric: Cholesky,
+    /// `G⁻¹ p`.
+    pub velocity: Vec<f64>,
+    /// `½ pᵀ G⁻¹ p`.
+    pub kinetic_energy: f64,
+    /// `∇_θ φ`: `½ tr(G⁻¹ ∂_i G) − ½ uᵀ ∂_i G u` with `u = G⁻¹p`.
+    pub gradient: Vec<f64>,
+}
+
+/// `G(θ)` and `∇_θ φ` for a Gaussian head with fixed σ, where `G = λ Σ_{n,k} J_nk J_nkᵀ + P`
+/// with `λ = 1/σ²` constant: then `∂_i G = λ Σ (H_nk[:, i] J_nkᵀ + J_nk H_nk[i, :])` with `H_nk`
+/// the Hessian of output `k` at row `n`, and
+/// `∇φ = λ Σ_{n,k} H_nk (G⁻¹ J_nk − (J_nk·u) u)`: one exact Hessian-vector product per row and
+/// output, `O(N·K·D²)` in all with the solves. Other heads' Fisher information moves with θ
+/// (terms not implemented yet): an error says so, as does a metric that is not positive definite.
+pub fn riemannian_terms(
+    spec: &KernelSpec,
+    x: &[f64],
+    theta: &[f64],
+    prior_precision: &[f64],
+    momentum: &[f64],
+) -> Result<RiemannianTerms, String> {
+    let KernelHead::Fixed { sigma } = spec.head else {
+        return Err(format!("the metric's derivatives are implemented for the fixed-σ Gaussian head, not {:?}", spec.head));
+    };
+    let lambda = 1.0 / (sigma * sigma);
+    let dim = spec.dim;
+    let jac = output_jacobian(spec, x, theta);
+    let metric = Cholesky::new(&gauss_newton_metric(spec, x, theta, prior_precision), dim).map_err(|e| e.to_string())?;
+    let mut velocity = vec![0.0; dim];
+    metric.solve(momentum, &mut velocity);
+    let kinetic_energy = 0.5 * momentum.iter().zip(&velocity).map(|(p, u)| p * u).sum::<f64>();
+    let mut gradient = vec![0.0; dim];
+    let (_, d_in, _) = check_shapes(spec, x, theta);
+    let mut pass = RowPass::new(spec);
+    let mut direction = vec![0.0; dim];
+    for n in 0..jac.rows {
+        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
+        for k in 0..jac.outputs {
+            let j_nk = jac.row(n, k);
+            metric.solve(j_nk, &mut direction);
+            let along: f64 = j_nk.iter().zip(&velocity).map(|(j, u)| j * u).sum();
+            for (d, u) in direction.iter_mut().zip(&velocity) {
+                *d -= along * u;
             }
-            if l + 1 < depth {
-                for (j, &a) in pre.iter().enumerate() {
-                    let (h, slope) = activate(spec.activation, a);
-                    inputs[l + 1][j] = h;
-                    slopes[l][j] = slope;
-                }
-            } else {
-                values[n * outputs..(n + 1) * outputs].copy_from_slice(&pre);
-            }
-        }
-        for k in 0..outputs {
-            let row = &mut jacobian[(n * outputs + k) * spec.dim..(n * outputs + k + 1) * spec.dim];
-            delta.clear();
-            delta.resize(outputs, 0.0);
-            delta[k] = 1.0;
-            for (l, layer) in spec.layers.iter().enumerate().rev() {
-                // ∂/∂W[i, j] = input_i δ_j, ∂/∂b_j = δ_j.
-                for (i, &input) in inputs[l].iter().enumerate() {
-                    let start = layer.weight_offset + i * layer.d_out;
-                    for (g, &d) in row[start..start + layer.d_out].iter_mut().zip(&delta) {
-                        *g = input * d;
-                    }
-                }
-                row[layer.bias_offset..layer.bias_offset + layer.d_out].copy_from_slice(&delta);
-                if l == 0 {
-                    break;
-                }
-                let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
-                below.clear();
-                below.extend((0..layer.d_in).map(|i| {
-                    let w_row = &weight[i * layer.d_out..(i + 1) * layer.d_out];
-                    w_row.iter().zip(&delta).map(|(w, d)| w * d).sum::<f64>() * slopes[l - 1][i]
-                }));
-                std::mem::swap(&mut delta, &mut below);
+            for (g, h) in gradient.iter_mut().zip(pass.output_hessian_times(spec, theta, k, &direction)) {
+                *g += lambda * h;
             }
         }
     }
-    OutputJacobian { rows, outputs, dim: spec.dim, values, jacobian }
+    Ok(RiemannianTerms { metric, velocity, kinetic_energy, gradient })
 }
 
 /// The Fisher information of the likelihood head with respect to one row's outputs, as the
@@ -285,6 +435,72 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn hessian_vector_products_match_differences_of_the_gradient() {
+        for activation in [KernelActivation::Tanh, KernelActivation::Sigmoid, KernelActivation::Silu, KernelActivation::Identity] {
+            let spec = KernelSpec::dense(&[3, 5, 4, 2], activation, KernelHead::Fixed { sigma: 0.1 }, 2);
+            let x = small_inputs(1, 3);
+            let theta = small_theta(spec.dim);
+            let v: Vec<f64> = (0..spec.dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 4.0).collect();
+            let mut pass = RowPass::new(&spec);
+            pass.forward(&spec, &x, &theta);
+            let h = 1e-5;
+            let gradient_at = |t: &[f64], k: usize| {
+                let mut p = RowPass::new(&spec);
+                p.forward(&spec, &x, t);
+                let mut g = vec![0.0; spec.dim];
+                p.output_gradient(&spec, t, k, &mut g);
+                g
+            };
+            let up: Vec<f64> = theta.iter().zip(&v).map(|(t, v)| t + h * v).collect();
+            let down: Vec<f64> = theta.iter().zip(&v).map(|(t, v)| t - h * v).collect();
+            for k in 0..2 {
+                let hv = pass.output_hessian_times(&spec, &theta, k, &v);
+                let (g_up, g_down) = (gradient_at(&up, k), gradient_at(&down, k));
+                for i in 0..spec.dim {
+                    let numeric = (g_up[i] - g_down[i]) / (2.0 * h);
+                    assert!((hv[i] - numeric).abs() < 1e-7 * (1.0 + numeric.abs()), "{activation:?} (H{k} v)[{i}]: {} vs {numeric}", hv[i]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_gradient_of_the_metric_terms_matches_differences_of_them() {
+        // φ(θ) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p on a tanh net with two outputs.
+        let spec = KernelSpec::dense(&[2, 4, 2], KernelActivation::Tanh, KernelHead::Fixed { sigma: 0.2 }, 2);
+        let x = small_inputs(7, 2);
+        let theta = small_theta(spec.dim);
+        let prior = vec![1.0; spec.dim];
+        let p: Vec<f64> = (0..spec.dim).map(|i| ((i * 5 % 9) as f64 - 4.0) / 3.0).collect();
+        let phi = |t: &[f64]| {
+            let terms = riemannian_terms(&spec, &x, t, &prior, &p).unwrap();
+            0.5 * terms.metric.log_det() + terms.kinetic_energy
+        };
+        let terms = riemannian_terms(&spec, &x, &theta, &prior, &p).unwrap();
+        let h = 1e-5;
+        for i in 0..spec.dim {
+            let (mut up, mut down) = (theta.clone(), theta.clone());
+            up[i] += h;
+            down[i] -= h;
+            let numeric = (phi(&up) - phi(&down)) / (2.0 * h);
+            assert!(
+                (terms.gradient[i] - numeric).abs() < 1e-6 * (1.0 + numeric.abs()),
+                "∂φ/∂θ{i}: {} vs {numeric}",
+                terms.gradient[i]
+            );
+        }
+        // The velocity is G⁻¹p: G times it gives p back.
+        let g = gauss_newton_metric(&spec, &x, &theta, &prior);
+        for i in 0..spec.dim {
+            let back: f64 = (0..spec.dim).map(|j| g[i * spec.dim + j] * terms.velocity[j]).sum();
+            assert!((back - p[i]).abs() < 1e-9 * (1.0 + p[i].abs()));
+        }
+        let hetero = KernelSpec::dense(&[2, 4, 2], KernelActivation::Tanh, KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 1);
+        let err = riemannian_terms(&hetero, &x, &small_theta(hetero.dim), &vec![1.0; hetero.dim], &vec![0.0; hetero.dim]).unwrap_err();
+        assert!(err.contains("fixed-σ"), "{err}");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! with a handwritten backward, so the gradient still flows through Burn's autodiff.
 
 mod activation;
+pub mod cholesky;
 pub mod gauss_newton;
 mod likelihood;
 mod mlp;
@@ -19,7 +20,8 @@ pub mod simd;
 mod spec;
 pub mod vector_math;
 
-pub use gauss_newton::{gauss_newton_metric, output_jacobian, OutputJacobian};
+pub use cholesky::{Cholesky, CholeskyError};
+pub use gauss_newton::{gauss_newton_metric, output_jacobian, riemannian_terms, OutputJacobian, RiemannianTerms};
 pub use mlp::{KernelData, MlpKernel, Workspace};
 pub use real::Real;
 /// The instruction set the kernels run at in this process (`avx512`, `avx2_fma`, `portable`).

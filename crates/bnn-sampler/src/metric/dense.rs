@@ -3,6 +3,7 @@
 //! samplers (manifold stochastic dynamics evaluates `G(θ)` at each point and factors it), and a
 //! constant dense mass matrix for HMC/NUTS on its own.
 
+use bnn_kernels::Cholesky;
 use rand::RngCore;
 use rand_distr::{Distribution, StandardNormal};
 
@@ -10,12 +11,10 @@ use crate::error::SamplerError;
 use crate::metric::Metric;
 use crate::phase_point::PhasePoint;
 
-/// `G = L Lᵀ` with `L` lower triangular, stored row major (the upper triangle is zero).
+/// `G = L Lᵀ` through [`bnn_kernels::Cholesky`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct DenseMetric {
-    dim: usize,
-    factor: Vec<f64>,
-    log_det: f64,
+    cholesky: Cholesky,
 }
 
 impl DenseMetric {
@@ -23,69 +22,38 @@ impl DenseMetric {
     /// is read). An error names the first pivot that is not positive: the matrix is not
     /// positive definite (or not finite) there.
     pub fn from_matrix(matrix: &[f64], dim: usize) -> Result<Self, SamplerError> {
-        if matrix.len() != dim * dim {
-            return Err(SamplerError::InvalidConfig(format!("a {dim} × {dim} metric needs {} values, got {}", dim * dim, matrix.len())));
-        }
-        let mut factor = vec![0.0; dim * dim];
-        let mut log_det = 0.0;
-        for j in 0..dim {
-            let row_j = &factor[j * dim..j * dim + j];
-            let pivot = matrix[j * dim + j] - row_j.iter().map(|l| l * l).sum::<f64>();
-            if !(pivot > 0.0 && pivot.is_finite()) {
-                return Err(SamplerError::InvalidConfig(format!(
-                    "the metric is not positive definite: pivot {j} of its Cholesky factorization is {pivot}"
-                )));
-            }
-            let diagonal = pivot.sqrt();
-            log_det += 2.0 * diagonal.ln();
-            factor[j * dim + j] = diagonal;
-            for i in j + 1..dim {
-                let (upper, lower) = factor.split_at_mut(i * dim);
-                let dot: f64 = upper[j * dim..j * dim + j].iter().zip(&lower[..j]).map(|(a, b)| a * b).sum();
-                lower[j] = (matrix[i * dim + j] - dot) / diagonal;
-            }
-        }
-        Ok(Self { dim, factor, log_det })
+        let cholesky = Cholesky::new(matrix, dim).map_err(|e| SamplerError::InvalidConfig(format!("metric: {e}")))?;
+        Ok(Self { cholesky })
     }
 
     pub fn dim(&self) -> usize {
-        self.dim
+        self.cholesky.dim()
     }
 
     /// `log det G`.
     pub fn log_det(&self) -> f64 {
-        self.log_det
+        self.cholesky.log_det()
     }
 
     /// `L z` for a vector `z`: with `z ~ N(0, I)` a draw from `N(0, G)`.
     pub fn factor_times(&self, z: &[f64], out: &mut [f64]) {
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = self.factor[i * self.dim..i * self.dim + i + 1].iter().zip(z).map(|(l, z)| l * z).sum();
-        }
+        self.cholesky.factor_times(z, out);
     }
 
-    /// `G⁻¹ b` into `out` (forward then back substitution).
+    /// `G⁻¹ b` into `out`.
     pub fn solve(&self, b: &[f64], out: &mut [f64]) {
-        let n = self.dim;
-        for i in 0..n {
-            let row = &self.factor[i * n..i * n + i];
-            out[i] = (b[i] - row.iter().zip(&out[..i]).map(|(l, y)| l * y).sum::<f64>()) / self.factor[i * n + i];
-        }
-        for i in (0..n).rev() {
-            let tail: f64 = (i + 1..n).map(|k| self.factor[k * n + i] * out[k]).sum();
-            out[i] = (out[i] - tail) / self.factor[i * n + i];
-        }
+        self.cholesky.solve(b, out);
     }
 }
 
 impl Metric for DenseMetric {
     fn dim(&self) -> usize {
-        self.dim
+        self.cholesky.dim()
     }
 
     /// One standard normal per coordinate in index order, then `p = L z`.
     fn sample_momentum(&self, point: &mut PhasePoint, rng: &mut dyn RngCore) {
-        let z: Vec<f64> = (0..self.dim).map(|_| StandardNormal.sample(&mut *rng)).collect();
+        let z: Vec<f64> = (0..self.dim()).map(|_| StandardNormal.sample(&mut *rng)).collect();
         self.factor_times(&z, &mut point.momentum);
     }
 
@@ -118,7 +86,7 @@ mod tests {
     fn the_factor_reproduces_the_matrix_and_solves_with_it() {
         let g = spd();
         let metric = DenseMetric::from_matrix(&g, 4).unwrap();
-        let l = &metric.factor;
+        let l = metric.cholesky.factor();
         for i in 0..4 {
             for j in 0..4 {
                 let product: f64 = (0..4).map(|k| l[i * 4 + k] * l[j * 4 + k]).sum();
