@@ -230,6 +230,37 @@ fn check_shapes(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> (usize, usize, u
     (x.len() / d_in, d_in, outputs)
 }
 
+/// `U(θ) = Σ_{n,k} (y_nk − f_k(x_n))² / 2σ² + ½ Σ_i P_i θ_i²` (the negative log posterior of the
+/// fixed-σ Gaussian head under Normal priors, up to its constant) and `∇U`, in f64: the
+/// potential that goes with [`riemannian_terms`]. `y` is `[rows, outputs]`.
+pub fn gaussian_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64], prior_precision: &[f64]) -> Result<(f64, Vec<f64>), String> {
+    let KernelHead::Fixed { sigma } = spec.head else {
+        return Err(format!("the f64 potential is implemented for the fixed-σ Gaussian head, not {:?}", spec.head));
+    };
+    let (rows, d_in, outputs) = check_shapes(spec, x, theta);
+    if y.len() != rows * outputs {
+        return Err(format!("{} target values for {rows} rows × {outputs} outputs", y.len()));
+    }
+    let precision = 1.0 / (sigma * sigma);
+    let mut potential = 0.0;
+    let mut gradient: Vec<f64> = theta.iter().zip(prior_precision).map(|(t, p)| p * t).collect();
+    potential += 0.5 * theta.iter().zip(prior_precision).map(|(t, p)| p * t * t).sum::<f64>();
+    let mut pass = RowPass::new(spec);
+    let mut row_gradient = vec![0.0; spec.dim];
+    for n in 0..rows {
+        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
+        for k in 0..outputs {
+            let residual = y[n * outputs + k] - pass.outputs[k];
+            potential += 0.5 * precision * residual * residual;
+            pass.output_gradient(spec, theta, k, &mut row_gradient);
+            for (g, j) in gradient.iter_mut().zip(&row_gradient) {
+                *g -= precision * residual * j;
+            }
+        }
+    }
+    Ok((potential, gradient))
+}
+
 /// What a Riemannian sampler needs of the position-dependent part of its Hamiltonian,
 /// `φ(θ, p) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p`, at one point.
 #[derive(Clone, Debug, PartialEq)]

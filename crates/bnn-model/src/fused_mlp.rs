@@ -22,7 +22,8 @@ use crate::activation::{Activation, LEAKY_RELU_SLOPE};
 use crate::likelihood::{Likelihood, ScaleLink, SIGMA_MAX, SIGMA_MIN};
 use crate::observations::HostData;
 use crate::prior::PriorCoefficients;
-use bnn_kernels::{KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel, Workspace};
+use bnn_kernels::{KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel, RiemannianTerms, Workspace};
+use bnn_sampler::RiemannianDensity;
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -179,6 +180,20 @@ impl FusedMlp {
             precision[log_sigma_offset] += 1.0 / (prior_sd * prior_sd);
         }
         bnn_kernels::gauss_newton_metric(spec, &self.inner.x64, theta, &precision)
+    }
+
+    /// The posterior as a [`RiemannianDensity`] for manifold stochastic dynamics: the f64
+    /// potential and the Bayesian Gauss–Newton metric with its derivatives on the training rows.
+    /// Implemented for the fixed-σ Gaussian head under Normal priors; anything else is an error.
+    pub fn riemannian_density(&self) -> Result<GaussNewtonDensity, KernelError> {
+        let spec = self.inner.kernel.spec().clone();
+        if !matches!(spec.head, KernelHead::Fixed { .. }) {
+            return Err(KernelError(format!("manifold stochastic dynamics needs the fixed-σ Gaussian head so far, not {:?}", spec.head)));
+        }
+        if self.inner.prior_has_laplace {
+            return Err(KernelError("manifold stochastic dynamics needs Normal priors so far (a Laplace prior has no curvature)".into()));
+        }
+        Ok(GaussNewtonDensity { spec, x: self.inner.x64.clone(), y: self.inner.y64.clone(), prior_precision: self.inner.prior.quadratic.clone() })
     }
 
     /// Caps the bytes of the largest intermediate tensor (`[chains, rows, width]` activations)
@@ -571,5 +586,30 @@ impl<B: FusedMlpBackend + FusedMlpGradient, C: CheckpointStrategy> FusedMlpBacke
             }
             OpsKind::UnTracked(prep) => prep.finish(B::fused_mlp_log_density(primitive, call)),
         }
+    }
+}
+
+/// The built-in MLP's posterior with its Gauss–Newton metric ([`FusedMlp::riemannian_density`]).
+#[derive(Clone, Debug)]
+pub struct GaussNewtonDensity {
+    spec: KernelSpec,
+    x: Vec<f64>,
+    y: Vec<f64>,
+    prior_precision: Vec<f64>,
+}
+
+impl RiemannianDensity for GaussNewtonDensity {
+    fn dim(&self) -> usize {
+        self.spec.dim
+    }
+
+    fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, String> {
+        let (potential, g) = bnn_kernels::gaussian_potential(&self.spec, &self.x, &self.y, position, &self.prior_precision)?;
+        gradient.copy_from_slice(&g);
+        Ok(potential)
+    }
+
+    fn metric_terms(&self, position: &[f64], momentum: &[f64]) -> Result<RiemannianTerms, String> {
+        bnn_kernels::riemannian_terms(&self.spec, &self.x, position, &self.prior_precision, momentum)
     }
 }

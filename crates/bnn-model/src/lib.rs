@@ -34,7 +34,7 @@ pub use mlp::{Mlp, MlpConfig};
 pub use model::{BnnConfig, BnnModel};
 pub use module_posterior::{ModuleLikelihood, ModulePosterior};
 pub use observations::{DataShapeError, HostData};
-pub use fused_mlp::{FusedMlp, FusedProgram};
+pub use fused_mlp::{FusedMlp, FusedProgram, GaussNewtonDensity};
 pub use posterior::{GradientPath, MlpPosterior, Posterior, PosteriorError};
 pub use predictive::PointPrediction;
 pub use prior::{LayerPrior, Prior, PriorSpec};

@@ -242,6 +242,13 @@ impl MlpPosterior {
         Ok(fused.gauss_newton_metric(theta))
     }
 
+    /// The posterior for manifold stochastic dynamics (f64 potential, Gauss–Newton metric and
+    /// its derivatives; [`FusedMlp::riemannian_density`]): fixed-σ Gaussian head, Normal priors.
+    pub fn riemannian_density(&self) -> Result<crate::GaussNewtonDensity, PosteriorError> {
+        let fused = self.fused.as_ref().ok_or_else(|| PosteriorError::Fused("this device has no fused MLP description".into()))?;
+        fused.riemannian_density().map_err(|e| PosteriorError::Fused(e.to_string()))
+    }
+
     /// Position of the learned log σ in θ, when the likelihood has one.
     pub fn log_sigma_index(&self) -> Option<usize> {
         self.log_sigma_index
