@@ -156,46 +156,17 @@ fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdS
     let dim = state.position.len();
     let mut iterations = 0;
     // p½ = p − ε/2 (∇U(θ) + ∇φ(θ, p½)).
-    let mut half_momentum = state.momentum.clone();
-    let mut converged = false;
-    for _ in 0..params.max_fixed_point_iterations {
-        iterations += 1;
-        let terms = density.metric_terms(&state.position, &half_momentum).map_err(|_| iterations)?;
-        let next: Vec<f64> = (0..dim).map(|i| state.momentum[i] - half * (state.potential_gradient[i] + terms.gradient[i])).collect();
-        let change = max_relative_change(&half_momentum, &next);
-        half_momentum = next;
-        if !change.is_finite() {
-            return Err(iterations);
-        }
-        if change < params.fixed_point_tolerance {
-            converged = true;
-            break;
-        }
-    }
-    if !converged {
-        return Err(iterations);
-    }
+    let half_momentum = solve_fixed_point(state.momentum.clone(), params, &mut iterations, |p_half| {
+        let terms = density.metric_terms(&state.position, p_half)?;
+        Ok((0..dim).map(|i| state.momentum[i] - half * (state.potential_gradient[i] + terms.gradient[i])).collect())
+    })?;
     // θ' = θ + ε/2 (G(θ)⁻¹ + G(θ')⁻¹) p½.
     let velocity_start = density.metric_terms(&state.position, &half_momentum).map_err(|_| iterations)?.velocity;
-    let mut position: Vec<f64> = (0..dim).map(|i| state.position[i] + params.step_size * velocity_start[i]).collect();
-    converged = false;
-    for _ in 0..params.max_fixed_point_iterations {
-        iterations += 1;
-        let velocity_end = density.metric_terms(&position, &half_momentum).map_err(|_| iterations)?.velocity;
-        let next: Vec<f64> = (0..dim).map(|i| state.position[i] + half * (velocity_start[i] + velocity_end[i])).collect();
-        let change = max_relative_change(&position, &next);
-        position = next;
-        if !change.is_finite() {
-            return Err(iterations);
-        }
-        if change < params.fixed_point_tolerance {
-            converged = true;
-            break;
-        }
-    }
-    if !converged {
-        return Err(iterations);
-    }
+    let first_guess = (0..dim).map(|i| state.position[i] + params.step_size * velocity_start[i]).collect();
+    let position = solve_fixed_point(first_guess, params, &mut iterations, |theta_end| {
+        let velocity_end = density.metric_terms(theta_end, &half_momentum)?.velocity;
+        Ok((0..dim).map(|i| state.position[i] + half * (velocity_start[i] + velocity_end[i])).collect())
+    })?;
     // p' = p½ − ε/2 (∇U(θ') + ∇φ(θ', p½)), explicit.
     let mut potential_gradient = vec![0.0; dim];
     let potential = density.potential_and_gradient(&position, &mut potential_gradient).map_err(|_| iterations)?;
@@ -207,6 +178,32 @@ fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdS
         return Err(iterations);
     }
     Ok((StepEnd { state: MsdState { position, momentum, potential, potential_gradient }, energy }, iterations))
+}
+
+/// Iterates `x ← update(x)` from `start` until no coordinate changes by more than the
+/// tolerance (relative to `1 + |x|`), counting evaluations in `iterations`; `Err(iterations)`
+/// when it does not converge within the allowed iterations, a value is not finite, or `update`
+/// fails.
+fn solve_fixed_point(
+    start: Vec<f64>,
+    params: &MsdParams,
+    iterations: &mut usize,
+    mut update: impl FnMut(&[f64]) -> Result<Vec<f64>, String>,
+) -> Result<Vec<f64>, usize> {
+    let mut current = start;
+    for _ in 0..params.max_fixed_point_iterations {
+        *iterations += 1;
+        let next = update(&current).map_err(|_| *iterations)?;
+        let change = max_relative_change(&current, &next);
+        current = next;
+        if !change.is_finite() {
+            return Err(*iterations);
+        }
+        if change < params.fixed_point_tolerance {
+            return Ok(current);
+        }
+    }
+    Err(*iterations)
 }
 
 /// One explicit leapfrog step with the metric frozen at the start (`start`: the terms at
