@@ -19,6 +19,7 @@
 //! (Pearlmutter's R-operator through the same forward and reverse pass).
 
 use crate::cholesky::Cholesky;
+use crate::likelihood::{self, HeadInput};
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
 
 /// The network outputs and their Jacobian at every input row.
@@ -230,35 +231,82 @@ fn check_shapes(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> (usize, usize, u
     (x.len() / d_in, d_in, outputs)
 }
 
-/// `U(θ) = Σ_{n,k} (y_nk − f_k(x_n))² / 2σ² + ½ Σ_i P_i θ_i²` (the negative log posterior of the
-/// fixed-σ Gaussian head under Normal priors, up to its constant) and `∇U`, in f64: the
-/// potential that goes with [`riemannian_terms`]. `y` is `[rows, outputs]`.
-pub fn gaussian_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64], prior_precision: &[f64]) -> Result<(f64, Vec<f64>), String> {
-    let KernelHead::Fixed { sigma } = spec.head else {
-        return Err(format!("the f64 potential is implemented for the fixed-σ Gaussian head, not {:?}", spec.head));
-    };
-    let (rows, d_in, outputs) = check_shapes(spec, x, theta);
-    if y.len() != rows * outputs {
-        return Err(format!("{} target values for {rows} rows × {outputs} outputs", y.len()));
+/// A prior that is a product of independent Normal and Laplace factors per coordinate:
+/// `log p(θ) = constant − Σ_i (½ quadratic_i θ_i² + absolute_i |θ_i|)` (the fused kernel's
+/// prior, `bnn-model`'s `PriorCoefficients`).
+#[derive(Clone, Copy, Debug)]
+pub struct DiagonalPrior<'a> {
+    pub quadratic: &'a [f64],
+    pub absolute: &'a [f64],
+    pub constant: f64,
+}
+
+impl DiagonalPrior<'_> {
+    /// The prior's part of the metric: its precision `quadratic_i` plus, for a Laplace factor,
+    /// its Fisher information `absolute_i²` (the curvature of `|θ|` is zero away from 0 and
+    /// infinite at it; the Fisher information of a Laplace location, 1/scale², is the smooth
+    /// stand-in, the way the likelihood's part is a Fisher information too).
+    pub fn metric_diagonal(&self) -> Vec<f64> {
+        self.quadratic.iter().zip(self.absolute).map(|(q, b)| q + b * b).collect()
     }
-    let precision = 1.0 / (sigma * sigma);
-    let mut potential = 0.0;
-    let mut gradient: Vec<f64> = theta.iter().zip(prior_precision).map(|(t, p)| p * t).collect();
-    potential += 0.5 * theta.iter().zip(prior_precision).map(|(t, p)| p * t * t).sum::<f64>();
+}
+
+/// `U(θ) = −log p(y | θ) − log p(θ)` for any head and a [`DiagonalPrior`], with `∇U`, in f64
+/// with exact activations: the potential that goes with [`riemannian_terms`] (the same
+/// likelihood definitions and constants as the fused kernel, whose f32 value it matches to
+/// rounding). `y` is the kernel's target layout (`[rows, targets]`; one-hot `[rows, classes]`).
+/// A learned log σ's likelihood and prior terms land on its own coordinate.
+pub fn posterior_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64], prior: DiagonalPrior<'_>) -> Result<(f64, Vec<f64>), String> {
+    let (rows, d_in, outputs) = check_shapes(spec, x, theta);
+    let target_width = if matches!(spec.head, KernelHead::Categorical) { outputs } else { spec.target_columns };
+    if y.len() != rows * target_width {
+        return Err(format!("{} target values for {rows} rows × {target_width} columns", y.len()));
+    }
+    if prior.quadratic.len() != spec.dim || prior.absolute.len() != spec.dim {
+        return Err(format!("prior coefficients for {} coordinates, θ has {}", prior.quadratic.len(), spec.dim));
+    }
     let mut pass = RowPass::new(spec);
+    let mut values = vec![0.0; rows * outputs];
+    for n in 0..rows {
+        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
+        values[n * outputs..(n + 1) * outputs].copy_from_slice(&pass.outputs);
+    }
+    let log_sigma = match spec.head {
+        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(theta[log_sigma_offset]),
+        _ => None,
+    };
+    let input = HeadInput { outputs: &values, targets: y, rows, outputs_per_row: outputs, target_columns: spec.target_columns, log_sigma };
+    let mut d_outputs = vec![0.0; rows * outputs];
+    let head = likelihood::evaluate(spec.head, &input, Some(&mut d_outputs));
+    let mut log_density = head.log_likelihood + prior.constant;
+    let mut gradient = vec![0.0; spec.dim];
     let mut row_gradient = vec![0.0; spec.dim];
     for n in 0..rows {
         pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
         for k in 0..outputs {
-            let residual = y[n * outputs + k] - pass.outputs[k];
-            potential += 0.5 * precision * residual * residual;
+            let weight = d_outputs[n * outputs + k];
+            if weight == 0.0 {
+                continue;
+            }
             pass.output_gradient(spec, theta, k, &mut row_gradient);
             for (g, j) in gradient.iter_mut().zip(&row_gradient) {
-                *g -= precision * residual * j;
+                *g += weight * j;
             }
         }
     }
-    Ok((potential, gradient))
+    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+        gradient[log_sigma_offset] += head.d_log_sigma;
+    }
+    for (i, &t) in theta.iter().enumerate() {
+        let (q, b) = (prior.quadratic[i], prior.absolute[i]);
+        log_density -= 0.5 * q * t * t + b * t.abs();
+        gradient[i] -= q * t + b * if t > 0.0 { 1.0 } else if t < 0.0 { -1.0 } else { 0.0 };
+    }
+    if !log_density.is_finite() {
+        return Err(format!("the log density is not finite ({log_density})"));
+    }
+    gradient.iter_mut().for_each(|g| *g = -*g);
+    Ok((-log_density, gradient))
 }
 
 /// What a Riemannian sampler needs of the position-dependent part of its Hamiltonian,
@@ -275,12 +323,18 @@ pub struct RiemannianTerms {
     pub gradient: Vec<f64>,
 }
 
-/// `G(θ)` and `∇_θ φ` for a Gaussian head with fixed σ, where `G = λ Σ_{n,k} J_nk J_nkᵀ + P`
-/// with `λ = 1/σ²` constant: then `∂_i G = λ Σ (H_nk[:, i] J_nkᵀ + J_nk H_nk[i, :])` with `H_nk`
-/// the Hessian of output `k` at row `n`, and
-/// `∇φ = λ Σ_{n,k} H_nk (G⁻¹ J_nk − (J_nk·u) u)`: one exact Hessian-vector product per row and
-/// output, `O(N·K·D²)` in all with the solves. Other heads' Fisher information moves with θ
-/// (terms not implemented yet): an error says so, as does a metric that is not positive definite.
+/// `G(θ)`, `G⁻¹p`, `½pᵀG⁻¹p` and `∇_θ φ` for any head, `G = Σ_n J_nᵀ Λ_n J_n + P` with `Λ_n`
+/// the head's Fisher information at row `n`'s outputs `f_n` and `P = diag(prior_precision)`.
+///
+/// With `B = ½(G⁻¹ − u uᵀ)`, `∂_i φ = tr(B ∂_i G)`, and `∂_i G` has two parts per row: the
+/// network's curvature, `Σ_k H_nk[:, i] (Λ_n J_n)_kᵀ + transpose`, which contributes
+/// `Σ_k H_nk v_nk` with `v_nk = Σ_l Λ_n,kl (G⁻¹ J_nl − (J_nl·u) u)` (one exact Hessian-vector
+/// product per row and output); and the head's, `J_nᵀ (∂Λ_n/∂f_nm) J_n · ∂_i f_nm`, which
+/// contributes `Σ_m c_nm J_nm` with `c_nm = Σ_kl ∂Λ_n,kl/∂f_nm · M_n,lk`,
+/// `M_n = J_n B J_nᵀ` (zero for a fixed σ; the scale outputs of the heteroscedastic head; the
+/// logits of the categorical head). A learned log σ `s` scales the weights' block by
+/// `e^{−2s}`: `∂_s φ = −2 e^{−2s} Σ_n tr(M_n)` (its own entry, `2·N·T` plus the prior's, is constant).
+/// `O(N·K·D²)` in all. A metric that is not positive definite is an error.
 pub fn riemannian_terms(
     spec: &KernelSpec,
     x: &[f64],
@@ -288,46 +342,157 @@ pub fn riemannian_terms(
     prior_precision: &[f64],
     momentum: &[f64],
 ) -> Result<RiemannianTerms, String> {
-    let KernelHead::Fixed { sigma } = spec.head else {
-        return Err(format!("the metric's derivatives are implemented for the fixed-σ Gaussian head, not {:?}", spec.head));
-    };
-    let lambda = 1.0 / (sigma * sigma);
     let dim = spec.dim;
+    let (_, d_in, outputs) = check_shapes(spec, x, theta);
     let jac = output_jacobian(spec, x, theta);
-    let metric = Cholesky::new(&gauss_newton_metric(spec, x, theta, prior_precision), dim).map_err(|e| e.to_string())?;
+    let log_sigma = learned_log_sigma(spec, theta);
+    let metric = Cholesky::new(&metric_from_jacobian(spec, &jac, log_sigma, prior_precision), dim).map_err(|e| e.to_string())?;
     let mut velocity = vec![0.0; dim];
     metric.solve(momentum, &mut velocity);
     let kinetic_energy = 0.5 * momentum.iter().zip(&velocity).map(|(p, u)| p * u).sum::<f64>();
     let mut gradient = vec![0.0; dim];
-    let (_, d_in, _) = check_shapes(spec, x, theta);
     let mut pass = RowPass::new(spec);
+    // Per row: G⁻¹J_nk (then overwritten by w_nk = G⁻¹J_nk − (J_nk·u)u), J_nk·u, M_n.
+    let mut solved = vec![vec![0.0; dim]; outputs];
+    let mut along = vec![0.0; outputs];
+    let mut m = vec![0.0; outputs * outputs];
     let mut direction = vec![0.0; dim];
+    let full_m = matches!(spec.head, KernelHead::Categorical);
+    let mut trace_m = 0.0;
     for n in 0..jac.rows {
-        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
-        for k in 0..jac.outputs {
+        let values = &jac.values[n * outputs..(n + 1) * outputs];
+        let fisher = output_fisher(spec.head, spec.target_columns, values, log_sigma);
+        for k in 0..outputs {
             let j_nk = jac.row(n, k);
-            metric.solve(j_nk, &mut direction);
-            let along: f64 = j_nk.iter().zip(&velocity).map(|(j, u)| j * u).sum();
-            for (d, u) in direction.iter_mut().zip(&velocity) {
-                *d -= along * u;
+            metric.solve(j_nk, &mut solved[k]);
+            along[k] = dot(j_nk, &velocity);
+        }
+        for k in 0..outputs {
+            for l in 0..outputs {
+                if k == l || full_m {
+                    m[k * outputs + l] = 0.5 * (dot(jac.row(n, k), &solved[l]) - along[k] * along[l]);
+                }
             }
-            for (g, h) in gradient.iter_mut().zip(pass.output_hessian_times(spec, theta, k, &direction)) {
-                *g += lambda * h;
+            trace_m += m[k * outputs + k];
+        }
+        for (k, w) in solved.iter_mut().enumerate() {
+            for (w, u) in w.iter_mut().zip(&velocity) {
+                *w -= along[k] * u;
             }
         }
+        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
+        // v_nk = Σ_l Λ_kl w_l: Λ = diag(d) − c cᵀ (c = p for the categorical head).
+        let mixed: Option<Vec<f64>> = fisher.rank_one.as_ref().map(|c| {
+            let mut sum = vec![0.0; dim];
+            for (cl, w) in c.iter().zip(&solved) {
+                for (s, w) in sum.iter_mut().zip(w) {
+                    *s += cl * w;
+                }
+            }
+            sum
+        });
+        for k in 0..outputs {
+            let weight = fisher.diagonal[k];
+            let rank_one = fisher.rank_one.as_ref().map_or(0.0, |c| c[k]);
+            if weight == 0.0 && rank_one == 0.0 {
+                continue;
+            }
+            for (i, d) in direction.iter_mut().enumerate() {
+                *d = weight * solved[k][i] - mixed.as_ref().map_or(0.0, |s| rank_one * s[i]);
+            }
+            for (g, h) in gradient.iter_mut().zip(pass.output_hessian_times(spec, theta, k, &direction)) {
+                *g += h;
+            }
+        }
+        for (k, c) in fisher_derivative_weights(spec.head, spec.target_columns, values, &m).into_iter().enumerate() {
+            if c != 0.0 {
+                for (g, j) in gradient.iter_mut().zip(jac.row(n, k)) {
+                    *g += c * j;
+                }
+            }
+        }
+    }
+    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+        gradient[log_sigma_offset] += -2.0 * (-2.0 * theta[log_sigma_offset]).exp() * trace_m;
     }
     Ok(RiemannianTerms { metric, velocity, kinetic_energy, gradient })
 }
 
-/// The Fisher information of the likelihood head with respect to one row's outputs, as the
-/// weights of `Σ_k w_k J_k J_kᵀ − u uᵀ` with `u = Σ_k c_k J_k` (the categorical head's
-/// `diag(p) − p pᵀ`; the Gaussian heads have `c = 0`).
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a * b).sum()
+}
+
+fn learned_log_sigma(spec: &KernelSpec, theta: &[f64]) -> Option<f64> {
+    match spec.head {
+        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(theta[log_sigma_offset]),
+        _ => None,
+    }
+}
+
+/// `log σ` of a heteroscedastic scale output `raw` and its first two derivatives in `raw` (zero
+/// where the clamp to `[σ_min, σ_max]` is active, as in the kernel's gradient).
+fn log_sd_link(softplus: bool, sigma_min: f64, sigma_max: f64, raw: f64) -> (f64, f64, f64) {
+    if softplus {
+        let value = raw.max(0.0) + (-raw.abs()).exp().ln_1p();
+        let sd = value.clamp(sigma_min, sigma_max);
+        if value < sigma_min || value > sigma_max {
+            return (sd.ln(), 0.0, 0.0);
+        }
+        let logistic = 1.0 / (1.0 + (-raw).exp());
+        let slope = logistic / value;
+        (value.ln(), slope, (logistic * (1.0 - logistic) * value - logistic * logistic) / (value * value))
+    } else {
+        let (lo, hi) = (sigma_min.ln(), sigma_max.ln());
+        (raw.clamp(lo, hi), if raw >= lo && raw <= hi { 1.0 } else { 0.0 }, 0.0)
+    }
+}
+
+/// `c_m = Σ_kl ∂Λ_kl/∂f_m · M_lk` for one row (`m`: `M = J B Jᵀ`, `[outputs, outputs]`; only its
+/// diagonal is read except for the categorical head).
+fn fisher_derivative_weights(head: KernelHead, targets: usize, outputs: &[f64], m: &[f64]) -> Vec<f64> {
+    let k = outputs.len();
+    let mut c = vec![0.0; k];
+    match head {
+        KernelHead::Fixed { .. } | KernelHead::LearnedSigma { .. } => {}
+        KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
+            // Λ_μ = e^{−2ℓ(raw)}, Λ_raw = 2 ℓ'(raw)².
+            for t in 0..targets {
+                let (log_sd, slope, curvature) = log_sd_link(softplus, sigma_min, sigma_max, outputs[targets + t]);
+                let d_mean = -2.0 * slope * (-2.0 * log_sd).exp();
+                let d_scale = 4.0 * slope * curvature;
+                c[targets + t] = d_mean * m[t * k + t] + d_scale * m[(targets + t) * k + targets + t];
+            }
+        }
+        KernelHead::Categorical => {
+            // Λ = diag(p) − ppᵀ, ∂p_j/∂f_m = p_j(δ_jm − p_m): c_m = p_m (a_m − Σ_j p_j a_j) with
+            // a_j = M_jj − 2 (M p)_j.
+            let p = softmax(outputs);
+            let a: Vec<f64> = (0..k).map(|j| m[j * k + j] - 2.0 * (0..k).map(|l| m[j * k + l] * p[l]).sum::<f64>()).collect();
+            let mean: f64 = p.iter().zip(&a).map(|(p, a)| p * a).sum();
+            for j in 0..k {
+                c[j] = p[j] * (a[j] - mean);
+            }
+        }
+    }
+    c
+}
+
+fn softmax(outputs: &[f64]) -> Vec<f64> {
+    let top = outputs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let exps: Vec<f64> = outputs.iter().map(|o| (o - top).exp()).collect();
+    let total: f64 = exps.iter().sum();
+    exps.iter().map(|e| e / total).collect()
+}
+
+/// The Fisher information of the likelihood head with respect to one row's outputs, as
+/// `Λ = diag(diagonal) − c cᵀ` (the categorical head's `diag(p) − p pᵀ`; the Gaussian heads have
+/// no `c`).
 struct OutputFisher {
     diagonal: Vec<f64>,
     rank_one: Option<Vec<f64>>,
 }
 
-/// `Λ_n` for row `n` of `values` (`[rows, outputs]`).
+/// `Λ_n` for one row's `outputs`.
 fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: Option<f64>) -> OutputFisher {
     match head {
         KernelHead::Fixed { sigma } => OutputFisher { diagonal: vec![1.0 / (sigma * sigma); outputs.len()], rank_one: None },
@@ -339,26 +504,14 @@ fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: O
             // y ~ N(μ, σ²): Fisher 1/σ² for μ and 2 for log σ, times (d log σ / d raw)².
             let mut diagonal = vec![0.0; 2 * targets];
             for t in 0..targets {
-                let raw = outputs[targets + t];
-                let (log_sd, d_log_sd) = if softplus {
-                    let softplus_value = raw.max(0.0) + (-raw.abs()).exp().ln_1p();
-                    let inside = softplus_value >= sigma_min && softplus_value <= sigma_max;
-                    let sd = softplus_value.clamp(sigma_min, sigma_max);
-                    (sd.ln(), if inside { 1.0 / (1.0 + (-raw).exp()) / sd } else { 0.0 })
-                } else {
-                    let (lo, hi) = (sigma_min.ln(), sigma_max.ln());
-                    (raw.clamp(lo, hi), if raw >= lo && raw <= hi { 1.0 } else { 0.0 })
-                };
+                let (log_sd, slope, _) = log_sd_link(softplus, sigma_min, sigma_max, outputs[targets + t]);
                 diagonal[t] = (-2.0 * log_sd).exp();
-                diagonal[targets + t] = 2.0 * d_log_sd * d_log_sd;
+                diagonal[targets + t] = 2.0 * slope * slope;
             }
             OutputFisher { diagonal, rank_one: None }
         }
         KernelHead::Categorical => {
-            let top = outputs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let exps: Vec<f64> = outputs.iter().map(|o| (o - top).exp()).collect();
-            let total: f64 = exps.iter().sum();
-            let p: Vec<f64> = exps.iter().map(|e| e / total).collect();
+            let p = softmax(outputs);
             OutputFisher { diagonal: p.clone(), rank_one: Some(p) }
         }
     }
@@ -374,11 +527,11 @@ fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: O
 pub fn gauss_newton_metric(spec: &KernelSpec, x: &[f64], theta: &[f64], prior_precision: &[f64]) -> Vec<f64> {
     assert_eq!(prior_precision.len(), spec.dim, "one prior precision per parameter");
     let jac = output_jacobian(spec, x, theta);
+    metric_from_jacobian(spec, &jac, learned_log_sigma(spec, theta), prior_precision)
+}
+
+fn metric_from_jacobian(spec: &KernelSpec, jac: &OutputJacobian, log_sigma: Option<f64>, prior_precision: &[f64]) -> Vec<f64> {
     let dim = spec.dim;
-    let log_sigma = match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(theta[log_sigma_offset]),
-        _ => None,
-    };
     let mut metric = vec![0.0; dim * dim];
     let mut combined = vec![0.0; dim];
     for n in 0..jac.rows {
@@ -498,40 +651,114 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_gradient_of_the_metric_terms_matches_differences_of_them() {
-        // φ(θ) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p on a tanh net with two outputs.
-        let spec = KernelSpec::dense(&[2, 4, 2], KernelActivation::Tanh, KernelHead::Fixed { sigma: 0.2 }, 2);
-        let x = small_inputs(7, 2);
-        let theta = small_theta(spec.dim);
-        let prior = vec![1.0; spec.dim];
+    /// `φ = ½ log det G + ½ pᵀG⁻¹p` against central differences of itself, for `spec`.
+    fn check_metric_gradient(spec: &KernelSpec, rows: usize, theta: &[f64], prior: &[f64]) {
+        let x = small_inputs(rows, spec.d_input());
         let p: Vec<f64> = (0..spec.dim).map(|i| ((i * 5 % 9) as f64 - 4.0) / 3.0).collect();
         let phi = |t: &[f64]| {
-            let terms = riemannian_terms(&spec, &x, t, &prior, &p).unwrap();
+            let terms = riemannian_terms(spec, &x, t, prior, &p).unwrap();
             0.5 * terms.metric.log_det() + terms.kinetic_energy
         };
-        let terms = riemannian_terms(&spec, &x, &theta, &prior, &p).unwrap();
+        let terms = riemannian_terms(spec, &x, theta, prior, &p).unwrap();
         let h = 1e-5;
+        let scale = terms.gradient.iter().fold(1.0f64, |m, g| m.max(g.abs()));
         for i in 0..spec.dim {
-            let (mut up, mut down) = (theta.clone(), theta.clone());
+            let (mut up, mut down) = (theta.to_vec(), theta.to_vec());
             up[i] += h;
             down[i] -= h;
             let numeric = (phi(&up) - phi(&down)) / (2.0 * h);
             assert!(
-                (terms.gradient[i] - numeric).abs() < 1e-6 * (1.0 + numeric.abs()),
-                "∂φ/∂θ{i}: {} vs {numeric}",
+                (terms.gradient[i] - numeric).abs() < 1e-6 * scale,
+                "{:?}: ∂φ/∂θ{i}: {} vs {numeric}",
+                spec.head,
                 terms.gradient[i]
             );
         }
         // The velocity is G⁻¹p: G times it gives p back.
-        let g = gauss_newton_metric(&spec, &x, &theta, &prior);
+        let g = gauss_newton_metric(spec, &x, theta, prior);
         for i in 0..spec.dim {
             let back: f64 = (0..spec.dim).map(|j| g[i * spec.dim + j] * terms.velocity[j]).sum();
             assert!((back - p[i]).abs() < 1e-9 * (1.0 + p[i].abs()));
         }
-        let hetero = KernelSpec::dense(&[2, 4, 2], KernelActivation::Tanh, KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 1);
-        let err = riemannian_terms(&hetero, &x, &small_theta(hetero.dim), &vec![1.0; hetero.dim], &vec![0.0; hetero.dim]).unwrap_err();
-        assert!(err.contains("fixed-σ"), "{err}");
+    }
+
+    #[test]
+    fn the_gradient_of_the_metric_terms_matches_differences_of_them() {
+        // φ(θ) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p on tanh nets, every head: a fixed σ (only the
+        // network's curvature moves G), a learned σ (G's weight block scales with e^{−2s}), the
+        // heteroscedastic head with either link (Λ moves with the scale outputs) and the
+        // categorical head (Λ = diag(p) − ppᵀ moves with all logits).
+        let heads = [
+            (KernelHead::Fixed { sigma: 0.2 }, 2, 2),
+            (KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2, 2),
+            (KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (KernelHead::Categorical, 3, 3),
+        ];
+        for (head, outputs, targets) in heads {
+            let spec = KernelSpec::dense(&[2, 4, outputs], KernelActivation::Tanh, head, targets);
+            let mut theta = small_theta(spec.dim);
+            if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+                theta[log_sigma_offset] = -0.7;
+            }
+            let prior: Vec<f64> = (0..spec.dim).map(|i| 0.5 + (i % 3) as f64).collect();
+            check_metric_gradient(&spec, 7, &theta, &prior);
+        }
+    }
+
+    #[test]
+    fn the_potential_and_its_gradient_agree_for_every_head_and_prior() {
+        let heads = [
+            (KernelHead::Fixed { sigma: 0.2 }, 2, 2),
+            (KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2, 2),
+            (KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (KernelHead::Categorical, 3, 3),
+        ];
+        for (head, outputs, targets) in heads {
+            let spec = KernelSpec::dense(&[2, 4, outputs], KernelActivation::Tanh, head, targets);
+            let x = small_inputs(6, 2);
+            let y: Vec<f64> = match head {
+                KernelHead::Categorical => (0..6 * 3).map(|i| if i % 3 == (i / 3) % 3 { 1.0 } else { 0.0 }).collect(),
+                _ => (0..6 * targets).map(|i| ((i * 3 % 5) as f64 - 2.0) / 4.0).collect(),
+            };
+            let theta = small_theta(spec.dim);
+            // Normal on the even coordinates, Laplace on the odd ones.
+            let quadratic: Vec<f64> = (0..spec.dim).map(|i| if i % 2 == 0 { 1.5 } else { 0.0 }).collect();
+            let absolute: Vec<f64> = (0..spec.dim).map(|i| if i % 2 == 1 { 2.0 } else { 0.0 }).collect();
+            let prior = DiagonalPrior { quadratic: &quadratic, absolute: &absolute, constant: -3.0 };
+            let (u, gradient) = posterior_potential(&spec, &x, &y, &theta, prior).unwrap();
+            let h = 1e-6;
+            for i in 0..spec.dim {
+                let (mut up, mut down) = (theta.clone(), theta.clone());
+                up[i] += h;
+                down[i] -= h;
+                let numeric = (posterior_potential(&spec, &x, &y, &up, prior).unwrap().0 - posterior_potential(&spec, &x, &y, &down, prior).unwrap().0) / (2.0 * h);
+                assert!((gradient[i] - numeric).abs() < 1e-6 * (1.0 + numeric.abs()), "{head:?} ∂U/∂θ{i}: {} vs {numeric}", gradient[i]);
+            }
+            if let KernelHead::Fixed { sigma } = head {
+                // The value itself, from the outputs: Gaussian terms with their constant, the
+                // prior's quadratic and absolute terms, minus its constant.
+                let f = output_jacobian(&spec, &x, &theta).values;
+                let squares: f64 = f.iter().zip(&y).map(|(f, y)| (y - f) * (y - f)).sum();
+                let likelihood = 0.5 * squares / (sigma * sigma) + 12.0 * (sigma.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
+                let penalty: f64 = theta.iter().enumerate().map(|(i, t)| 0.5 * quadratic[i] * t * t + absolute[i] * t.abs()).sum();
+                let expected = likelihood + penalty + 3.0;
+                assert!((u - expected).abs() < 1e-10 * expected.abs(), "U = {u}, expected {expected}");
+            }
+        }
+        let spec = KernelSpec::dense(&[2, 4, 2], KernelActivation::Tanh, KernelHead::Fixed { sigma: 0.2 }, 2);
+        let zeros = vec![0.0; spec.dim];
+        let prior = DiagonalPrior { quadratic: &zeros, absolute: &zeros, constant: 0.0 };
+        let err = posterior_potential(&spec, &small_inputs(3, 2), &[0.0; 5], &small_theta(spec.dim), prior).unwrap_err();
+        assert!(err.contains("target values"), "{err}");
+    }
+
+    #[test]
+    fn a_laplace_prior_enters_the_metric_through_its_fisher_information() {
+        let (quadratic, absolute) = (vec![1.0, 0.0, 0.25], vec![0.0, 3.0, 0.5]);
+        let prior = DiagonalPrior { quadratic: &quadratic, absolute: &absolute, constant: 0.0 };
+        assert_eq!(prior.metric_diagonal(), vec![1.0, 9.0, 0.5]);
     }
 
     #[test]

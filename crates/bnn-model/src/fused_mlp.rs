@@ -174,26 +174,34 @@ impl FusedMlp {
     /// # Panics
     /// If `theta` is not of length D.
     pub fn gauss_newton_metric(&self, theta: &[f64]) -> Vec<f64> {
-        let spec = self.inner.kernel.spec();
-        let mut precision = self.inner.prior.quadratic.clone();
-        if let KernelHead::LearnedSigma { log_sigma_offset, prior_sd, .. } = spec.head {
+        bnn_kernels::gauss_newton_metric(self.inner.kernel.spec(), &self.inner.x64, theta, &self.metric_prior_precision())
+    }
+
+    /// The prior's part of the metric: Normal precisions, a Laplace factor's Fisher information
+    /// 1/scale² ([`bnn_kernels::DiagonalPrior::metric_diagonal`]), a learned log σ's 1/sd².
+    fn metric_prior_precision(&self) -> Vec<f64> {
+        let prior = &self.inner.prior;
+        let mut precision = bnn_kernels::DiagonalPrior { quadratic: &prior.quadratic, absolute: &prior.absolute, constant: prior.constant }.metric_diagonal();
+        if let KernelHead::LearnedSigma { log_sigma_offset, prior_sd, .. } = self.inner.kernel.spec().head {
             precision[log_sigma_offset] += 1.0 / (prior_sd * prior_sd);
         }
-        bnn_kernels::gauss_newton_metric(spec, &self.inner.x64, theta, &precision)
+        precision
     }
 
     /// The posterior as a [`RiemannianDensity`] for manifold stochastic dynamics: the f64
-    /// potential and the Bayesian Gauss–Newton metric with its derivatives on the training rows.
-    /// Implemented for the fixed-σ Gaussian head under Normal priors; anything else is an error.
+    /// potential (every head, Normal and Laplace priors) and the Bayesian Gauss–Newton metric
+    /// with its derivatives on the training rows.
     pub fn riemannian_density(&self) -> Result<GaussNewtonDensity, KernelError> {
-        let spec = self.inner.kernel.spec().clone();
-        if !matches!(spec.head, KernelHead::Fixed { .. }) {
-            return Err(KernelError(format!("manifold stochastic dynamics needs the fixed-σ Gaussian head so far, not {:?}", spec.head)));
-        }
-        if self.inner.prior_has_laplace {
-            return Err(KernelError("manifold stochastic dynamics needs Normal priors so far (a Laplace prior has no curvature)".into()));
-        }
-        Ok(GaussNewtonDensity { spec, x: self.inner.x64.clone(), y: self.inner.y64.clone(), prior_precision: self.inner.prior.quadratic.clone() })
+        let prior = &self.inner.prior;
+        Ok(GaussNewtonDensity {
+            spec: self.inner.kernel.spec().clone(),
+            x: self.inner.x64.clone(),
+            y: self.inner.y64.clone(),
+            quadratic: prior.quadratic.clone(),
+            absolute: prior.absolute.clone(),
+            constant: prior.constant,
+            metric_precision: self.metric_prior_precision(),
+        })
     }
 
     /// Caps the bytes of the largest intermediate tensor (`[chains, rows, width]` activations)
@@ -595,7 +603,10 @@ pub struct GaussNewtonDensity {
     spec: KernelSpec,
     x: Vec<f64>,
     y: Vec<f64>,
-    prior_precision: Vec<f64>,
+    quadratic: Vec<f64>,
+    absolute: Vec<f64>,
+    constant: f64,
+    metric_precision: Vec<f64>,
 }
 
 impl RiemannianDensity for GaussNewtonDensity {
@@ -604,12 +615,13 @@ impl RiemannianDensity for GaussNewtonDensity {
     }
 
     fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, String> {
-        let (potential, g) = bnn_kernels::gaussian_potential(&self.spec, &self.x, &self.y, position, &self.prior_precision)?;
+        let prior = bnn_kernels::DiagonalPrior { quadratic: &self.quadratic, absolute: &self.absolute, constant: self.constant };
+        let (potential, g) = bnn_kernels::posterior_potential(&self.spec, &self.x, &self.y, position, prior)?;
         gradient.copy_from_slice(&g);
         Ok(potential)
     }
 
     fn metric_terms(&self, position: &[f64], momentum: &[f64]) -> Result<RiemannianTerms, String> {
-        bnn_kernels::riemannian_terms(&self.spec, &self.x, position, &self.prior_precision, momentum)
+        bnn_kernels::riemannian_terms(&self.spec, &self.x, position, &self.metric_precision, momentum)
     }
 }

@@ -243,7 +243,7 @@ impl MlpPosterior {
     }
 
     /// The posterior for manifold stochastic dynamics (f64 potential, Gauss–Newton metric and
-    /// its derivatives; [`FusedMlp::riemannian_density`]): fixed-σ Gaussian head, Normal priors.
+    /// its derivatives; [`FusedMlp::riemannian_density`]): every head, Normal and Laplace priors.
     pub fn riemannian_density(&self) -> Result<crate::GaussNewtonDensity, PosteriorError> {
         let fused = self.fused.as_ref().ok_or_else(|| PosteriorError::Fused("this device has no fused MLP description".into()))?;
         fused.riemannian_density().map_err(|e| PosteriorError::Fused(e.to_string()))

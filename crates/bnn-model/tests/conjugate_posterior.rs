@@ -147,9 +147,47 @@ fn manifold_stochastic_dynamics_recovers_the_linear_regression_posterior() {
         let variance_se = bnn_diagnostics::mcse_mean(&[&centered]);
         assert!((variance - sd[d] * sd[d]).abs() < 4.0 * variance_se, "var θ{d}: {variance} ± {variance_se} vs {}", sd[d] * sd[d]);
     }
-    // A head without the f64 metric derivatives is a clear error.
-    let hetero = MlpPosterior::new(BnnConfig::new(2).with_hidden(vec![3]), &data, &device, DType::F32).unwrap();
-    assert!(hetero.riemannian_density().unwrap_err().to_string().contains("fixed-σ"));
+}
+
+/// The f64 potential that manifold stochastic dynamics moves by is the posterior the other
+/// samplers see: `−U` equals the fused kernel's log density (f32, so to its rounding) and `−∇U`
+/// its gradient, for every head and prior of the built-in MLP.
+#[test]
+fn the_riemannian_potential_is_the_posteriors_log_density_for_every_head_and_prior() {
+    use bnn_model::{LogSigmaPrior, ScaleLink};
+    use bnn_sampler::{LogDensity, RiemannianDensity};
+    let data = data();
+    let mut labels = data.clone();
+    labels.y = data.y.iter().map(|y| if *y > 0.5 { 2.0 } else if *y > -0.5 { 1.0 } else { 0.0 }).collect();
+    let device = common::devices().remove(0).1;
+    let cases = [
+        (Likelihood::GaussianFixed { sigma: 0.4 }, Prior::Normal { scale: 1.0 }),
+        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp }, Prior::Laplace { scale: 0.7 }),
+        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Softplus }, Prior::FanInNormal { scale: 1.0 }),
+        (Likelihood::GaussianLearnedSigma { prior: LogSigmaPrior::default() }, Prior::Normal { scale: 2.0 }),
+        (Likelihood::Categorical { classes: 3 }, Prior::Laplace { scale: 1.0 }),
+    ];
+    for (likelihood, prior) in cases {
+        let classification = matches!(likelihood, Likelihood::Categorical { .. });
+        let config = BnnConfig::new(2).with_hidden(vec![4]).with_activation(Activation::Tanh).with_likelihood(likelihood.clone()).with_prior(PriorSpec::uniform(prior));
+        let data = if classification { &labels } else { &data };
+        let posterior = MlpPosterior::new(config, data, &device, DType::F32).unwrap();
+        let dim = posterior.layout().dim();
+        let theta: Vec<f64> = (0..dim).map(|i| ((i * 7 % 11) as f64 - 5.0) / 9.0).collect();
+        let riemannian = posterior.riemannian_density().unwrap();
+        let mut potential_gradient = vec![0.0; dim];
+        let potential = riemannian.potential_and_gradient(&theta, &mut potential_gradient).unwrap();
+        let density = AutodiffLogDensity::new(posterior);
+        let mut gradient = vec![0.0; dim];
+        let log_density = density.evaluate(&theta, &mut gradient).unwrap();
+        assert!((log_density + potential).abs() < 2e-5 * (1.0 + potential.abs()), "{likelihood:?} {prior:?}: log density {log_density} vs −U {}", -potential);
+        let scale = gradient.iter().fold(1.0f64, |m, g| m.max(g.abs()));
+        for i in 0..dim {
+            assert!((gradient[i] + potential_gradient[i]).abs() < 2e-5 * scale, "{likelihood:?} {prior:?} ∂θ{i}: {} vs {}", gradient[i], -potential_gradient[i]);
+        }
+        // The metric is positive definite there (its factorization succeeds).
+        assert!(riemannian.metric_terms(&theta, &vec![0.0; dim]).is_ok(), "{likelihood:?} {prior:?}");
+    }
 }
 
 #[test]
