@@ -30,4 +30,8 @@ pub struct DrawStats {
     /// MCLMC: the momentum decoherence length L the transition used; 0 for the other kernels.
     #[serde(default)]
     pub trajectory_length: f64,
+    /// MSD: fixed-point iterations of the generalized leapfrog's two implicit equations (each
+    /// one a metric evaluation); 0 for the other kernels.
+    #[serde(default)]
+    pub fixed_point_iterations: u32,
 }

@@ -62,7 +62,7 @@ pub use draw_stats::DrawStats;
 pub use dynamics::{Evaluation, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
 pub use error::{SamplerError, StartError};
 pub use kernels::{
-    BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, msd_transition, MsdInfo,
+    BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, msd_transition, Msd, MsdConfig, MsdInfo,
     MsdParams, MsdState, Nuts, NutsConfig, RiemannianDensity,
     RandomWalk, RandomWalkConfig, StepParams,
 };

@@ -7,6 +7,8 @@
 
 use std::fmt;
 
+use crate::kernels::RiemannianDensity;
+
 /// Why a log density could not be evaluated (as opposed to evaluating to `-inf` or NaN,
 /// which the samplers treat as a divergence).
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +74,12 @@ pub trait LogDensity: Send + Sync {
         self.log_density(position, &mut value)?;
         Ok(value[0])
     }
+
+    /// The same target with a position-dependent metric, for manifold stochastic dynamics;
+    /// `None` (the default) for a density that has none.
+    fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
+        None
+    }
 }
 
 impl<T: LogDensity + ?Sized> LogDensity for &T {
@@ -89,6 +97,9 @@ impl<T: LogDensity + ?Sized> LogDensity for &T {
     fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
         (**self).log_density(positions, log_densities)
     }
+    fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
+        (**self).riemannian()
+    }
 }
 
 impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
@@ -105,6 +116,9 @@ impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
     }
     fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
         (**self).log_density(positions, log_densities)
+    }
+    fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
+        (**self).riemannian()
     }
 }
 

@@ -15,7 +15,7 @@ use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
 use crate::adaptation::mams_tuner::MamsTuner;
 use crate::adaptation::mclmc_tuner::MclmcTuner;
-use crate::kernels::{BatchChain, BatchKernel, HmcConfig, Kernel, KernelState, MamsConfig, MclmcConfig, NutsConfig, RandomWalkConfig};
+use crate::kernels::{BatchChain, BatchKernel, HmcConfig, Kernel, KernelState, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig};
 use crate::log_density::LogDensity;
 use crate::metric::DiagonalMassMatrix;
 
@@ -27,6 +27,8 @@ pub enum AlgorithmConfig {
     RandomWalk(RandomWalkConfig),
     Mclmc(MclmcConfig),
     Mams(MamsConfig),
+    /// Manifold stochastic dynamics: needs a density with a metric ([`LogDensity::riemannian`]).
+    Msd(MsdConfig),
 }
 
 impl AlgorithmConfig {
@@ -37,6 +39,7 @@ impl AlgorithmConfig {
             AlgorithmConfig::RandomWalk(config) => config.validate(),
             AlgorithmConfig::Mclmc(config) => config.validate(),
             AlgorithmConfig::Mams(config) => config.validate(),
+            AlgorithmConfig::Msd(config) => config.validate(),
         }
     }
 
@@ -49,12 +52,14 @@ impl AlgorithmConfig {
             AlgorithmConfig::RandomWalk(config) => config.target_accept,
             AlgorithmConfig::Mclmc(_) => 0.5,
             AlgorithmConfig::Mams(config) => config.target_accept,
+            AlgorithmConfig::Msd(config) => config.target_accept,
         }
     }
 
     /// Whether the kernel integrates Hamiltonian dynamics (and can use the step-size heuristic).
     pub fn uses_leapfrog(&self) -> bool {
-        !matches!(self, AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_))
+        // MSD's leapfrog moves under its own metric, not the diagonal one the search would use.
+        !matches!(self, AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_) | AlgorithmConfig::Msd(_))
     }
 
     /// The step size a chain starts from when none is given: 1 for the leapfrog kernels (then the
@@ -64,6 +69,7 @@ impl AlgorithmConfig {
             AlgorithmConfig::RandomWalk(_) => RandomWalkConfig::default_scale(dim),
             AlgorithmConfig::Mclmc(config) => config.initial_step_size,
             AlgorithmConfig::Mams(_) => MamsConfig::start_parameters(dim).0,
+            AlgorithmConfig::Msd(config) => config.initial_step_size,
             _ => 1.0,
         }
     }
@@ -90,6 +96,12 @@ impl From<MclmcConfig> for AlgorithmConfig {
 impl From<MamsConfig> for AlgorithmConfig {
     fn from(config: MamsConfig) -> Self {
         AlgorithmConfig::Mams(config)
+    }
+}
+
+impl From<MsdConfig> for AlgorithmConfig {
+    fn from(config: MsdConfig) -> Self {
+        AlgorithmConfig::Msd(config)
     }
 }
 
@@ -142,9 +154,9 @@ impl SamplerConfig {
                 "threads must be at least 1".into(),
             ));
         }
-        if self.batched && matches!(self.algorithm, AlgorithmConfig::RandomWalk(_)) {
+        if self.batched && matches!(self.algorithm, AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Msd(_)) {
             return Err(SamplerError::InvalidConfig(
-                "batched execution is implemented for HMC, NUTS, MCLMC and MAMS, not random-walk Metropolis"
+                "batched execution is implemented for HMC, NUTS, MCLMC and MAMS, not random-walk Metropolis or MSD"
                     .into(),
             ));
         }
@@ -278,6 +290,11 @@ impl Sampler {
                     Tuner::StanWindows(WarmupState::new(&config.warmup, config.num_warmup, dim, mams.target_accept, step_size))
                 }
             }
+            // MSD moves by its own metric: only the step size adapts.
+            AlgorithmConfig::Msd(msd) => {
+                let warmup = WarmupConfig { adapt_metric: false, ..config.warmup.clone() };
+                Tuner::StanWindows(WarmupState::new(&warmup, config.num_warmup, dim, msd.target_accept, step_size))
+            }
             algorithm => Tuner::StanWindows(WarmupState::new(
                 &config.warmup,
                 config.num_warmup,
@@ -350,6 +367,14 @@ impl Sampler {
                 self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
             }
             AlgorithmConfig::Mams(config) => {
+                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
+            }
+            AlgorithmConfig::Msd(config) => {
+                if density.riemannian().is_none() {
+                    return Err(SamplerError::InvalidConfig(
+                        "MSD needs a density with a position-dependent metric (LogDensity::riemannian); the built-in MLP posterior has one".into(),
+                    ));
+                }
                 self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
             }
         }

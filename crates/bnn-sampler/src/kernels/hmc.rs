@@ -216,6 +216,7 @@ impl<I: Integrator> Hmc<I> {
             energy,
             energy_error,
             trajectory_length: 0.0,
+            fixed_point_iterations: 0,
         }
     }
 }

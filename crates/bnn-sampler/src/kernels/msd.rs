@@ -12,13 +12,20 @@
 //! divergent. A rejection flips the momentum (so the chain's direction persists only through
 //! accepted steps, as in Horowitz's generalized HMC).
 //!
-//! This is the transition on its own (`(state, params) -> (state, info)`), for densities that
-//! supply their metric ([`RiemannianDensity`]); the `bnn sample --sampler msd` wiring (warmup,
-//! draws files, checkpoints) builds on it.
+//! [`msd_transition`] is the transition on its own (`(state, params) -> (state, info)`), for
+//! densities that supply their metric ([`RiemannianDensity`]); [`Msd`] is the same transition as
+//! a [`Kernel`] of the sampler (warmup, draws files, checkpoints), reaching the metric through
+//! [`LogDensity::riemannian`].
 
 use bnn_kernels::{Cholesky, RiemannianTerms};
+use burn::config::Config;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
+
+use crate::draw_stats::DrawStats;
+use crate::error::SamplerError;
+use crate::kernels::{Kernel, KernelState, StepParams};
+use crate::log_density::LogDensity;
 
 /// A target with a position-dependent metric: what a manifold sampler evaluates at a point.
 pub trait RiemannianDensity {
@@ -74,6 +81,9 @@ pub struct MsdInfo {
     /// Fixed-point iterations of the step's two implicit equations together.
     pub fixed_point_iterations: usize,
     pub divergent: bool,
+    /// `H` at the state the transition ends in (after the refresh when it stays put; NaN when
+    /// the metric could not be evaluated there).
+    pub energy: f64,
 }
 
 impl MsdState {
@@ -96,11 +106,11 @@ pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     mut state: MsdState,
     params: &MsdParams,
 ) -> (MsdState, MsdInfo) {
-    let divergent = |iterations| MsdInfo { accepted: false, accept_probability: 0.0, energy_change: f64::NAN, fixed_point_iterations: iterations, divergent: true };
+    let divergent = |iterations, energy| MsdInfo { accepted: false, accept_probability: 0.0, energy_change: f64::NAN, fixed_point_iterations: iterations, divergent: true, energy };
     // Horowitz's refresh at θ: n = L z ~ N(0, G(θ)).
     let start = match density.metric_terms(&state.position, &state.momentum) {
         Ok(terms) => terms,
-        Err(_) => return (state, divergent(0)),
+        Err(_) => return (state, divergent(0, f64::NAN)),
     };
     let z: Vec<f64> = (0..state.position.len()).map(|_| StandardNormal.sample(&mut *rng)).collect();
     let mut fresh = vec![0.0; z.len()];
@@ -110,7 +120,7 @@ pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
         *p = cos * *p + sin * n;
     }
     let Ok(start) = density.metric_terms(&state.position, &state.momentum) else {
-        return (state, divergent(0));
+        return (state, divergent(0, f64::NAN));
     };
     let energy_start = hamiltonian(state.potential, &start.metric, start.kinetic_energy);
     let step = if params.frozen_metric {
@@ -124,18 +134,134 @@ pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
             let accept_probability = if energy_change.is_finite() { (-energy_change).exp().min(1.0) } else { 0.0 };
             let uniform: f64 = rng.random();
             let accepted = uniform < accept_probability;
+            let energy = if accepted { end.energy } else { energy_start };
             if accepted {
                 state = end.state;
             } else {
                 state.momentum.iter_mut().for_each(|p| *p = -*p);
             }
             let divergent = !energy_change.is_finite();
-            (state, MsdInfo { accepted, accept_probability, energy_change, fixed_point_iterations: iterations, divergent })
+            (state, MsdInfo { accepted, accept_probability, energy_change, fixed_point_iterations: iterations, divergent, energy })
         }
         Err(iterations) => {
             state.momentum.iter_mut().for_each(|p| *p = -*p);
-            (state, divergent(iterations))
+            (state, divergent(iterations, energy_start))
         }
+    }
+}
+
+/// Configuration of the MSD kernel and its warmup (`bnn sample --sampler msd`).
+#[derive(Config, Debug)]
+pub struct MsdConfig {
+    /// `cos α` of the Horowitz refresh (0: a fresh momentum every transition). Zlochin & Baram
+    /// use a small angle; the stored text of the paper lost its value.
+    #[config(default = 0.95)]
+    pub persistence: f64,
+    /// Mean acceptance probability the warmup's dual averaging aims the step size at. A
+    /// rejection reverses the momentum, so with persistence a high rate keeps the direction.
+    #[config(default = 0.9)]
+    pub target_accept: f64,
+    /// Step size the warmup starts from. Under the metric, ε = 1 moves about one posterior sd
+    /// where the posterior is near Gaussian, so the start is of the right order.
+    #[config(default = 0.5)]
+    pub initial_step_size: f64,
+    /// Fixed-point iterations per implicit equation before the step counts as divergent.
+    #[config(default = 100)]
+    pub max_fixed_point_iterations: usize,
+    /// Convergence tolerance of the fixed-point iterations (largest change relative to
+    /// `1 + |value|`).
+    #[config(default = 1e-9)]
+    pub fixed_point_tolerance: f64,
+    /// Zlochin & Baram's cheap variant (metric frozen within the step). **Approximate**: its
+    /// chain is biased (see [`MsdParams::frozen_metric`]).
+    #[config(default = false)]
+    pub frozen_metric: bool,
+}
+
+impl MsdConfig {
+    pub(crate) fn validate(&self) -> Result<(), SamplerError> {
+        let invalid = |m: String| Err(SamplerError::InvalidConfig(m));
+        if !(0.0..1.0).contains(&self.persistence) {
+            return invalid(format!("MSD persistence (cos α) must lie in [0, 1), got {}", self.persistence));
+        }
+        if !(self.target_accept > 0.0 && self.target_accept < 1.0) {
+            return invalid(format!("MSD target_accept must lie in (0, 1), got {}", self.target_accept));
+        }
+        if !(self.initial_step_size > 0.0 && self.initial_step_size.is_finite()) {
+            return invalid(format!("MSD initial_step_size must be positive and finite, got {}", self.initial_step_size));
+        }
+        if self.max_fixed_point_iterations == 0 || !(self.fixed_point_tolerance > 0.0 && self.fixed_point_tolerance.is_finite()) {
+            return invalid(format!(
+                "MSD needs at least one fixed-point iteration and a positive tolerance, got {} and {}",
+                self.max_fixed_point_iterations, self.fixed_point_tolerance
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn init(&self) -> Result<Msd, SamplerError> {
+        self.validate()?;
+        Ok(Msd { config: self.clone() })
+    }
+}
+
+/// The MSD kernel over a [`LogDensity`] that provides its metric ([`LogDensity::riemannian`]).
+///
+/// The chain's `KernelState` carries the momentum between transitions and `log p = −U` of the
+/// f64 potential with its gradient; a state without momentum (a new chain) draws a full one.
+#[derive(Clone, Debug)]
+pub struct Msd {
+    config: MsdConfig,
+}
+
+impl Kernel for Msd {
+    fn uses_leapfrog(&self) -> bool {
+        false
+    }
+
+    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(&mut self, density: &L, rng: &mut R, state: KernelState, params: StepParams<'_>) -> (KernelState, DrawStats) {
+        let stay = |state: KernelState, step_size: f64| {
+            let stats = DrawStats { log_density: state.log_density, step_size, n_leapfrog: 1, divergent: true, energy: f64::NAN, energy_error: f64::NAN, ..DrawStats::default() };
+            (state, stats)
+        };
+        let Some(riemannian) = density.riemannian() else {
+            return stay(state, params.step_size);
+        };
+        let fresh = state.momentum.is_none();
+        let dim = state.position.len();
+        let mut potential_gradient = vec![0.0; dim];
+        let Ok(potential) = riemannian.potential_and_gradient(&state.position, &mut potential_gradient) else {
+            return stay(state, params.step_size);
+        };
+        let start = MsdState { momentum: state.momentum.clone().unwrap_or_else(|| vec![0.0; dim]), position: state.position.clone(), potential, potential_gradient };
+        let msd_params = MsdParams {
+            step_size: params.step_size,
+            persistence: if fresh { 0.0 } else { self.config.persistence },
+            max_fixed_point_iterations: self.config.max_fixed_point_iterations,
+            fixed_point_tolerance: self.config.fixed_point_tolerance,
+            frozen_metric: self.config.frozen_metric,
+        };
+        let (end, info) = msd_transition(riemannian, rng, start, &msd_params);
+        let stats = DrawStats {
+            log_density: -end.potential,
+            accept_stat: info.accept_probability,
+            step_size: params.step_size,
+            tree_depth: 0,
+            n_leapfrog: 1,
+            divergent: info.divergent,
+            energy: info.energy,
+            energy_error: info.energy_change,
+            trajectory_length: 0.0,
+            fixed_point_iterations: info.fixed_point_iterations as u32,
+        };
+        let state = KernelState {
+            position: end.position,
+            log_density: -end.potential,
+            gradient: end.potential_gradient.iter().map(|g| -g).collect(),
+            momentum: Some(end.momentum),
+            carry: state.carry,
+        };
+        (state, stats)
     }
 }
 
@@ -266,6 +392,101 @@ mod tests {
             let kinetic_energy = 0.5 * (momentum[0] * velocity[0] + momentum[1] * velocity[1]);
             let gradient = (0..2).map(|i| 0.5 * dg[i] / g[i] - 0.5 * momentum[i] * momentum[i] * dg[i] / (g[i] * g[i])).collect();
             Ok(RiemannianTerms { metric, velocity, kinetic_energy, gradient })
+        }
+    }
+
+    /// The toy as the sampler sees it: a [`LogDensity`] whose metric comes with it.
+    struct ToyTarget(Toy);
+
+    impl LogDensity for ToyTarget {
+        fn dim(&self) -> usize {
+            2
+        }
+
+        fn log_density_and_gradient(&self, positions: &[f64], log_densities: &mut [f64], gradients: &mut [f64]) -> Result<(), crate::LogDensityError> {
+            crate::for_each_row(2, positions, log_densities, gradients, |q, g| {
+                let u = self.0.potential_and_gradient(q, g).map_err(crate::LogDensityError::new)?;
+                g.iter_mut().for_each(|g| *g = -*g);
+                Ok(-u)
+            })
+        }
+
+        fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
+            Some(&self.0)
+        }
+    }
+
+    /// A density without a metric: MSD must refuse it with a clear error.
+    struct Plain;
+
+    impl LogDensity for Plain {
+        fn dim(&self) -> usize {
+            2
+        }
+
+        fn log_density_and_gradient(&self, positions: &[f64], log_densities: &mut [f64], gradients: &mut [f64]) -> Result<(), crate::LogDensityError> {
+            ToyTarget(Toy).log_density_and_gradient(positions, log_densities, gradients)
+        }
+    }
+
+    #[test]
+    fn the_sampler_runs_msd_with_dual_averaging_and_hits_the_targets_moments() {
+        use crate::{ChainStart, SamplerConfig};
+        let config = |threads| {
+            SamplerConfig::new(MsdConfig::new().with_persistence(0.8).into()).with_num_warmup(500).with_num_draws(5000).with_seed(3).with_threads(Some(threads)).init().unwrap()
+        };
+        let starts: Vec<ChainStart> = (0..4).map(|c| ChainStart::at(vec![0.2 * c as f64 - 0.3, 0.5])).collect();
+        let draws = config(2).sample(&ToyTarget(Toy), &starts).unwrap();
+        // The same seed gives the same draws whatever the thread count.
+        let single = config(1).sample(&ToyTarget(Toy), &starts).unwrap();
+        for c in 0..4 {
+            assert_eq!(draws.chain(c).positions, single.chain(c).positions, "chain {c}");
+        }
+        let accept: Vec<f64> = draws.stat(|s| s.accept_stat).into_iter().flatten().collect();
+        let mean_accept = accept.iter().sum::<f64>() / accept.len() as f64;
+        assert!((mean_accept - 0.9).abs() < 0.05, "dual averaging aims at 0.9, got {mean_accept}");
+        let stats = draws.stats(0);
+        assert!(stats.iter().all(|s| s.n_leapfrog == 1 && s.fixed_point_iterations >= 2 && s.step_size == stats[0].step_size));
+        for (d, variance) in [(0, 1.0), (1, 4.0)] {
+            let chains = draws.coordinate(d);
+            let squares: Vec<Vec<f64>> = chains.iter().map(|c| c.iter().map(|v| v * v).collect()).collect();
+            let flat: Vec<f64> = squares.iter().flatten().copied().collect();
+            let second = flat.iter().sum::<f64>() / flat.len() as f64;
+            let mcse = bnn_diagnostics::mcse_mean(&squares);
+            assert!((second - variance).abs() < 4.0 * mcse, "E[θ{d}²] = {second} ± {mcse}, expected {variance}");
+        }
+        let err = config(1).sample(&Plain, &starts).unwrap_err().to_string();
+        assert!(err.contains("position-dependent metric"), "{err}");
+        let batched = SamplerConfig::new(MsdConfig::new().into()).with_batched(true).init().unwrap_err().to_string();
+        assert!(batched.contains("MSD"), "{batched}");
+        let bad = SamplerConfig::new(MsdConfig::new().with_persistence(1.0).into()).init().unwrap_err().to_string();
+        assert!(bad.contains("persistence"), "{bad}");
+    }
+
+    #[test]
+    fn a_rejected_step_reverses_the_momentum() {
+        // With persistence ≈ 1 the refresh barely changes p, so after a rejection the chain's
+        // momentum is ≈ −p (and its position unchanged). Steps large enough to be rejected
+        // often but not divergent (the Metropolis test rejects them, not the fixed-point
+        // iteration), for both integrators.
+        let toy = Toy;
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for (frozen_metric, step_size) in [(true, 2.5), (false, 1.6)] {
+            let params = MsdParams { step_size, persistence: 1.0 - 1e-12, frozen_metric, ..MsdParams::default() };
+            let mut rejections = 0;
+            for t in 0..200 {
+                let mut state = MsdState::at(&toy, vec![0.4 + 0.01 * t as f64, -0.9]).unwrap();
+                state.momentum = vec![1.3, -0.6 - 0.02 * t as f64];
+                let (end, info) = msd_transition(&toy, &mut rng, state.clone(), &params);
+                if !info.accepted && !info.divergent {
+                    rejections += 1;
+                    assert_eq!(end.position, state.position);
+                    for i in 0..2 {
+                        assert!((end.momentum[i] + state.momentum[i]).abs() < 1e-5, "p {:?} after rejecting from {:?}", end.momentum, state.momentum);
+                    }
+                }
+            }
+            assert!(rejections >= 5, "frozen = {frozen_metric}: only {rejections} steps of {step_size} were rejected by the test (of 200)");
         }
     }
 

@@ -184,6 +184,7 @@ impl<I: Integrator> Nuts<I> {
             energy: proposal.energy,
             energy_error: proposal.energy - trajectory.initial_energy(),
             trajectory_length: 0.0,
+            fixed_point_iterations: 0,
         }
     }
 }

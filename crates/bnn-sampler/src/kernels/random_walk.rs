@@ -111,6 +111,7 @@ impl Kernel for RandomWalk {
             energy: -state.log_density,
             energy_error: -log_ratio,
             trajectory_length: 0.0,
+            fixed_point_iterations: 0,
         };
         (state, stats)
     }

@@ -263,6 +263,7 @@ impl<I: Integrator> RecursiveNuts<I> {
             energy: sample.energy,
             energy_error: sample.energy - initial_energy,
             trajectory_length: 0.0,
+            fixed_point_iterations: 0,
         };
         let next = KernelState {
             position: sample.position,
