@@ -189,3 +189,36 @@ fn killed_mclmc_runs_resume_to_the_uninterrupted_draws() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_same_files(&reference, &run);
 }
+
+/// MSD keeps its momentum between iterations (Horowitz persistence), so a resumed chain must
+/// continue with the momentum it had: killed in the warmup and in sampling, the run still ends
+/// with the uninterrupted run's files. The heteroscedastic head, so its metric moves with the
+/// scale outputs too.
+#[test]
+fn killed_msd_runs_resume_to_the_uninterrupted_draws() {
+    let root = temp_dir("msd");
+    let args = |out: &Path| -> Vec<String> {
+        [
+            "sample", "--dataset", "cos2x", "--hidden", "6", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
+            "msd", "--warmup", "150", "--draws", "200", "--seed", "9", "--threads", "1", "--checkpoint-every", "10", "--out",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.to_str().unwrap().to_string()])
+        .collect()
+    };
+    let reference = root.join("reference");
+    let o = finish(spawn(&args(&reference)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let header = std::fs::read_to_string(reference.join("draws_chain_0.csv")).unwrap();
+    assert!(header.starts_with("lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,energy_change__,fixed_point_iterations__,"));
+
+    let run = root.join("killed");
+    let o = kill_when(spawn(&args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| (30..140).contains(&i)));
+    assert!(!o.status.success(), "the run should have been killed in the warmup");
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| i > 200));
+    assert!(!o.status.success(), "the resumed run should have been killed in sampling");
+    let o = finish(spawn(&resume_args(&run)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_files(&reference, &run);
+}

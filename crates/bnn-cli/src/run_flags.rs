@@ -142,6 +142,21 @@ pub struct RunFlags {
     /// without) [default: true].
     #[arg(long)]
     pub diagonal_preconditioning: Option<bool>,
+    /// MSD: `cos α` of the Horowitz momentum refresh, in [0, 1) (0: fresh momentum every
+    /// iteration) [default: 0.95].
+    #[arg(long)]
+    pub persistence: Option<f64>,
+    /// MSD: Zlochin & Baram's cheap integrator, the metric frozen within the step (approximate:
+    /// the chain is biased) [default: false, the exact generalized leapfrog].
+    #[arg(long)]
+    pub frozen_metric: Option<bool>,
+    /// MSD: tolerance of the implicit steps' fixed-point iterations [default: 1e-9].
+    #[arg(long)]
+    pub fixed_point_tolerance: Option<f64>,
+    /// MSD: fixed-point iterations per implicit equation before a step counts as divergent
+    /// [default: 100].
+    #[arg(long)]
+    pub max_fixed_point_iterations: Option<usize>,
     /// `false`: fixed-step sampling (no step-size or metric adaptation, identity metric; the
     /// warmup iterations are a discarded burn-in). Needs --step-size for HMC and NUTS [default: true].
     #[arg(long)]
@@ -277,6 +292,12 @@ impl RunFlags {
         if f.diagonal_preconditioning.is_some() {
             s.diagonal_preconditioning = f.diagonal_preconditioning;
         }
+        if f.persistence.is_some() {
+            s.persistence = f.persistence;
+        }
+        set(&mut s.frozen_metric, &f.frozen_metric);
+        set(&mut s.fixed_point_tolerance, &f.fixed_point_tolerance);
+        set(&mut s.max_fixed_point_iterations, &f.max_fixed_point_iterations);
         set(&mut s.adapt, &f.adapt);
         set(&mut s.thin, &f.thin);
         set(&mut s.seed, &f.seed);

@@ -1,7 +1,7 @@
 //! Bridges a tensor-valued [`Posterior`] to the sampler's host-side `LogDensity` through Burn's autodiff.
 
 use crate::posterior::Posterior;
-use bnn_sampler::{LogDensity, LogDensityError};
+use bnn_sampler::{LogDensity, LogDensityError, RiemannianDensity};
 use burn::tensor::{DType, Tensor, TensorData};
 
 /// Evaluates value and gradient of a [`Posterior`] with one forward and one backward pass per
@@ -13,11 +13,20 @@ use burn::tensor::{DType, Tensor, TensorData};
 pub struct AutodiffLogDensity<P> {
     posterior: P,
     direct_host_path: bool,
+    /// The same posterior with its metric, for manifold stochastic dynamics.
+    riemannian: Option<Box<dyn RiemannianDensity + Send + Sync>>,
 }
 
 impl<P: Posterior> AutodiffLogDensity<P> {
     pub fn new(posterior: P) -> Self {
-        Self { posterior, direct_host_path: true }
+        Self { posterior, direct_host_path: true, riemannian: None }
+    }
+
+    /// Attaches the posterior's metric (e.g. [`crate::MlpPosterior::riemannian_density`]), which
+    /// MSD reaches through [`LogDensity::riemannian`].
+    pub fn with_riemannian(mut self, riemannian: impl RiemannianDensity + Send + Sync + 'static) -> Self {
+        self.riemannian = Some(Box::new(riemannian));
+        self
     }
 
     /// Always goes through tensors and Burn's autodiff, even where the posterior has a host path.
@@ -32,6 +41,10 @@ impl<P: Posterior> AutodiffLogDensity<P> {
 }
 
 impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
+    fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
+        self.riemannian.as_deref().map(|r| r as &dyn RiemannianDensity)
+    }
+
     fn dim(&self) -> usize {
         self.posterior.layout().dim()
     }

@@ -4,7 +4,7 @@ use crate::evaluation::Evaluation;
 use crate::predictions::Predictions;
 use crate::prepared_data::{prepare, prepare_dataset, PreparedData, Preparation};
 use crate::progress::{Progress, Silent};
-use crate::run_config::{Init, RunConfig};
+use crate::run_config::{Algorithm, Init, RunConfig};
 use crate::run_diagnostics::RunDiagnostics;
 use crate::run_dir::{write_json, RunDir};
 use crate::sampling::Sampling;
@@ -107,12 +107,21 @@ impl DeiMcmc {
         }
         let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?.with_gradient_path(config.runtime.gradient);
         let layout = posterior.layout().clone();
+        let riemannian = match config.sampler.algorithm {
+            Algorithm::Msd => Some(posterior.riemannian_density().map_err(|e| anyhow!("MSD needs the built-in MLP's metric: {e}"))?),
+            _ => None,
+        };
+        let density = AutodiffLogDensity::new(posterior);
+        let density = match riemannian {
+            Some(riemannian) => density.with_riemannian(riemannian),
+            None => density,
+        };
         Ok(Self {
             config,
             dir,
             data,
             bnn,
-            density: AutodiffLogDensity::new(posterior),
+            density,
             layout,
             device,
             progress: Arc::new(Silent),

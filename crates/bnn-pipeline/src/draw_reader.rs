@@ -1,7 +1,7 @@
 //! Reads a chain's draws file back row by row (streaming: memory O(D) per row), checking the
 //! header against the model's layout and naming file and line on any malformed value.
 
-use crate::draw_store::{MCLMC_STAT_COLUMNS, STAT_COLUMNS};
+use crate::draw_store::STAT_COLUMNS;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -31,13 +31,10 @@ pub fn for_each_stored_draw(path: &Path, dim: usize, mut f: impl FnMut(&StoredSt
         }
     };
     let columns = header.split(',').count();
-    // MCLMC runs carry two more statistics after CmdStan's seven.
+    // Statistics end in `__` (CmdStan's seven, then a sampler's own: MCLMC's, MSD's); the
+    // parameters follow.
     let names: Vec<&str> = header.split(',').collect();
-    let stat_columns = if names.get(STAT_COLUMNS.len()..STAT_COLUMNS.len() + MCLMC_STAT_COLUMNS.len()) == Some(&MCLMC_STAT_COLUMNS[..]) {
-        STAT_COLUMNS.len() + MCLMC_STAT_COLUMNS.len()
-    } else {
-        STAT_COLUMNS.len()
-    };
+    let stat_columns = names.iter().take_while(|name| name.ends_with("__")).count().max(STAT_COLUMNS.len());
     if columns != stat_columns + dim || !header.starts_with(STAT_COLUMNS[0]) {
         bail!(
             "{}: header has {columns} columns, expected {stat_columns} statistics + {dim} parameters of this run's model",

@@ -28,6 +28,30 @@ pub const STAT_COLUMNS: [&str; 7] = ["lp__", "accept_stat__", "stepsize__", "tre
 /// (what MCLMC's tuner controls, MAMS's Metropolis test uses) and the decoherence length L.
 pub const MCLMC_STAT_COLUMNS: [&str; 2] = ["energy_change__", "trajectory_length__"];
 
+/// The statistics MSD runs add after `STAT_COLUMNS`: the transition's energy change (its
+/// Metropolis test's ΔH) and the fixed-point iterations of its implicit steps.
+pub const MSD_STAT_COLUMNS: [&str; 2] = ["energy_change__", "fixed_point_iterations__"];
+
+/// Which sampler-specific statistics follow CmdStan's seven in the draws files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExtraStats {
+    None,
+    /// MCLMC and MAMS: `MCLMC_STAT_COLUMNS`.
+    Microcanonical,
+    /// MSD: `MSD_STAT_COLUMNS`.
+    Manifold,
+}
+
+impl ExtraStats {
+    fn columns(self) -> &'static [&'static str] {
+        match self {
+            ExtraStats::None => &[],
+            ExtraStats::Microcanonical => &MCLMC_STAT_COLUMNS,
+            ExtraStats::Manifold => &MSD_STAT_COLUMNS,
+        }
+    }
+}
+
 /// Column names in CmdStan's convention (`name.i.j`, 1-based) so that `arviz.from_cmdstan`
 /// groups each weight matrix into one variable with its shape.
 pub fn cmdstan_names(layout: &ParameterLayout) -> Vec<String> {
@@ -156,8 +180,8 @@ pub struct DrawStore<'a> {
     chains: Vec<ChainFiles>,
     checkpoint_every: usize,
     thin: usize,
-    /// Write `MCLMC_STAT_COLUMNS` too.
-    mclmc_stats: bool,
+    /// Sampler-specific statistics after CmdStan's.
+    extra_stats: ExtraStats,
     early_stop: Option<EarlyStop<'a>>,
     progress: Option<&'a dyn Progress>,
     line: String,
@@ -167,15 +191,15 @@ pub struct DrawStore<'a> {
 
 impl<'a> DrawStore<'a> {
     /// Opens the files of the chains numbered `ids` (ascending: all of a run's, or one shard's);
-    /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing; `mclmc_stats` adds
-    /// `MCLMC_STAT_COLUMNS`.
-    pub fn open(dir: &RunDir, layout: &ParameterLayout, ids: &[usize], resume: &[Option<Checkpoint>], checkpoint_every: usize, thin: usize, mclmc_stats: bool) -> Result<Self> {
+    /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing; `extra_stats` adds a
+    /// sampler's own statistics.
+    pub fn open(dir: &RunDir, layout: &ParameterLayout, ids: &[usize], resume: &[Option<Checkpoint>], checkpoint_every: usize, thin: usize, extra_stats: ExtraStats) -> Result<Self> {
         if ids.len() != resume.len() || ids.windows(2).any(|w| w[0] >= w[1]) {
             bail!("the draw store needs one checkpoint slot per chain and ascending chain numbers");
         }
         let mut stats = STAT_COLUMNS.join(",");
-        if mclmc_stats {
-            stats = format!("{stats},{}", MCLMC_STAT_COLUMNS.join(","));
+        if extra_stats != ExtraStats::None {
+            stats = format!("{stats},{}", extra_stats.columns().join(","));
         }
         let draws_header = format!("{stats},{}\n", cmdstan_names(layout).join(","));
         let adaptation_header = format!("iteration,{stats}\n");
@@ -194,7 +218,7 @@ impl<'a> DrawStore<'a> {
                 divergences: 0,
             });
         }
-        Ok(Self { dir: dir.clone(), ids: ids.to_vec(), chains, checkpoint_every, thin: thin.max(1), mclmc_stats, early_stop: None, progress: None, line: String::new(), digits: ryu::Buffer::new() })
+        Ok(Self { dir: dir.clone(), ids: ids.to_vec(), chains, checkpoint_every, thin: thin.max(1), extra_stats, early_stop: None, progress: None, line: String::new(), digits: ryu::Buffer::new() })
     }
 
     pub fn with_early_stop(mut self, early_stop: EarlyStop<'a>) -> Self {
@@ -277,11 +301,19 @@ impl<'a> DrawStore<'a> {
         push_float(line, digits, s.step_size);
         let _ = write!(line, ",{},{},{},", s.tree_depth, s.n_leapfrog, u8::from(s.divergent));
         push_float(line, digits, s.energy);
-        if self.mclmc_stats {
-            line.push(',');
-            push_float(line, digits, s.energy_error);
-            line.push(',');
-            push_float(line, digits, s.trajectory_length);
+        match self.extra_stats {
+            ExtraStats::None => {}
+            ExtraStats::Microcanonical => {
+                line.push(',');
+                push_float(line, digits, s.energy_error);
+                line.push(',');
+                push_float(line, digits, s.trajectory_length);
+            }
+            ExtraStats::Manifold => {
+                line.push(',');
+                push_float(line, digits, s.energy_error);
+                let _ = write!(line, ",{}", s.fixed_point_iterations);
+            }
         }
         if draw.warmup {
             line.push('\n');

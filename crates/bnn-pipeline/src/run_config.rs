@@ -3,7 +3,7 @@
 use crate::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
-use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig};
+use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig};
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -26,6 +26,10 @@ pub enum Algorithm {
     /// Metropolis-adjusted microcanonical sampler (MAMS): MCLMC's dynamics with a Metropolis
     /// test (exact draws), ε by dual averaging, diagonal preconditioner and L tuned in warmup.
     Mams,
+    /// Manifold stochastic dynamics (Zlochin & Baram): one generalized leapfrog step per
+    /// iteration under the Bayesian Gauss–Newton metric, Horowitz momentum persistence, a
+    /// Metropolis test; ε by dual averaging.
+    Msd,
 }
 
 /// Where the chains start.
@@ -196,6 +200,18 @@ pub struct SamplerSection {
     /// the ESS), summing to 1; absent: 0.8, 0.1, 0.1. MAMS: four shares (ε; ε and variances; ε
     /// under the new preconditioner; L from the ESS); absent: 0.3, 0.2, 0.3, 0.2.
     pub tune_fractions: Option<Vec<f64>>,
+    /// MSD: `cos α` of the momentum refresh (0: a fresh momentum every iteration). Absent: 0.95.
+    pub persistence: Option<f64>,
+    /// MSD: Zlochin & Baram's cheap integrator (metric frozen within the step; approximate,
+    /// biased) instead of the exact generalized leapfrog.
+    #[config(default = false)]
+    pub frozen_metric: bool,
+    /// MSD: convergence tolerance of the implicit steps' fixed-point iterations.
+    #[config(default = 1e-9)]
+    pub fixed_point_tolerance: f64,
+    /// MSD: fixed-point iterations per implicit equation before a step counts as divergent.
+    #[config(default = 100)]
+    pub max_fixed_point_iterations: usize,
     /// MCLMC and MAMS: the last warmup phase sets L = factor · (ε or L) · mean(steps / ESS).
     #[config(default = 0.4)]
     pub trajectory_length_factor: f64,
@@ -286,6 +302,20 @@ impl SamplerSection {
                 }
                 if let Some(fractions) = &self.tune_fractions {
                     c = c.with_tune_fractions(fractions.clone());
+                }
+                match target {
+                    Some(t) => c.with_target_accept(t),
+                    None => c,
+                }
+                .into()
+            }
+            Algorithm::Msd => {
+                let mut c = MsdConfig::new()
+                    .with_frozen_metric(self.frozen_metric)
+                    .with_fixed_point_tolerance(self.fixed_point_tolerance)
+                    .with_max_fixed_point_iterations(self.max_fixed_point_iterations);
+                if let Some(persistence) = self.persistence {
+                    c = c.with_persistence(persistence);
                 }
                 match target {
                     Some(t) => c.with_target_accept(t),
@@ -437,6 +467,14 @@ impl RunConfig {
             }
             self.sampler_config_check()?;
         }
+        if s.algorithm == Algorithm::Msd {
+            self.sampler_config_check()?;
+            if s.batched {
+                bail!("MSD runs its chains on threads, not batched (each step solves with its own chain's metric)");
+            }
+        } else if s.persistence.is_some() || s.frozen_metric {
+            bail!("persistence and frozen_metric are MSD's settings (sampler = msd), not {:?}'s", s.algorithm);
+        }
         if s.init == Init::Single && s.init_from.is_none() {
             bail!("init = single needs init_from (--init-from <member.safetensors>)");
         }
@@ -493,10 +531,16 @@ mod tests {
             RunConfig::new().with_sampler(s.clone().with_init(Init::Single)),
             RunConfig::new().with_model(ModelSection::new().with_activation("swish2".into())),
             RunConfig::new().with_runtime(RuntimeSection::new().with_device("tpu".into())),
+            RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_persistence(Some(1.5))),
+            RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_fixed_point_tolerance(0.0)),
+            RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_batched(true)),
+            RunConfig::new().with_sampler(s.clone().with_persistence(Some(0.9))),
+            RunConfig::new().with_sampler(s.clone().with_frozen_metric(true)),
         ] {
             assert!(config.validate().is_err(), "{config:?}");
         }
         RunConfig::new().validate().unwrap();
+        RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_persistence(Some(0.5)).with_frozen_metric(true)).validate().unwrap();
     }
 
     #[test]

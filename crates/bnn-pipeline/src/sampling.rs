@@ -2,10 +2,10 @@
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::draw_reader::for_each_stored_draw;
-use crate::draw_store::{ChainSampling, Checkpoint, DrawStore};
+use crate::draw_store::{ChainSampling, Checkpoint, DrawStore, ExtraStats};
 use crate::early_stop::EarlyStop;
 use crate::progress::{ProgressEvent, Stage};
-use crate::run_config::Init;
+use crate::run_config::{Algorithm, Init};
 use crate::run_dir::write_json;
 use crate::shard::ShardManifest;
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -101,8 +101,12 @@ impl DeiMcmc {
         }
         let total = config.sampler.warmup + config.sampler.draws;
         let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
-        let mclmc_stats = matches!(config.sampler.algorithm, crate::run_config::Algorithm::Mclmc | crate::run_config::Algorithm::Mams);
-        let mut store = DrawStore::open(&self.dir, &self.layout, &ids, &resumed, config.sampler.checkpoint_every, config.sampler.thin, mclmc_stats)?;
+        let extra_stats = match config.sampler.algorithm {
+            Algorithm::Mclmc | Algorithm::Mams => ExtraStats::Microcanonical,
+            Algorithm::Msd => ExtraStats::Manifold,
+            _ => ExtraStats::None,
+        };
+        let mut store = DrawStore::open(&self.dir, &self.layout, &ids, &resumed, config.sampler.checkpoint_every, config.sampler.thin, extra_stats)?;
         if config.sampler.early_stop {
             let test = &self.data.test;
             let posterior = self.posterior();
