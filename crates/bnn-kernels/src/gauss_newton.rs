@@ -146,6 +146,14 @@ impl RowPass {
     /// `H_k v`: the Hessian of output `k` (in θ) times `direction`, exactly, by differentiating
     /// the forward and the reverse pass along `direction` (Pearlmutter 1994's R-operator).
     fn output_hessian_times(&self, spec: &KernelSpec, theta: &[f64], k: usize, direction: &[f64]) -> Vec<f64> {
+        let mut weights = vec![0.0; self.outputs.len()];
+        weights[k] = 1.0;
+        self.weighted_hessian_times(spec, theta, &weights, direction)
+    }
+
+    /// `(Σ_k w_k H_k) v`: the Hessian of the weighted sum of the outputs times `direction`, in
+    /// one forward and one reverse R-pass (the weights held constant).
+    fn weighted_hessian_times(&self, spec: &KernelSpec, theta: &[f64], weights: &[f64], direction: &[f64]) -> Vec<f64> {
         let depth = spec.layers.len();
         // Forward: R(pre_l) = dW_l·input_l + W_l·R(input_l) + db_l, R(input_{l+1}) = σ'·R(pre_l).
         let mut r_inputs: Vec<Vec<f64>> = spec.layers.iter().map(|l| vec![0.0; l.d_in]).collect();
@@ -168,8 +176,7 @@ impl RowPass {
         }
         // Reverse: the gradient's pieces and their R-derivatives, output layer first.
         let mut hv = vec![0.0; theta.len()];
-        let mut delta = vec![0.0; self.outputs.len()];
-        delta[k] = 1.0;
+        let mut delta = weights.to_vec();
         let mut r_delta = vec![0.0; self.outputs.len()];
         for (l, layer) in spec.layers.iter().enumerate().rev() {
             for i in 0..layer.d_in {
@@ -323,18 +330,32 @@ pub struct RiemannianTerms {
     pub gradient: Vec<f64>,
 }
 
+/// The network at one θ: outputs and output Jacobian on the training rows, what the metric and
+/// both parts of `∇φ` are built from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputPoint {
+    pub theta: Vec<f64>,
+    pub jac: OutputJacobian,
+}
+
+impl OutputPoint {
+    pub fn new(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> Self {
+        Self { theta: theta.to_vec(), jac: output_jacobian(spec, x, theta) }
+    }
+
+    /// `G = Σ_n J_nᵀ Λ_n J_n + diag(prior_precision)`, factored; an error when it is not
+    /// positive definite.
+    pub fn metric(&self, spec: &KernelSpec, prior_precision: &[f64]) -> Result<Cholesky, String> {
+        assert_eq!(prior_precision.len(), spec.dim, "one prior precision per parameter");
+        let log_sigma = learned_log_sigma(spec, &self.theta);
+        Cholesky::new(&metric_from_jacobian(spec, &self.jac, log_sigma, prior_precision), spec.dim).map_err(|e| e.to_string())
+    }
+}
+
 /// `G(θ)`, `G⁻¹p`, `½pᵀG⁻¹p` and `∇_θ φ` for any head, `G = Σ_n J_nᵀ Λ_n J_n + P` with `Λ_n`
-/// the head's Fisher information at row `n`'s outputs `f_n` and `P = diag(prior_precision)`.
-///
-/// With `B = ½(G⁻¹ − u uᵀ)`, `∂_i φ = tr(B ∂_i G)`, and `∂_i G` has two parts per row: the
-/// network's curvature, `Σ_k H_nk[:, i] (Λ_n J_n)_kᵀ + transpose`, which contributes
-/// `Σ_k H_nk v_nk` with `v_nk = Σ_l Λ_n,kl (G⁻¹ J_nl − (J_nl·u) u)` (one exact Hessian-vector
-/// product per row and output); and the head's, `J_nᵀ (∂Λ_n/∂f_nm) J_n · ∂_i f_nm`, which
-/// contributes `Σ_m c_nm J_nm` with `c_nm = Σ_kl ∂Λ_n,kl/∂f_nm · M_n,lk`,
-/// `M_n = J_n B J_nᵀ` (zero for a fixed σ; the scale outputs of the heteroscedastic head; the
-/// logits of the categorical head). A learned log σ `s` scales the weights' block by
-/// `e^{−2s}`: `∂_s φ = −2 e^{−2s} Σ_n tr(M_n)` (its own entry, `2·N·T` plus the prior's, is constant).
-/// `O(N·K·D²)` in all. A metric that is not positive definite is an error.
+/// the head's Fisher information at row `n`'s outputs `f_n` and `P = diag(prior_precision)`:
+/// [`log_det_gradient`] plus [`kinetic_gradient`] at one [`OutputPoint`]. A metric that is not
+/// positive definite is an error.
 pub fn riemannian_terms(
     spec: &KernelSpec,
     x: &[f64],
@@ -342,46 +363,53 @@ pub fn riemannian_terms(
     prior_precision: &[f64],
     momentum: &[f64],
 ) -> Result<RiemannianTerms, String> {
-    let dim = spec.dim;
-    let (_, d_in, outputs) = check_shapes(spec, x, theta);
-    let jac = output_jacobian(spec, x, theta);
-    let log_sigma = learned_log_sigma(spec, theta);
-    let metric = Cholesky::new(&metric_from_jacobian(spec, &jac, log_sigma, prior_precision), dim).map_err(|e| e.to_string())?;
-    let mut velocity = vec![0.0; dim];
+    let point = OutputPoint::new(spec, x, theta);
+    let metric = point.metric(spec, prior_precision)?;
+    let mut velocity = vec![0.0; spec.dim];
     metric.solve(momentum, &mut velocity);
-    let kinetic_energy = 0.5 * momentum.iter().zip(&velocity).map(|(p, u)| p * u).sum::<f64>();
-    let mut gradient = vec![0.0; dim];
-    let mut pass = RowPass::new(spec);
-    // Per row: G⁻¹J_nk (then overwritten by w_nk = G⁻¹J_nk − (J_nk·u)u), J_nk·u, M_n.
-    let mut solved = vec![vec![0.0; dim]; outputs];
-    let mut along = vec![0.0; outputs];
-    let mut m = vec![0.0; outputs * outputs];
-    let mut direction = vec![0.0; dim];
+    let kinetic_energy = 0.5 * dot(momentum, &velocity);
+    let mut gradient = log_det_gradient(spec, x, &point, &metric);
+    for (g, k) in gradient.iter_mut().zip(kinetic_gradient(spec, x, &point, &velocity)) {
+        *g += k;
+    }
+    Ok(RiemannianTerms { metric, velocity, kinetic_energy, gradient })
+}
+
+/// `∇_θ ½ log det G = ½ tr(G⁻¹ ∂_i G)`. Per row, `∂_i G` has the network's curvature,
+/// contributing `Σ_k H_nk v_nk` with `v_nk = Σ_l Λ_n,kl G⁻¹ J_nl` (one exact Hessian-vector
+/// product per row and output), and the head's, `J_nᵀ (∂Λ_n/∂f_nm) J_n · ∂_i f_nm`, contributing
+/// `Σ_m c_nm J_nm` with `c_nm = Σ_kl ∂Λ_n,kl/∂f_nm · M_n,lk`, `M_n = ½ J_n G⁻¹ J_nᵀ` (zero for a
+/// fixed σ; the scale outputs of the heteroscedastic head; the logits of the categorical head).
+/// A learned log σ `s` scales the weights' block by `e^{−2s}`: `∂_s = −2 e^{−2s} Σ_n tr(M_n)`.
+/// `O(N·K·D²)`: the solves `G⁻¹ J_nk`, like forming `G`.
+pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metric: &Cholesky) -> Vec<f64> {
+    let (dim, jac) = (spec.dim, &point.jac);
+    let outputs = jac.outputs;
+    let log_sigma = learned_log_sigma(spec, &point.theta);
     let full_m = matches!(spec.head, KernelHead::Categorical);
+    let mut solved = vec![vec![0.0; dim]; outputs];
+    let mut m = vec![0.0; outputs * outputs];
+    let mut gradient = vec![0.0; dim];
+    let mut direction = vec![0.0; dim];
     let mut trace_m = 0.0;
+    let mut pass = RowPass::new(spec);
+    let d_in = spec.d_input();
     for n in 0..jac.rows {
         let values = &jac.values[n * outputs..(n + 1) * outputs];
         let fisher = output_fisher(spec.head, spec.target_columns, values, log_sigma);
-        for k in 0..outputs {
-            let j_nk = jac.row(n, k);
-            metric.solve(j_nk, &mut solved[k]);
-            along[k] = dot(j_nk, &velocity);
+        for (k, solved) in solved.iter_mut().enumerate() {
+            metric.solve(jac.row(n, k), solved);
         }
         for k in 0..outputs {
             for l in 0..outputs {
                 if k == l || full_m {
-                    m[k * outputs + l] = 0.5 * (dot(jac.row(n, k), &solved[l]) - along[k] * along[l]);
+                    m[k * outputs + l] = 0.5 * dot(jac.row(n, k), &solved[l]);
                 }
             }
             trace_m += m[k * outputs + k];
         }
-        for (k, w) in solved.iter_mut().enumerate() {
-            for (w, u) in w.iter_mut().zip(&velocity) {
-                *w -= along[k] * u;
-            }
-        }
-        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
-        // v_nk = Σ_l Λ_kl w_l: Λ = diag(d) − c cᵀ (c = p for the categorical head).
+        pass.forward(spec, &x[n * d_in..(n + 1) * d_in], &point.theta);
+        // v_nk = Σ_l Λ_kl G⁻¹J_nl with Λ = diag(d) − c cᵀ (c = p for the categorical head).
         let mixed: Option<Vec<f64>> = fisher.rank_one.as_ref().map(|c| {
             let mut sum = vec![0.0; dim];
             for (cl, w) in c.iter().zip(&solved) {
@@ -400,22 +428,71 @@ pub fn riemannian_terms(
             for (i, d) in direction.iter_mut().enumerate() {
                 *d = weight * solved[k][i] - mixed.as_ref().map_or(0.0, |s| rank_one * s[i]);
             }
-            for (g, h) in gradient.iter_mut().zip(pass.output_hessian_times(spec, theta, k, &direction)) {
+            for (g, h) in gradient.iter_mut().zip(pass.output_hessian_times(spec, &point.theta, k, &direction)) {
                 *g += h;
             }
         }
-        for (k, c) in fisher_derivative_weights(spec.head, spec.target_columns, values, &m).into_iter().enumerate() {
-            if c != 0.0 {
-                for (g, j) in gradient.iter_mut().zip(jac.row(n, k)) {
-                    *g += c * j;
-                }
+        add_head_term(&mut gradient, spec, jac, n, values, &m);
+    }
+    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+        gradient[log_sigma_offset] += -2.0 * (-2.0 * point.theta[log_sigma_offset]).exp() * trace_m;
+    }
+    gradient
+}
+
+/// `∇_θ ½ pᵀG⁻¹p` at fixed `p`, given `velocity = G⁻¹p`: `−½ uᵀ ∂_i G u`. With `a_n = J_n u`,
+/// per row that is `−H(w_n·f_n) u` with `w_n = Λ_n a_n` (one Hessian-vector product of a
+/// weighted output sum) and the head's term with `M_n = −½ a_n a_nᵀ`; a learned log σ gets
+/// `e^{−2s} Σ |a_n|²`. `O(N·K·D)`, no solves: what the fixed-point iteration for `p½`
+/// re-evaluates at a fixed θ.
+pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, velocity: &[f64]) -> Vec<f64> {
+    let (dim, jac) = (spec.dim, &point.jac);
+    let outputs = jac.outputs;
+    let log_sigma = learned_log_sigma(spec, &point.theta);
+    let mut gradient = vec![0.0; dim];
+    let mut along = vec![0.0; outputs];
+    let mut weights = vec![0.0; outputs];
+    let mut m = vec![0.0; outputs * outputs];
+    let mut squares = 0.0;
+    let mut pass = RowPass::new(spec);
+    let d_in = spec.d_input();
+    for n in 0..jac.rows {
+        let values = &jac.values[n * outputs..(n + 1) * outputs];
+        let fisher = output_fisher(spec.head, spec.target_columns, values, log_sigma);
+        for (k, a) in along.iter_mut().enumerate() {
+            *a = dot(jac.row(n, k), velocity);
+        }
+        squares += dot(&along, &along);
+        let mixed = fisher.rank_one.as_ref().map_or(0.0, |c| dot(c, &along));
+        for k in 0..outputs {
+            weights[k] = -(fisher.diagonal[k] * along[k] - fisher.rank_one.as_ref().map_or(0.0, |c| c[k] * mixed));
+            for l in 0..outputs {
+                m[k * outputs + l] = -0.5 * along[k] * along[l];
+            }
+        }
+        if weights.iter().any(|&w| w != 0.0) {
+            pass.forward(spec, &x[n * d_in..(n + 1) * d_in], &point.theta);
+            for (g, h) in gradient.iter_mut().zip(pass.weighted_hessian_times(spec, &point.theta, &weights, velocity)) {
+                *g += h;
+            }
+        }
+        add_head_term(&mut gradient, spec, jac, n, values, &m);
+    }
+    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+        gradient[log_sigma_offset] += (-2.0 * point.theta[log_sigma_offset]).exp() * squares;
+    }
+    gradient
+}
+
+/// Adds `Σ_m c_nm J_nm` (the head's Fisher information moving with row `n`'s outputs).
+fn add_head_term(gradient: &mut [f64], spec: &KernelSpec, jac: &OutputJacobian, n: usize, values: &[f64], m: &[f64]) {
+    for (k, c) in fisher_derivative_weights(spec.head, spec.target_columns, values, m).into_iter().enumerate() {
+        if c != 0.0 {
+            for (g, j) in gradient.iter_mut().zip(jac.row(n, k)) {
+                *g += c * j;
             }
         }
     }
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        gradient[log_sigma_offset] += -2.0 * (-2.0 * theta[log_sigma_offset]).exp() * trace_m;
-    }
-    Ok(RiemannianTerms { metric, velocity, kinetic_energy, gradient })
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {

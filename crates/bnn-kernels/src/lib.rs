@@ -21,7 +21,7 @@ mod spec;
 pub mod vector_math;
 
 pub use cholesky::{Cholesky, CholeskyError};
-pub use gauss_newton::{gauss_newton_metric, output_jacobian, posterior_potential, riemannian_terms, DiagonalPrior, OutputJacobian, RiemannianTerms};
+pub use gauss_newton::{gauss_newton_metric, kinetic_gradient, log_det_gradient, output_jacobian, posterior_potential, riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint, RiemannianTerms};
 pub use mlp::{KernelData, MlpKernel, Workspace};
 pub use real::Real;
 /// The instruction set the kernels run at in this process (`avx512`, `avx2_fma`, `portable`).

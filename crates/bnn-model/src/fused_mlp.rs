@@ -22,8 +22,8 @@ use crate::activation::{Activation, LEAKY_RELU_SLOPE};
 use crate::likelihood::{Likelihood, ScaleLink, SIGMA_MAX, SIGMA_MIN};
 use crate::observations::HostData;
 use crate::prior::PriorCoefficients;
-use bnn_kernels::{KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel, RiemannianTerms, Workspace};
-use bnn_sampler::RiemannianDensity;
+use bnn_kernels::{KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel, OutputPoint, Workspace};
+use bnn_sampler::{MetricAt, RiemannianDensity};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -621,7 +621,27 @@ impl RiemannianDensity for GaussNewtonDensity {
         Ok(potential)
     }
 
-    fn metric_terms(&self, position: &[f64], momentum: &[f64]) -> Result<RiemannianTerms, String> {
-        bnn_kernels::riemannian_terms(&self.spec, &self.x, position, &self.metric_precision, momentum)
+    fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String> {
+        if position.len() != self.spec.dim {
+            return Err(format!("θ has {} values, the model {}", position.len(), self.spec.dim));
+        }
+        let point = OutputPoint::new(&self.spec, &self.x, position);
+        let metric = point.metric(&self.spec, &self.metric_precision)?;
+        Ok(MetricAt { metric, cache: Box::new(point) })
+    }
+
+    fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String> {
+        Ok(bnn_kernels::log_det_gradient(&self.spec, &self.x, Self::network(point)?, &point.metric))
+    }
+
+    fn kinetic_gradient(&self, point: &MetricAt, velocity: &[f64]) -> Result<Vec<f64>, String> {
+        Ok(bnn_kernels::kinetic_gradient(&self.spec, &self.x, Self::network(point)?, velocity))
+    }
+}
+
+impl GaussNewtonDensity {
+    /// The network at a point this density made.
+    fn network(point: &MetricAt) -> Result<&OutputPoint, String> {
+        point.cache.downcast_ref::<OutputPoint>().ok_or_else(|| "a metric point from another density".to_string())
     }
 }

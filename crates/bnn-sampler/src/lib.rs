@@ -63,7 +63,7 @@ pub use dynamics::{Evaluation, Integrator, Leapfrog, Lockstep, PhasePoint, Stepp
 pub use error::{SamplerError, StartError};
 pub use kernels::{
     BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, msd_transition, Msd, MsdConfig, MsdInfo,
-    MsdParams, MsdState, Nuts, NutsConfig, RiemannianDensity,
+    MetricAt, MsdParams, MsdState, Nuts, NutsConfig, RiemannianDensity,
     RandomWalk, RandomWalkConfig, StepParams,
 };
 pub use log_density::{for_each_row, LogDensity, LogDensityError};

@@ -17,7 +17,7 @@ mod random_walk;
 pub use hmc::{Hmc, HmcConfig};
 pub use mams::{Mams, MamsConfig};
 pub use mclmc::{Mclmc, MclmcConfig};
-pub use msd::{msd_transition, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, RiemannianDensity};
+pub use msd::{msd_transition, MetricAt, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, RiemannianDensity};
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};

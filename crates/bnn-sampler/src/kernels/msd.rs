@@ -17,6 +17,8 @@
 //! a [`Kernel`] of the sampler (warmup, draws files, checkpoints), reaching the metric through
 //! [`LogDensity::riemannian`].
 
+use std::any::Any;
+
 use bnn_kernels::{Cholesky, RiemannianTerms};
 use burn::config::Config;
 use rand::Rng;
@@ -27,15 +29,55 @@ use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 
+/// The metric at one position, factored, with whatever the density keeps there (its network's
+/// Jacobian, say) for the two gradients of `φ` it is asked for next.
+pub struct MetricAt {
+    pub metric: Cholesky,
+    pub cache: Box<dyn Any + Send + Sync>,
+}
+
 /// A target with a position-dependent metric: what a manifold sampler evaluates at a point.
+///
+/// `φ(θ, p) = ½ log det G(θ) + ½ pᵀG(θ)⁻¹p` has two gradients of different cost: the log
+/// determinant's depends on θ alone (for a Gauss–Newton metric, `O(N·K·D²)` like forming `G`),
+/// the kinetic term's on θ and p (`O(N·K·D)` given `G⁻¹p`). The implicit momentum step of the
+/// generalized leapfrog iterates at a fixed θ, so it pays the first once per step.
 pub trait RiemannianDensity {
     fn dim(&self) -> usize;
 
     /// `U(θ) = −log p(θ)` (up to a constant) with `∇U` in `gradient`.
     fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, String>;
 
-    /// `G(θ)` factored, `G⁻¹p`, `½ pᵀG⁻¹p` and `∇θ(½ log det G + ½ pᵀG⁻¹p)` at `(θ, p)`.
-    fn metric_terms(&self, position: &[f64], momentum: &[f64]) -> Result<RiemannianTerms, String>;
+    /// `G(θ)` factored (an error when it is not positive definite).
+    fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String>;
+
+    /// `∇θ ½ log det G` at `point`.
+    fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String>;
+
+    /// `∇θ ½ pᵀG⁻¹p` at `point` for a fixed `p`, given `velocity = G⁻¹p`.
+    fn kinetic_gradient(&self, point: &MetricAt, velocity: &[f64]) -> Result<Vec<f64>, String>;
+
+    /// Everything at `(θ, p)` in one call: `G` factored, `G⁻¹p`, `½pᵀG⁻¹p`, `∇θ φ`.
+    fn metric_terms(&self, position: &[f64], momentum: &[f64]) -> Result<RiemannianTerms, String> {
+        let point = self.metric_at(position)?;
+        let velocity = solve(&point.metric, momentum);
+        let kinetic_energy = 0.5 * dot(momentum, &velocity);
+        let mut gradient = self.log_det_gradient(&point)?;
+        for (g, k) in gradient.iter_mut().zip(self.kinetic_gradient(&point, &velocity)?) {
+            *g += k;
+        }
+        Ok(RiemannianTerms { metric: point.metric, velocity, kinetic_energy, gradient })
+    }
+}
+
+fn solve(metric: &Cholesky, b: &[f64]) -> Vec<f64> {
+    let mut out = vec![0.0; b.len()];
+    metric.solve(b, &mut out);
+    out
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(a, b)| a * b).sum()
 }
 
 /// Step parameters of one MSD transition.
@@ -108,8 +150,8 @@ pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
 ) -> (MsdState, MsdInfo) {
     let divergent = |iterations, energy| MsdInfo { accepted: false, accept_probability: 0.0, energy_change: f64::NAN, fixed_point_iterations: iterations, divergent: true, energy };
     // Horowitz's refresh at θ: n = L z ~ N(0, G(θ)).
-    let start = match density.metric_terms(&state.position, &state.momentum) {
-        Ok(terms) => terms,
+    let start = match density.metric_at(&state.position) {
+        Ok(point) => point,
         Err(_) => return (state, divergent(0, f64::NAN)),
     };
     let z: Vec<f64> = (0..state.position.len()).map(|_| StandardNormal.sample(&mut *rng)).collect();
@@ -119,14 +161,12 @@ pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     for (p, n) in state.momentum.iter_mut().zip(&fresh) {
         *p = cos * *p + sin * n;
     }
-    let Ok(start) = density.metric_terms(&state.position, &state.momentum) else {
-        return (state, divergent(0, f64::NAN));
-    };
-    let energy_start = hamiltonian(state.potential, &start.metric, start.kinetic_energy);
+    let kinetic_energy = 0.5 * dot(&state.momentum, &solve(&start.metric, &state.momentum));
+    let energy_start = hamiltonian(state.potential, &start.metric, kinetic_energy);
     let step = if params.frozen_metric {
-        frozen_leapfrog(density, &state, &start, params.step_size).map(|end| (end, 0))
+        frozen_leapfrog(density, &state, &start.metric, params.step_size).map(|end| (end, 0))
     } else {
-        generalized_leapfrog(density, &state, params)
+        generalized_leapfrog(density, &state, &start, params)
     };
     match step {
         Ok((end, iterations)) => {
@@ -275,31 +315,37 @@ struct StepEnd {
     energy: f64,
 }
 
-/// One generalized leapfrog step from `state`; `Err(iterations)` when an implicit equation does
-/// not converge or a value is not finite.
-fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, params: &MsdParams) -> Result<(StepEnd, usize), usize> {
+/// One generalized leapfrog step from `state` (`start`: the metric there); `Err(iterations)`
+/// when an implicit equation does not converge or a value is not finite.
+fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, start: &MetricAt, params: &MsdParams) -> Result<(StepEnd, usize), usize> {
     let half = 0.5 * params.step_size;
     let dim = state.position.len();
     let mut iterations = 0;
-    // p½ = p − ε/2 (∇U(θ) + ∇φ(θ, p½)).
+    // p½ = p − ε/2 (∇U(θ) + ∇½log det G(θ) + ∇½p½ᵀG(θ)⁻¹p½): only the last term moves.
+    let fixed_force: Vec<f64> = {
+        let log_det = density.log_det_gradient(start).map_err(|_| iterations)?;
+        state.potential_gradient.iter().zip(log_det).map(|(u, l)| u + l).collect()
+    };
     let half_momentum = solve_fixed_point(state.momentum.clone(), params, &mut iterations, |p_half| {
-        let terms = density.metric_terms(&state.position, p_half)?;
-        Ok((0..dim).map(|i| state.momentum[i] - half * (state.potential_gradient[i] + terms.gradient[i])).collect())
+        let kinetic = density.kinetic_gradient(start, &solve(&start.metric, p_half))?;
+        Ok((0..dim).map(|i| state.momentum[i] - half * (fixed_force[i] + kinetic[i])).collect())
     })?;
-    // θ' = θ + ε/2 (G(θ)⁻¹ + G(θ')⁻¹) p½.
-    let velocity_start = density.metric_terms(&state.position, &half_momentum).map_err(|_| iterations)?.velocity;
+    // θ' = θ + ε/2 (G(θ)⁻¹ + G(θ')⁻¹) p½: only the metric at θ' moves.
+    let velocity_start = solve(&start.metric, &half_momentum);
     let first_guess = (0..dim).map(|i| state.position[i] + params.step_size * velocity_start[i]).collect();
     let position = solve_fixed_point(first_guess, params, &mut iterations, |theta_end| {
-        let velocity_end = density.metric_terms(theta_end, &half_momentum)?.velocity;
+        let velocity_end = solve(&density.metric_at(theta_end)?.metric, &half_momentum);
         Ok((0..dim).map(|i| state.position[i] + half * (velocity_start[i] + velocity_end[i])).collect())
     })?;
     // p' = p½ − ε/2 (∇U(θ') + ∇φ(θ', p½)), explicit.
     let mut potential_gradient = vec![0.0; dim];
     let potential = density.potential_and_gradient(&position, &mut potential_gradient).map_err(|_| iterations)?;
-    let at_end = density.metric_terms(&position, &half_momentum).map_err(|_| iterations)?;
-    let momentum: Vec<f64> = (0..dim).map(|i| half_momentum[i] - half * (potential_gradient[i] + at_end.gradient[i])).collect();
-    let end_terms = density.metric_terms(&position, &momentum).map_err(|_| iterations)?;
-    let energy = hamiltonian(potential, &end_terms.metric, end_terms.kinetic_energy);
+    let end = density.metric_at(&position).map_err(|_| iterations)?;
+    let log_det = density.log_det_gradient(&end).map_err(|_| iterations)?;
+    let kinetic = density.kinetic_gradient(&end, &solve(&end.metric, &half_momentum)).map_err(|_| iterations)?;
+    let momentum: Vec<f64> = (0..dim).map(|i| half_momentum[i] - half * (potential_gradient[i] + log_det[i] + kinetic[i])).collect();
+    let kinetic_energy = 0.5 * dot(&momentum, &solve(&end.metric, &momentum));
+    let energy = hamiltonian(potential, &end.metric, kinetic_energy);
     if !energy.is_finite() {
         return Err(iterations);
     }
@@ -332,21 +378,19 @@ fn solve_fixed_point(
     Err(*iterations)
 }
 
-/// One explicit leapfrog step with the metric frozen at the start (`start`: the terms at
-/// `(θ, p)`); the end's energy uses the same `G(θ)`, so its `½ log det G` cancels in `ΔH`.
-fn frozen_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, start: &RiemannianTerms, step_size: f64) -> Result<StepEnd, usize> {
+/// One explicit leapfrog step with the metric frozen at the start (`metric`: `G(θ)`); the end's
+/// energy uses the same `G(θ)`, so its `½ log det G` cancels in `ΔH`.
+fn frozen_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, metric: &Cholesky, step_size: f64) -> Result<StepEnd, usize> {
     let half = 0.5 * step_size;
     let dim = state.position.len();
     let half_momentum: Vec<f64> = (0..dim).map(|i| state.momentum[i] - half * state.potential_gradient[i]).collect();
-    let mut velocity = vec![0.0; dim];
-    start.metric.solve(&half_momentum, &mut velocity);
+    let velocity = solve(metric, &half_momentum);
     let position: Vec<f64> = (0..dim).map(|i| state.position[i] + step_size * velocity[i]).collect();
     let mut potential_gradient = vec![0.0; dim];
     let potential = density.potential_and_gradient(&position, &mut potential_gradient).map_err(|_| 0usize)?;
     let momentum: Vec<f64> = (0..dim).map(|i| half_momentum[i] - half * potential_gradient[i]).collect();
-    start.metric.solve(&momentum, &mut velocity);
-    let kinetic_energy = 0.5 * momentum.iter().zip(&velocity).map(|(p, v)| p * v).sum::<f64>();
-    let energy = hamiltonian(potential, &start.metric, kinetic_energy);
+    let kinetic_energy = 0.5 * dot(&momentum, &solve(metric, &momentum));
+    let energy = hamiltonian(potential, metric, kinetic_energy);
     if !energy.is_finite() {
         return Err(0);
     }
@@ -385,13 +429,23 @@ mod tests {
             Ok(0.5 * (position[0] * position[0] + position[1] * position[1] / 4.0))
         }
 
-        fn metric_terms(&self, position: &[f64], momentum: &[f64]) -> Result<RiemannianTerms, String> {
-            let (g, dg) = Self::metric_diagonal(position);
+        fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String> {
+            let (g, _) = Self::metric_diagonal(position);
             let metric = Cholesky::new(&[g[0], 0.0, 0.0, g[1]], 2).map_err(|e| e.to_string())?;
-            let velocity = vec![momentum[0] / g[0], momentum[1] / g[1]];
-            let kinetic_energy = 0.5 * (momentum[0] * velocity[0] + momentum[1] * velocity[1]);
-            let gradient = (0..2).map(|i| 0.5 * dg[i] / g[i] - 0.5 * momentum[i] * momentum[i] * dg[i] / (g[i] * g[i])).collect();
-            Ok(RiemannianTerms { metric, velocity, kinetic_energy, gradient })
+            Ok(MetricAt { metric, cache: Box::new(position.to_vec()) })
+        }
+
+        fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String> {
+            let position = point.cache.downcast_ref::<Vec<f64>>().unwrap();
+            let (g, dg) = Self::metric_diagonal(position);
+            Ok((0..2).map(|i| 0.5 * dg[i] / g[i]).collect())
+        }
+
+        fn kinetic_gradient(&self, point: &MetricAt, velocity: &[f64]) -> Result<Vec<f64>, String> {
+            // −½ uᵀ ∂_i G u with G diagonal: −½ u_i² ∂_i G_ii.
+            let position = point.cache.downcast_ref::<Vec<f64>>().unwrap();
+            let (_, dg) = Self::metric_diagonal(position);
+            Ok((0..2).map(|i| -0.5 * velocity[i] * velocity[i] * dg[i]).collect())
         }
     }
 
@@ -500,16 +554,17 @@ mod tests {
             s
         };
         let (q, p) = ([0.7, -1.3], [0.4, 1.1]);
-        let (end, _) = generalized_leapfrog(&toy, &state_at(q, p), &params).unwrap();
+        let leap = |state: &MsdState| generalized_leapfrog(&toy, state, &toy.metric_at(&state.position).unwrap(), &params);
+        let (end, _) = leap(&state_at(q, p)).unwrap();
         let flipped = [-end.state.momentum[0], -end.state.momentum[1]];
-        let (back, _) = generalized_leapfrog(&toy, &state_at([end.state.position[0], end.state.position[1]], flipped), &params).unwrap();
+        let (back, _) = leap(&state_at([end.state.position[0], end.state.position[1]], flipped)).unwrap();
         for i in 0..2 {
             assert!((back.state.position[i] - q[i]).abs() < 1e-9, "θ back: {:?}", back.state.position);
             assert!((back.state.momentum[i] + p[i]).abs() < 1e-9, "p back: {:?}", back.state.momentum);
         }
         // |det ∂(θ', p')/∂(θ, p)| = 1, by central differences of the map.
         let map = |z: [f64; 4]| {
-            let (e, _) = generalized_leapfrog(&toy, &state_at([z[0], z[1]], [z[2], z[3]]), &params).unwrap();
+            let (e, _) = leap(&state_at([z[0], z[1]], [z[2], z[3]])).unwrap();
             [e.state.position[0], e.state.position[1], e.state.momentum[0], e.state.momentum[1]]
         };
         let z0 = [q[0], q[1], p[0], p[1]];
