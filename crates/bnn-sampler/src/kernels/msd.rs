@@ -145,15 +145,39 @@ impl MsdState {
 pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     density: &D,
     rng: &mut R,
-    mut state: MsdState,
+    state: MsdState,
     params: &MsdParams,
 ) -> (MsdState, MsdInfo) {
+    msd_transition_reusing(density, rng, state, params, &mut None)
+}
+
+/// The metric (and, once computed, its log-determinant gradient) at the position a chain sits
+/// at after a transition: the next transition starts there, so it need not evaluate them again.
+/// Reuse changes no number; a cache for another position is ignored.
+pub struct MetricCache {
+    position: Vec<f64>,
+    point: MetricAt,
+    log_det_gradient: Option<Vec<f64>>,
+}
+
+/// [`msd_transition`], taking the start's metric from `cache` when it is for this position and
+/// leaving the end's there.
+pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
+    density: &D,
+    rng: &mut R,
+    mut state: MsdState,
+    params: &MsdParams,
+    cache: &mut Option<MetricCache>,
+) -> (MsdState, MsdInfo) {
     let divergent = |iterations, energy| MsdInfo { accepted: false, accept_probability: 0.0, energy_change: f64::NAN, fixed_point_iterations: iterations, divergent: true, energy };
-    // Horowitz's refresh at θ: n = L z ~ N(0, G(θ)).
-    let start = match density.metric_at(&state.position) {
-        Ok(point) => point,
-        Err(_) => return (state, divergent(0, f64::NAN)),
+    let (start, start_log_det) = match cache.take() {
+        Some(cached) if cached.position == state.position => (cached.point, cached.log_det_gradient),
+        _ => match density.metric_at(&state.position) {
+            Ok(point) => (point, None),
+            Err(_) => return (state, divergent(0, f64::NAN)),
+        },
     };
+    // Horowitz's refresh at θ: n = L z ~ N(0, G(θ)).
     let z: Vec<f64> = (0..state.position.len()).map(|_| StandardNormal.sample(&mut *rng)).collect();
     let mut fresh = vec![0.0; z.len()];
     start.metric.factor_times(&z, &mut fresh);
@@ -163,10 +187,20 @@ pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     }
     let kinetic_energy = 0.5 * dot(&state.momentum, &solve(&start.metric, &state.momentum));
     let energy_start = hamiltonian(state.potential, &start.metric, kinetic_energy);
-    let step = if params.frozen_metric {
-        frozen_leapfrog(density, &state, &start.metric, params.step_size).map(|end| (end, 0))
+    let (step, start_log_det) = if params.frozen_metric {
+        (frozen_leapfrog(density, &state, &start.metric, params.step_size).map(|end| (end, 0)), start_log_det)
     } else {
-        generalized_leapfrog(density, &state, &start, params)
+        let log_det = match start_log_det {
+            Some(log_det) => Ok(log_det),
+            None => density.log_det_gradient(&start),
+        };
+        match log_det {
+            Ok(log_det) => (generalized_leapfrog(density, &state, &start, &log_det, params), Some(log_det)),
+            Err(_) => (Err(0), None),
+        }
+    };
+    let keep_start = |cache: &mut Option<MetricCache>, position: &[f64]| {
+        *cache = Some(MetricCache { position: position.to_vec(), point: start, log_det_gradient: start_log_det });
     };
     match step {
         Ok((end, iterations)) => {
@@ -176,14 +210,19 @@ pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
             let accepted = uniform < accept_probability;
             let energy = if accepted { end.energy } else { energy_start };
             if accepted {
+                if let Some((point, log_det_gradient)) = end.metric {
+                    *cache = Some(MetricCache { position: end.state.position.clone(), point, log_det_gradient: Some(log_det_gradient) });
+                }
                 state = end.state;
             } else {
+                keep_start(cache, &state.position);
                 state.momentum.iter_mut().for_each(|p| *p = -*p);
             }
             let divergent = !energy_change.is_finite();
             (state, MsdInfo { accepted, accept_probability, energy_change, fixed_point_iterations: iterations, divergent, energy })
         }
         Err(iterations) => {
+            keep_start(cache, &state.position);
             state.momentum.iter_mut().for_each(|p| *p = -*p);
             (state, divergent(iterations, energy_start))
         }
@@ -241,7 +280,7 @@ impl MsdConfig {
 
     pub fn init(&self) -> Result<Msd, SamplerError> {
         self.validate()?;
-        Ok(Msd { config: self.clone() })
+        Ok(Msd { config: self.clone(), cache: None })
     }
 }
 
@@ -249,9 +288,11 @@ impl MsdConfig {
 ///
 /// The chain's `KernelState` carries the momentum between transitions and `log p = −U` of the
 /// f64 potential with its gradient; a state without momentum (a new chain) draws a full one.
-#[derive(Clone, Debug)]
 pub struct Msd {
     config: MsdConfig,
+    /// The metric where this worker's chain sits (chains run one after another on a worker;
+    /// another chain's position misses it).
+    cache: Option<MetricCache>,
 }
 
 impl Kernel for Msd {
@@ -281,7 +322,7 @@ impl Kernel for Msd {
             fixed_point_tolerance: self.config.fixed_point_tolerance,
             frozen_metric: self.config.frozen_metric,
         };
-        let (end, info) = msd_transition(riemannian, rng, start, &msd_params);
+        let (end, info) = msd_transition_reusing(riemannian, rng, start, &msd_params, &mut self.cache);
         let stats = DrawStats {
             log_density: -end.potential,
             accept_stat: info.accept_probability,
@@ -313,19 +354,18 @@ fn hamiltonian(potential: f64, metric: &Cholesky, kinetic_energy: f64) -> f64 {
 struct StepEnd {
     state: MsdState,
     energy: f64,
+    /// The exact step's metric and log-determinant gradient at the end (for the next start).
+    metric: Option<(MetricAt, Vec<f64>)>,
 }
 
 /// One generalized leapfrog step from `state` (`start`: the metric there); `Err(iterations)`
 /// when an implicit equation does not converge or a value is not finite.
-fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, start: &MetricAt, params: &MsdParams) -> Result<(StepEnd, usize), usize> {
+fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, start: &MetricAt, start_log_det: &[f64], params: &MsdParams) -> Result<(StepEnd, usize), usize> {
     let half = 0.5 * params.step_size;
     let dim = state.position.len();
     let mut iterations = 0;
     // p½ = p − ε/2 (∇U(θ) + ∇½log det G(θ) + ∇½p½ᵀG(θ)⁻¹p½): only the last term moves.
-    let fixed_force: Vec<f64> = {
-        let log_det = density.log_det_gradient(start).map_err(|_| iterations)?;
-        state.potential_gradient.iter().zip(log_det).map(|(u, l)| u + l).collect()
-    };
+    let fixed_force: Vec<f64> = state.potential_gradient.iter().zip(start_log_det).map(|(u, l)| u + l).collect();
     let half_momentum = solve_fixed_point(state.momentum.clone(), params, &mut iterations, |p_half| {
         let kinetic = density.kinetic_gradient(start, &solve(&start.metric, p_half))?;
         Ok((0..dim).map(|i| state.momentum[i] - half * (fixed_force[i] + kinetic[i])).collect())
@@ -349,7 +389,7 @@ fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdS
     if !energy.is_finite() {
         return Err(iterations);
     }
-    Ok((StepEnd { state: MsdState { position, momentum, potential, potential_gradient }, energy }, iterations))
+    Ok((StepEnd { state: MsdState { position, momentum, potential, potential_gradient }, energy, metric: Some((end, log_det)) }, iterations))
 }
 
 /// Iterates `x ← update(x)` from `start` until no coordinate changes by more than the
@@ -394,7 +434,7 @@ fn frozen_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState,
     if !energy.is_finite() {
         return Err(0);
     }
-    Ok(StepEnd { state: MsdState { position, momentum, potential, potential_gradient }, energy })
+    Ok(StepEnd { state: MsdState { position, momentum, potential, potential_gradient }, energy, metric: None })
 }
 
 /// `max_i |a_i − b_i| / (1 + |b_i|)`.
@@ -554,7 +594,10 @@ mod tests {
             s
         };
         let (q, p) = ([0.7, -1.3], [0.4, 1.1]);
-        let leap = |state: &MsdState| generalized_leapfrog(&toy, state, &toy.metric_at(&state.position).unwrap(), &params);
+        let leap = |state: &MsdState| {
+            let start = toy.metric_at(&state.position).unwrap();
+            generalized_leapfrog(&toy, state, &start, &toy.log_det_gradient(&start).unwrap(), &params)
+        };
         let (end, _) = leap(&state_at(q, p)).unwrap();
         let flipped = [-end.state.momentum[0], -end.state.momentum[1]];
         let (back, _) = leap(&state_at([end.state.position[0], end.state.position[1]], flipped)).unwrap();
