@@ -546,6 +546,47 @@ fn fixed_step_hmc_keeps_its_step_size_and_length() {
 }
 
 /// `bnn study dinh` at toy size: exit 0, the tables, figures and timings, a summary on stdout.
+/// `bnn study robot-arm` at toy size: every sampler runs from the same trained starts, the
+/// files and the comparison with the paper's claims are written, the tuned samplers predict
+/// near the noise floor, and bad settings or a used folder are refused.
+#[test]
+fn study_robot_arm_runs_at_toy_size() {
+    let dir = temp_dir("study-robot-arm");
+    let out = dir.join("arm");
+    let o = bnn(&[
+        "study", "robot-arm", "--out", out.to_str().unwrap(), "--hidden", "4", "--seeds", "2", "--warmup", "40", "--draws", "60",
+        "--thin", "5", "--max-lag", "10", "--start-epochs", "800", "--long-steps", "20", "--short-steps", "6", "--threads", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("MSD : HMC-long analytic cost"), "{}", stdout(&o));
+    for name in ["runs.csv", "autocorrelation.csv", "robot_arm.md", "acf_input_hidden.svg", "acf_hidden_output.svg", "acf_train_loglik.svg"] {
+        assert!(out.join(name).is_file(), "{name} missing");
+    }
+    // runs.csv: the sampler's name, then numbers.
+    let text = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    let header: Vec<String> = text.lines().next().unwrap().split(',').skip(1).map(String::from).collect();
+    let rows: Vec<Vec<f64>> = text.lines().skip(1).map(|l| l.split(',').skip(1).map(|v| v.parse().unwrap()).collect()).collect();
+    assert_eq!(rows.len(), 5 * 2, "five samplers × two seeds");
+    let column = |name: &str| header.iter().position(|h| h == name).unwrap();
+    // NaN-free costs; the exact MSD counts more flops per iteration than the frozen one.
+    let flops = column("flops");
+    assert!(rows.iter().all(|r| r[flops] > 0.0 && r[flops].is_finite()));
+    let mse = column("test_mse_y1");
+    // Started from trained networks, NUTS's predictions learned the arm (the targets' variance
+    // is about 4; a 2-4-2 net after 800 Adam steps is far from the noise floor 0.0025).
+    for r in rows.iter().skip(8) {
+        assert!(r[mse] < 0.2, "{r:?}");
+    }
+    let text = std::fs::read_to_string(out.join("robot_arm.md")).unwrap();
+    assert!(text.contains("one third of the flops") && text.contains("| msd |") && text.contains("| nuts |"), "{text}");
+    let o = bnn(&["study", "robot-arm", "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("not empty"), "{}", stderr(&o));
+    let o = bnn(&["study", "robot-arm", "--out", dir.join("bad").to_str().unwrap(), "--samplers", "msd,gibbs"]);
+    assert!(!o.status.success() && stderr(&o).contains("unknown sampler"), "{}", stderr(&o));
+    let o = bnn(&["study", "robot-arm", "--out", dir.join("bad2").to_str().unwrap(), "--target-accept", "1.5"]);
+    assert!(!o.status.success() && stderr(&o).contains("target acceptance"), "{}", stderr(&o));
+}
+
 #[test]
 fn study_dinh_runs_at_toy_size() {
     let dir = temp_dir("study-dinh");

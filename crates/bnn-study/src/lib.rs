@@ -4,9 +4,12 @@
 //! - [`dinh`]: Dinh et al., "Hamiltonian Monte Carlo on ReLU Neural Networks is Inefficient"
 //!   (NeurIPS 2024): fixed-step HMC acceptance over step size, trajectory length, activation and
 //!   architecture (their Table 2, Figures 1–3), beside the paper's numbers.
+//! - [`robot_arm`]: Zlochin & Baram's manifold stochastic dynamics against HMC on MacKay's
+//!   robot arm: test error, autocorrelations, cost per iteration and per effective sample.
 //! - [`fixed_step_chains`]: the engine under it, many fixed-step HMC chains in lockstep blocks.
 
 pub mod dinh;
+pub mod robot_arm;
 pub mod fixed_step_chains;
 mod machine;
 mod mean_se;

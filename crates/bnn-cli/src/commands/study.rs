@@ -4,6 +4,7 @@
 use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
+use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -16,6 +17,83 @@ pub enum StudyCommand {
     /// Dinh et al. 2024, "HMC on ReLU networks is inefficient": fixed-step HMC acceptance
     /// (Table 2, Figure 1), efficiency vs acceptance (Figure 2a), network size (Figure 3).
     Dinh(DinhArgs),
+    /// Zlochin & Baram: manifold stochastic dynamics (exact and frozen) against HMC with long and
+    /// short trajectories and NUTS on MacKay's robot arm: test MSE, autocorrelations, cost per
+    /// iteration and per effective sample (analytic flops and wall time).
+    RobotArm(RobotArmArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RobotArmArgs {
+    /// Output folder (new or empty): runs.csv, autocorrelation.csv, robot_arm.md, SVGs.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Samplers: msd, msd-frozen, hmc-long, hmc-short, nuts.
+    #[arg(long, default_value = "msd,msd-frozen,hmc-long,hmc-short,nuts", value_delimiter = ',')]
+    pub samplers: Vec<ArmSampler>,
+    /// Hidden tanh units (2-H-2 network).
+    #[arg(long, default_value_t = 16)]
+    pub hidden: usize,
+    /// Prior sd of every weight and bias.
+    #[arg(long, default_value_t = 1.0)]
+    pub prior_scale: f64,
+    /// Leapfrog steps of the long and the short HMC.
+    #[arg(long, default_value_t = 100)]
+    pub long_steps: usize,
+    #[arg(long, default_value_t = 30)]
+    pub short_steps: usize,
+    /// Acceptance rate every sampler's warmup aims its step size at.
+    #[arg(long, default_value_t = 0.9)]
+    pub target_accept: f64,
+    /// MSD's momentum persistence cos α.
+    #[arg(long, default_value_t = 0.95)]
+    pub persistence: f64,
+    /// Chains (seeds) per sampler.
+    #[arg(long, default_value_t = 3)]
+    pub seeds: usize,
+    /// Warmup iterations per chain.
+    #[arg(long, default_value_t = 300)]
+    pub warmup: usize,
+    /// Kept iterations per chain.
+    #[arg(long, default_value_t = 1000)]
+    pub draws: usize,
+    /// Predictions average every thin-th kept draw.
+    #[arg(long, default_value_t = 20)]
+    pub thin: usize,
+    /// Largest lag of the autocorrelation curves.
+    #[arg(long, default_value_t = 100)]
+    pub max_lag: usize,
+    /// Adam steps from the initialization to the chains' start (0: start at the initialization,
+    /// as the paper did).
+    #[arg(long, default_value_t = 2000)]
+    pub start_epochs: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Chains run at once (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl RobotArmArgs {
+    fn config(&self) -> RobotArmConfig {
+        RobotArmConfig {
+            samplers: self.samplers.clone(),
+            hidden: self.hidden,
+            prior_scale: self.prior_scale,
+            long_steps: self.long_steps,
+            short_steps: self.short_steps,
+            target_accept: self.target_accept,
+            persistence: self.persistence,
+            seeds: self.seeds,
+            warmup: self.warmup,
+            draws: self.draws,
+            thin: self.thin,
+            max_lag: self.max_lag,
+            start_epochs: self.start_epochs,
+            seed: self.seed,
+            workers: self.threads,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -112,16 +190,18 @@ impl DinhArgs {
     }
 }
 
-/// One bar per stage, counting planned gradient evaluations, with throughput and ETA.
+/// One bar per stage, counting planned work (gradient evaluations, iterations), with
+/// throughput and ETA.
 struct StageBar {
     bar: Mutex<Option<ProgressBar>>,
+    unit: &'static str,
 }
 
 impl Progress for StageBar {
     fn stage(&self, name: &str, planned_gradients: u64) {
         let bar = ProgressBar::with_draw_target(Some(planned_gradients), ProgressDrawTarget::stderr());
         bar.set_style(
-            ProgressStyle::with_template("{msg} [{bar:30}] {percent:>3}% {human_pos}/{human_len} gradients, {per_sec}, eta {eta}")
+            ProgressStyle::with_template(&format!("{{msg}} [{{bar:30}}] {{percent:>3}}% {{human_pos}}/{{human_len}} {}, {{per_sec}}, eta {{eta}}", self.unit))
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
@@ -145,7 +225,7 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             // Each worker thread runs its own block of chains; the kernel does not split a call
             // further (before any batched call, so Rayon takes it).
             bnn_model::fused_mlp::set_kernel_threads(1);
-            let progress = StageBar { bar: Mutex::new(None) };
+            let progress = StageBar { bar: Mutex::new(None), unit: "gradients" };
             let report = run_dinh(&config, &args.out, &progress, &stop);
             if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
                 bar.finish();
@@ -156,6 +236,22 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             }
             if let Some((marked, compared)) = report.table2_deviations {
                 println!("Table 2: {} of {compared} cells within 3 s.e. of the paper's", compared - marked);
+            }
+            for file in &report.files {
+                println!("wrote {}", file.display());
+            }
+            Ok(())
+        }
+        StudyCommand::RobotArm(args) => {
+            bnn_model::fused_mlp::set_kernel_threads(1);
+            let progress = StageBar { bar: Mutex::new(None), unit: "iterations" };
+            let report = run_robot_arm(&args.config(), &args.out, &progress, &stop);
+            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                bar.finish();
+            }
+            let report = report?;
+            if let Some((per_iteration, per_ess)) = report.msd_to_hmc_long {
+                println!("MSD : HMC-long analytic cost {per_iteration:.2} per iteration, {per_ess:.2} per effective sample");
             }
             for file in &report.files {
                 println!("wrote {}", file.display());
