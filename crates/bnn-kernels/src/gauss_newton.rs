@@ -18,7 +18,7 @@
 //! of `½ log det G + ½ pᵀG⁻¹p`, built from exact Hessian-vector products of the outputs
 //! (Pearlmutter's R-operator through the same forward and reverse pass).
 
-use crate::cholesky::Cholesky;
+use crate::metric_factor::MetricFactor;
 use crate::likelihood::{self, HeadInput};
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
 
@@ -321,7 +321,7 @@ pub fn posterior_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64
 #[derive(Clone, Debug, PartialEq)]
 pub struct RiemannianTerms {
     /// `G(θ)` factored.
-    pub metric: Cholesky,
+    pub metric: MetricFactor,
     /// `G⁻¹ p`.
     pub velocity: Vec<f64>,
     /// `½ pᵀ G⁻¹ p`.
@@ -343,12 +343,47 @@ impl OutputPoint {
         Self { theta: theta.to_vec(), jac: output_jacobian(spec, x, theta) }
     }
 
-    /// `G = Σ_n J_nᵀ Λ_n J_n + diag(prior_precision)`, factored; an error when it is not
-    /// positive definite.
-    pub fn metric(&self, spec: &KernelSpec, prior_precision: &[f64]) -> Result<Cholesky, String> {
+    /// `G = Σ_n J_nᵀ Λ_n J_n + diag(prior_precision)`, factored: densely, or as the diagonal
+    /// plus the `r` rows of `Λ^{½} J` when `r < D` (cost `O(min(D, N·K)² · max(D, N·K))`); an
+    /// error when it is not positive definite.
+    pub fn metric(&self, spec: &KernelSpec, prior_precision: &[f64]) -> Result<MetricFactor, String> {
         assert_eq!(prior_precision.len(), spec.dim, "one prior precision per parameter");
         let log_sigma = learned_log_sigma(spec, &self.theta);
-        Cholesky::new(&metric_from_jacobian(spec, &self.jac, log_sigma, prior_precision), spec.dim).map_err(|e| e.to_string())
+        let mut diagonal = prior_precision.to_vec();
+        if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+            diagonal[log_sigma_offset] += 2.0 * (self.jac.rows * spec.target_columns) as f64;
+        }
+        let rows = self.curvature_rows(spec, log_sigma);
+        MetricFactor::choose(&diagonal, rows, || metric_from_jacobian(spec, &self.jac, log_sigma, prior_precision)).map_err(|e| e.to_string())
+    }
+
+    /// `B` with `BᵀB = Σ_n J_nᵀ Λ_n J_n`, `[r, D]`: `√Λ_kk J_nk` for the diagonal heads (rows
+    /// with zero weight left out), `√p_k (J_nk − Σ_l p_l J_nl)` for the categorical head
+    /// (`diag(p) − ppᵀ = AᵀA` with `A = diag(√p)(I − 1pᵀ)`).
+    fn curvature_rows(&self, spec: &KernelSpec, log_sigma: Option<f64>) -> Vec<f64> {
+        let (jac, dim) = (&self.jac, spec.dim);
+        let mut rows = Vec::new();
+        let mut mixed = vec![0.0; dim];
+        for n in 0..jac.rows {
+            let values = &jac.values[n * jac.outputs..(n + 1) * jac.outputs];
+            let fisher = output_fisher(spec.head, spec.target_columns, values, log_sigma);
+            if let Some(p) = &fisher.rank_one {
+                mixed.fill(0.0);
+                for (k, pk) in p.iter().enumerate() {
+                    for (m, j) in mixed.iter_mut().zip(jac.row(n, k)) {
+                        *m += pk * j;
+                    }
+                }
+            }
+            for (k, &weight) in fisher.diagonal.iter().enumerate() {
+                if weight > 0.0 {
+                    let scale = weight.sqrt();
+                    let centre = if fisher.rank_one.is_some() { &mixed[..] } else { &[][..] };
+                    rows.extend(jac.row(n, k).iter().enumerate().map(|(i, j)| scale * (j - centre.get(i).copied().unwrap_or(0.0))));
+                }
+            }
+        }
+        rows
     }
 }
 
@@ -382,7 +417,7 @@ pub fn riemannian_terms(
 /// fixed σ; the scale outputs of the heteroscedastic head; the logits of the categorical head).
 /// A learned log σ `s` scales the weights' block by `e^{−2s}`: `∂_s = −2 e^{−2s} Σ_n tr(M_n)`.
 /// `O(N·K·D²)`: the solves `G⁻¹ J_nk`, like forming `G`.
-pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metric: &Cholesky) -> Vec<f64> {
+pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metric: &MetricFactor) -> Vec<f64> {
     let (dim, jac) = (spec.dim, &point.jac);
     let outputs = jac.outputs;
     let log_sigma = learned_log_sigma(spec, &point.theta);
@@ -779,7 +814,13 @@ mod tests {
                 theta[log_sigma_offset] = -0.7;
             }
             let prior: Vec<f64> = (0..spec.dim).map(|i| 0.5 + (i % 3) as f64).collect();
+            // 7 rows: fewer curvature rows than parameters, the low-rank form; 20 rows: dense.
+            let x7 = small_inputs(7, 2);
+            assert!(matches!(OutputPoint::new(&spec, &x7, &theta).metric(&spec, &prior).unwrap(), MetricFactor::LowRank(_)), "{head:?}");
             check_metric_gradient(&spec, 7, &theta, &prior);
+            let x20 = small_inputs(20, 2);
+            assert!(matches!(OutputPoint::new(&spec, &x20, &theta).metric(&spec, &prior).unwrap(), MetricFactor::Dense(_)), "{head:?}");
+            check_metric_gradient(&spec, 20, &theta, &prior);
         }
     }
 

@@ -13,6 +13,7 @@
 mod activation;
 pub mod cholesky;
 pub mod gauss_newton;
+pub mod metric_factor;
 mod likelihood;
 mod mlp;
 mod real;
@@ -21,6 +22,7 @@ mod spec;
 pub mod vector_math;
 
 pub use cholesky::{Cholesky, CholeskyError};
+pub use metric_factor::{LowRankMetric, MetricFactor};
 pub use gauss_newton::{gauss_newton_metric, kinetic_gradient, log_det_gradient, output_jacobian, posterior_potential, riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint, RiemannianTerms};
 pub use mlp::{KernelData, MlpKernel, Workspace};
 pub use real::Real;

@@ -5,7 +5,7 @@
 //! norm of θ, the training log density and the predictive mean at two inputs. Tolerances are
 //! four combined Monte Carlo standard errors. Dropping the `½ log det G` term from MSD's
 //! Hamiltonian samples `p(θ) det G(θ)^{-½}` instead: that version fails this test (checked by
-//! hand: |θ|² 9.08 against NUTS's 7.92, 7.5 combined MCSE).
+//! hand: |θ|² 9.13 against NUTS's 7.87, 8.5 combined MCSE).
 
 mod common;
 
@@ -13,11 +13,12 @@ use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood,
 use bnn_sampler::{ChainStart, CollectedDraws, MsdConfig, NutsConfig, SamplerConfig};
 use burn::tensor::DType;
 
-/// Ten noisy points of a smooth curve.
+/// Eight noisy points of a smooth curve: fewer than the ten parameters, so the metric takes its
+/// low-rank form (the linear model of `conjugate_posterior.rs` takes the dense one).
 fn data() -> HostData {
-    let x: Vec<f64> = (0..10).map(|i| -1.5 + i as f64 / 3.0).collect();
+    let x: Vec<f64> = (0..8).map(|i| -1.5 + i as f64 * 3.0 / 7.0).collect();
     let y: Vec<f64> = x.iter().enumerate().map(|(i, x)| (1.3 * x).sin() + 0.15 * ((i * 7 % 5) as f64 - 2.0) / 2.0).collect();
-    HostData::new(x, 10, 1, y, 1)
+    HostData::new(x, 8, 1, y, 1)
 }
 
 /// 1-3-1 tanh, fixed σ = 0.3, N(0, 1) priors: ten parameters.
@@ -64,7 +65,8 @@ fn msd_agrees_with_nuts_on_a_small_tanh_network() {
     let draws = msd.sample(&density, &starts).unwrap();
     let divergent = draws.stat(|s| f64::from(u8::from(s.divergent))).iter().flatten().sum::<f64>();
     // Where the metric changes fast along a step the implicit equations may not converge; such
-    // steps are rejected (1647 of 24,000 at these seeds). They must stay a minority.
+    // steps are rejected. They must stay a minority.
+    eprintln!("MSD: {divergent} of 24,000 transitions divergent");
     assert!(divergent < 2400.0, "{divergent} of 24,000 MSD transitions diverged");
     let got = statistics(&draws);
     for (name, ((want, want_se), (have, have_se))) in ["|θ|²", "E f(−1)", "E f(0.8)"].iter().zip(reference.iter().zip(&got)) {

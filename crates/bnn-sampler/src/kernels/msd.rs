@@ -19,7 +19,7 @@
 
 use std::any::Any;
 
-use bnn_kernels::{Cholesky, RiemannianTerms};
+use bnn_kernels::{Cholesky, MetricFactor, RiemannianTerms};
 use burn::config::Config;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -32,7 +32,7 @@ use crate::log_density::LogDensity;
 /// The metric at one position, factored, with whatever the density keeps there (its network's
 /// Jacobian, say) for the two gradients of `φ` it is asked for next.
 pub struct MetricAt {
-    pub metric: Cholesky,
+    pub metric: MetricFactor,
     pub cache: Box<dyn Any + Send + Sync>,
 }
 
@@ -70,7 +70,7 @@ pub trait RiemannianDensity {
     }
 }
 
-fn solve(metric: &Cholesky, b: &[f64]) -> Vec<f64> {
+fn solve(metric: &MetricFactor, b: &[f64]) -> Vec<f64> {
     let mut out = vec![0.0; b.len()];
     metric.solve(b, &mut out);
     out
@@ -141,7 +141,8 @@ impl MsdState {
 }
 
 /// One MSD transition: refresh, one generalized leapfrog step, Metropolis test.
-/// Random numbers: `d` standard normals for the refresh, then one uniform for the test.
+/// Random numbers: the metric's `normals()` standard normals for the refresh (`d` for a dense
+/// metric), then one uniform for the test.
 pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     density: &D,
     rng: &mut R,
@@ -178,9 +179,9 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
         },
     };
     // Horowitz's refresh at θ: n = L z ~ N(0, G(θ)).
-    let z: Vec<f64> = (0..state.position.len()).map(|_| StandardNormal.sample(&mut *rng)).collect();
-    let mut fresh = vec![0.0; z.len()];
-    start.metric.factor_times(&z, &mut fresh);
+    let z: Vec<f64> = (0..start.metric.normals()).map(|_| StandardNormal.sample(&mut *rng)).collect();
+    let mut fresh = vec![0.0; state.position.len()];
+    start.metric.correlate(&z, &mut fresh);
     let (cos, sin) = (params.persistence, (1.0 - params.persistence * params.persistence).max(0.0).sqrt());
     for (p, n) in state.momentum.iter_mut().zip(&fresh) {
         *p = cos * *p + sin * n;
@@ -346,7 +347,7 @@ impl Kernel for Msd {
     }
 }
 
-fn hamiltonian(potential: f64, metric: &Cholesky, kinetic_energy: f64) -> f64 {
+fn hamiltonian(potential: f64, metric: &MetricFactor, kinetic_energy: f64) -> f64 {
     potential + 0.5 * metric.log_det() + kinetic_energy
 }
 
@@ -467,7 +468,8 @@ impl AndersonHistory {
             self.image_steps.clear();
             return g;
         };
-        let gamma = solve(&factor, &rhs);
+        let mut gamma = vec![0.0; m];
+        factor.solve(&rhs, &mut gamma);
         let mut next = g;
         for (step, weight) in self.image_steps.iter().zip(&gamma) {
             for (x, d) in next.iter_mut().zip(step) {
@@ -480,7 +482,7 @@ impl AndersonHistory {
 
 /// One explicit leapfrog step with the metric frozen at the start (`metric`: `G(θ)`); the end's
 /// energy uses the same `G(θ)`, so its `½ log det G` cancels in `ΔH`.
-fn frozen_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, metric: &Cholesky, step_size: f64) -> Result<StepEnd, usize> {
+fn frozen_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, metric: &MetricFactor, step_size: f64) -> Result<StepEnd, usize> {
     let half = 0.5 * step_size;
     let dim = state.position.len();
     let half_momentum: Vec<f64> = (0..dim).map(|i| state.momentum[i] - half * state.potential_gradient[i]).collect();
@@ -531,7 +533,7 @@ mod tests {
 
         fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String> {
             let (g, _) = Self::metric_diagonal(position);
-            let metric = Cholesky::new(&[g[0], 0.0, 0.0, g[1]], 2).map_err(|e| e.to_string())?;
+            let metric = MetricFactor::Dense(Cholesky::new(&[g[0], 0.0, 0.0, g[1]], 2).map_err(|e| e.to_string())?);
             Ok(MetricAt { metric, cache: Box::new(position.to_vec()) })
         }
 
