@@ -281,7 +281,7 @@ impl MsdConfig {
 
     pub fn init(&self) -> Result<Msd, SamplerError> {
         self.validate()?;
-        Ok(Msd { config: self.clone(), cache: None })
+        Ok(Msd { config: self.clone(), cache: None, potential_at: None })
     }
 }
 
@@ -294,6 +294,8 @@ pub struct Msd {
     /// The metric where this worker's chain sits (chains run one after another on a worker;
     /// another chain's position misses it).
     cache: Option<MetricCache>,
+    /// The f64 potential and its gradient at the position the last transition ended at.
+    potential_at: Option<(Vec<f64>, f64, Vec<f64>)>,
 }
 
 impl Kernel for Msd {
@@ -311,9 +313,18 @@ impl Kernel for Msd {
         };
         let fresh = state.momentum.is_none();
         let dim = state.position.len();
-        let mut potential_gradient = vec![0.0; dim];
-        let Ok(potential) = riemannian.potential_and_gradient(&state.position, &mut potential_gradient) else {
-            return stay(state, params.step_size);
+        // The f64 potential is a function of the position: where the previous transition ended it
+        // is known; anywhere else (a new or resumed chain, whose state holds the f32 value) it is
+        // evaluated.
+        let (potential, potential_gradient) = match self.potential_at.take() {
+            Some((position, potential, gradient)) if position == state.position => (potential, gradient),
+            _ => {
+                let mut gradient = vec![0.0; dim];
+                let Ok(potential) = riemannian.potential_and_gradient(&state.position, &mut gradient) else {
+                    return stay(state, params.step_size);
+                };
+                (potential, gradient)
+            }
         };
         let start = MsdState { momentum: state.momentum.clone().unwrap_or_else(|| vec![0.0; dim]), position: state.position.clone(), potential, potential_gradient };
         let msd_params = MsdParams {
@@ -336,6 +347,7 @@ impl Kernel for Msd {
             trajectory_length: 0.0,
             fixed_point_iterations: info.fixed_point_iterations as u32,
         };
+        self.potential_at = Some((end.position.clone(), end.potential, end.potential_gradient.clone()));
         let state = KernelState {
             position: end.position,
             log_density: -end.potential,
