@@ -73,13 +73,13 @@ impl LowRankMetric {
 
 impl MetricFactor {
     /// The cheaper form of `diag(diagonal) + BᵀB`: low rank when `B` has fewer rows than
-    /// columns and the diagonal is positive, else the dense matrix `dense()` factored.
-    pub fn choose(diagonal: &[f64], rows: Vec<f64>, dense: impl FnOnce() -> Vec<f64>) -> Result<Self, CholeskyError> {
+    /// columns and the diagonal is positive, else the dense matrix `dense(B)` factored.
+    pub fn choose(diagonal: &[f64], rows: Vec<f64>, dense: impl FnOnce(&[f64]) -> Vec<f64>) -> Result<Self, CholeskyError> {
         let dim = diagonal.len();
         if dim > 0 && rows.len() / dim < dim && diagonal.iter().all(|p| *p > 0.0 && p.is_finite()) {
             return LowRankMetric::new(diagonal.to_vec(), rows).map(MetricFactor::LowRank);
         }
-        Cholesky::new(&dense(), dim).map(MetricFactor::Dense)
+        Cholesky::new(&dense(&rows), dim).map(MetricFactor::Dense)
     }
 
     pub fn dim(&self) -> usize {
@@ -159,7 +159,7 @@ mod tests {
         let dim = 7;
         let diagonal: Vec<f64> = (0..dim).map(|i| 0.5 + i as f64 * 0.3).collect();
         let rows: Vec<f64> = (0..3 * dim).map(|i| ((i * 7 % 11) as f64 - 5.0) / 3.0).collect();
-        let low = MetricFactor::choose(&diagonal, rows.clone(), || unreachable!("3 rows < 7 columns: low rank")).unwrap();
+        let low = MetricFactor::choose(&diagonal, rows.clone(), |_| unreachable!("3 rows < 7 columns: low rank")).unwrap();
         assert!(matches!(low, MetricFactor::LowRank(ref l) if l.rank() == 3));
         let full = Cholesky::new(&dense(&diagonal, &rows), dim).unwrap();
         assert!((low.log_det() - full.log_det()).abs() < 1e-10);
@@ -189,7 +189,7 @@ mod tests {
         }
         // More rows than columns: the dense form.
         let tall: Vec<f64> = (0..9 * 3).map(|i| (i % 5) as f64).collect();
-        let chosen = MetricFactor::choose(&[1.0; 3], tall.clone(), || dense(&[1.0; 3], &tall)).unwrap();
+        let chosen = MetricFactor::choose(&[1.0; 3], tall.clone(), |rows| dense(&[1.0; 3], rows)).unwrap();
         assert!(matches!(chosen, MetricFactor::Dense(_)));
     }
 }

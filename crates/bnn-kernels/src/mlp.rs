@@ -220,18 +220,18 @@ fn split_weight_bias<R>(gradient: &mut [R], layer: KernelLayer) -> (&mut [R], &m
 /// How a `[rows, cols]` operand sits in memory: `row_stride` between rows, `col_stride` between
 /// columns (a transposed view swaps them).
 #[derive(Clone, Copy)]
-struct Layout {
+pub(crate) struct Layout {
     row_stride: isize,
     col_stride: isize,
 }
 
 impl Layout {
     /// Row-major storage with `cols` columns.
-    fn row(cols: usize) -> Self {
+    pub(crate) fn row(cols: usize) -> Self {
         Layout { row_stride: cols as isize, col_stride: 1 }
     }
     /// The transpose of a row-major matrix that has `stored_cols` columns.
-    fn transposed(stored_cols: usize) -> Self {
+    pub(crate) fn transposed(stored_cols: usize) -> Self {
         Layout { row_stride: 1, col_stride: stored_cols as isize }
     }
 }
@@ -239,7 +239,7 @@ impl Layout {
 /// `dst [m, n] (row major) (+)= lhs [m, k] · rhs [k, n]`, single threaded.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn matmul_accumulate<R: Real>(
+pub(crate) fn matmul_accumulate<R: Real>(
     dst: &mut [R],
     lhs: &[R],
     rhs: &[R],
