@@ -78,6 +78,57 @@ impl Cholesky {
         }
     }
 
+    /// `A⁻¹ b_r` for every row `b_r` of `rhs` (`[m, dim]`, row major) into the rows of `out`:
+    /// the substitutions run over all right-hand sides at once (contiguous, vectorized updates),
+    /// each sum in the same order as [`Cholesky::solve`], so every row equals its `solve` bit
+    /// for bit.
+    pub fn solve_many(&self, rhs: &[f64], out: &mut [f64]) {
+        let n = self.dim;
+        if n == 0 {
+            return;
+        }
+        let m = rhs.len() / n;
+        // Work on the transpose: row i holds coordinate i of every right-hand side.
+        let mut t = vec![0.0; n * m];
+        for (r, row) in rhs.chunks_exact(n).enumerate() {
+            for (i, &v) in row.iter().enumerate() {
+                t[i * m + r] = v;
+            }
+        }
+        let mut sum = vec![0.0; m];
+        for i in 0..n {
+            sum.fill(0.0);
+            for j in 0..i {
+                let l = self.factor[i * n + j];
+                for (s, y) in sum.iter_mut().zip(&t[j * m..(j + 1) * m]) {
+                    *s += l * y;
+                }
+            }
+            let diagonal = self.factor[i * n + i];
+            for (y, s) in t[i * m..(i + 1) * m].iter_mut().zip(&sum) {
+                *y = (*y - s) / diagonal;
+            }
+        }
+        for i in (0..n).rev() {
+            sum.fill(0.0);
+            for k in i + 1..n {
+                let l = self.factor[k * n + i];
+                for (s, y) in sum.iter_mut().zip(&t[k * m..(k + 1) * m]) {
+                    *s += l * y;
+                }
+            }
+            let diagonal = self.factor[i * n + i];
+            for (y, s) in t[i * m..(i + 1) * m].iter_mut().zip(&sum) {
+                *y = (*y - s) / diagonal;
+            }
+        }
+        for (r, row) in out.chunks_exact_mut(n).enumerate().take(m) {
+            for (i, o) in row.iter_mut().enumerate() {
+                *o = t[i * m + r];
+            }
+        }
+    }
+
     /// `A⁻¹ b` into `out` (forward, then back substitution).
     pub fn solve(&self, b: &[f64], out: &mut [f64]) {
         let n = self.dim;

@@ -423,7 +423,9 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
     let outputs = jac.outputs;
     let log_sigma = learned_log_sigma(spec, &point.theta);
     let full_m = matches!(spec.head, KernelHead::Categorical);
-    let mut solved = vec![vec![0.0; dim]; outputs];
+    // G⁻¹ J_nk for every row and output at once (the rows of the Jacobian).
+    let mut all_solved = vec![0.0; jac.jacobian.len()];
+    metric.solve_many(&jac.jacobian, &mut all_solved);
     let mut m = vec![0.0; outputs * outputs];
     let mut gradient = vec![0.0; dim];
     let mut direction = vec![0.0; dim];
@@ -433,9 +435,7 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
     for n in 0..jac.rows {
         let values = &jac.values[n * outputs..(n + 1) * outputs];
         let fisher = output_fisher(spec.head, spec.target_columns, values, log_sigma);
-        for (k, solved) in solved.iter_mut().enumerate() {
-            metric.solve(jac.row(n, k), solved);
-        }
+        let solved: Vec<&[f64]> = all_solved[n * outputs * dim..(n + 1) * outputs * dim].chunks_exact(dim).collect();
         for k in 0..outputs {
             for l in 0..outputs {
                 if k == l || full_m {
@@ -449,7 +449,7 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
         let mixed: Option<Vec<f64>> = fisher.rank_one.as_ref().map(|c| {
             let mut sum = vec![0.0; dim];
             for (cl, w) in c.iter().zip(&solved) {
-                for (s, w) in sum.iter_mut().zip(w) {
+                for (s, w) in sum.iter_mut().zip(w.iter()) {
                     *s += cl * w;
                 }
             }

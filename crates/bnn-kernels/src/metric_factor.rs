@@ -105,6 +105,20 @@ impl MetricFactor {
         }
     }
 
+    /// `G⁻¹ b_r` for every row of `rhs` (`[m, dim]`) into the rows of `out`, each equal to its
+    /// [`MetricFactor::solve`].
+    pub fn solve_many(&self, rhs: &[f64], out: &mut [f64]) {
+        match self {
+            MetricFactor::Dense(c) => c.solve_many(rhs, out),
+            MetricFactor::LowRank(l) => {
+                let dim = l.diagonal.len();
+                for (b, o) in rhs.chunks_exact(dim).zip(out.chunks_exact_mut(dim)) {
+                    l.solve(b, o);
+                }
+            }
+        }
+    }
+
     /// Standard normals one draw from `N(0, G)` takes: `dim` (dense), `dim + rank` (low rank).
     pub fn normals(&self) -> usize {
         match self {
@@ -185,6 +199,17 @@ mod tests {
             for j in 0..dim {
                 let covariance: f64 = map.iter().map(|c| c[i] * c[j]).sum();
                 assert!((covariance - g[i * dim + j]).abs() < 1e-10);
+            }
+        }
+        // Many right-hand sides at once: each equals its own solve, bit for bit, in both forms.
+        let many: Vec<f64> = (0..5 * dim).map(|i| ((i * 3 % 13) as f64 - 6.0) / 4.0).collect();
+        for factor in [low.clone(), MetricFactor::Dense(full.clone())] {
+            let mut together = vec![0.0; many.len()];
+            factor.solve_many(&many, &mut together);
+            for (b, got) in many.chunks_exact(dim).zip(together.chunks_exact(dim)) {
+                let mut alone = vec![0.0; dim];
+                factor.solve(b, &mut alone);
+                assert_eq!(got, &alone[..]);
             }
         }
         // More rows than columns: the dense form.
