@@ -30,6 +30,11 @@ fn sample_args(out: &Path) -> Vec<String> {
     .collect()
 }
 
+/// `args` followed by `--out <out>`.
+fn with_out(args: &[&str], out: &Path) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).chain(["--out".to_string(), out.to_str().unwrap().to_string()]).collect()
+}
+
 fn resume_args(dir: &Path) -> Vec<String> {
     vec!["sample".into(), "--resume".into(), dir.to_str().unwrap().into()]
 }
@@ -158,16 +163,15 @@ fn damaged_or_mismatched_run_directories_are_refused_without_losing_anything() {
 #[test]
 fn killed_mclmc_runs_resume_to_the_uninterrupted_draws() {
     let root = temp_dir("mclmc");
-    let args = |out: &Path| -> Vec<String> {
-        [
-            "sample", "--dataset", "cos2x", "--hidden", "64", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
-            "mclmc", "--warmup", "20000", "--draws", "10000", "--thin", "5", "--seed", "7", "--threads", "1", "--checkpoint-every", "200",
-            "--out",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([out.to_str().unwrap().to_string()])
-        .collect()
+    let args = |out: &Path| {
+        with_out(
+            &[
+                "sample", "--dataset", "cos2x", "--hidden", "64", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
+                "mclmc", "--warmup", "20000", "--draws", "10000", "--thin", "5", "--seed", "7", "--threads", "1", "--checkpoint-every",
+                "200",
+            ],
+            out,
+        )
     };
     let reference = root.join("reference");
     let o = finish(spawn(&args(&reference)));
@@ -197,15 +201,14 @@ fn killed_mclmc_runs_resume_to_the_uninterrupted_draws() {
 #[test]
 fn killed_msd_runs_resume_to_the_uninterrupted_draws() {
     let root = temp_dir("msd");
-    let args = |out: &Path| -> Vec<String> {
-        [
-            "sample", "--dataset", "cos2x", "--hidden", "6", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
-            "msd", "--warmup", "150", "--draws", "200", "--seed", "9", "--threads", "1", "--checkpoint-every", "10", "--out",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([out.to_str().unwrap().to_string()])
-        .collect()
+    let args = |out: &Path| {
+        with_out(
+            &[
+                "sample", "--dataset", "cos2x", "--hidden", "6", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
+                "msd", "--warmup", "150", "--draws", "200", "--seed", "9", "--threads", "1", "--checkpoint-every", "10",
+            ],
+            out,
+        )
     };
     let reference = root.join("reference");
     let o = finish(spawn(&args(&reference)));

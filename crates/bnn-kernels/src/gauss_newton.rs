@@ -742,6 +742,18 @@ mod tests {
         }
     }
 
+    /// Every head with its output and target counts: fixed σ, learned σ, heteroscedastic with
+    /// either link, categorical.
+    fn every_head() -> [(KernelHead, usize, usize); 5] {
+        [
+            (KernelHead::Fixed { sigma: 0.2 }, 2, 2),
+            (KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2, 2),
+            (KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (KernelHead::Categorical, 3, 3),
+        ]
+    }
+
     /// `φ = ½ log det G + ½ pᵀG⁻¹p` against central differences of itself, for `spec`.
     fn check_metric_gradient(spec: &KernelSpec, rows: usize, theta: &[f64], prior: &[f64]) {
         let x = small_inputs(rows, spec.d_input());
@@ -779,14 +791,7 @@ mod tests {
         // network's curvature moves G), a learned σ (G's weight block scales with e^{−2s}), the
         // heteroscedastic head with either link (Λ moves with the scale outputs) and the
         // categorical head (Λ = diag(p) − ppᵀ moves with all logits).
-        let heads = [
-            (KernelHead::Fixed { sigma: 0.2 }, 2, 2),
-            (KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2, 2),
-            (KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
-            (KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
-            (KernelHead::Categorical, 3, 3),
-        ];
-        for (head, outputs, targets) in heads {
+        for (head, outputs, targets) in every_head() {
             let spec = KernelSpec::dense(&[2, 4, outputs], KernelActivation::Tanh, head, targets);
             let mut theta = small_theta(spec.dim);
             if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
@@ -805,14 +810,7 @@ mod tests {
 
     #[test]
     fn the_potential_and_its_gradient_agree_for_every_head_and_prior() {
-        let heads = [
-            (KernelHead::Fixed { sigma: 0.2 }, 2, 2),
-            (KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2, 2),
-            (KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
-            (KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
-            (KernelHead::Categorical, 3, 3),
-        ];
-        for (head, outputs, targets) in heads {
+        for (head, outputs, targets) in every_head() {
             let spec = KernelSpec::dense(&[2, 4, outputs], KernelActivation::Tanh, head, targets);
             let x = small_inputs(6, 2);
             let y: Vec<f64> = match head {
