@@ -34,4 +34,15 @@ pub struct DrawStats {
     /// one a metric evaluation); 0 for the other kernels.
     #[serde(default)]
     pub fixed_point_iterations: u32,
+    /// Surrogate-gradient NUTS: true value-and-gradient evaluations of the transition (the
+    /// monitor's fallback leaves); 0 for the other kernels, whose `n_leapfrog` counts them.
+    #[serde(default)]
+    pub true_gradients: u32,
+    /// Surrogate-gradient NUTS: true value-only evaluations (one per surrogate leaf); 0 for the
+    /// other kernels.
+    #[serde(default)]
+    pub true_densities: u32,
+    /// Surrogate-gradient NUTS: evaluations of the surrogate's force; 0 for the other kernels.
+    #[serde(default)]
+    pub surrogate_gradients: u32,
 }

@@ -10,7 +10,8 @@
 //! - `dynamics/`: `PhasePoint`, the resumable `Integrator` seam, the leapfrog, and `Lockstep`,
 //!   the driver that steps many chains with one batched density call per round;
 //! - `trajectory/`: the NUTS tree (multinomial sampling, U-turn checks);
-//! - `kernels/`: NUTS, static HMC, MCLMC (unadjusted microcanonical Langevin), MAMS (its
+//! - `kernels/`: NUTS, surrogate-gradient NUTS (leaves moved by a surrogate force, weighted by
+//!   the true H), static HMC, MCLMC (unadjusted microcanonical Langevin), MAMS (its
 //!   Metropolis-adjusted form), random-walk Metropolis (`init(position) -> state`, `step(rng, state, params) -> (state, info)`; NUTS,
 //!   HMC, MCLMC and MAMS also as `BatchKernel`s);
 //! - `adaptation/`: `TunedParams`, the `Tuner` seam, Stan's windowed warmup with its pieces and
@@ -64,8 +65,9 @@ pub use error::{SamplerError, StartError};
 pub use kernels::{
     BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, msd_transition, Msd, MsdConfig, MsdInfo,
     MetricAt, MsdParams, MsdState, Nuts, NutsConfig, RiemannianDensity,
-    RandomWalk, RandomWalkConfig, StepParams,
+    RandomWalk, RandomWalkConfig, StepParams, SurrogateNuts, SurrogateNutsConfig,
 };
+pub use dynamics::surrogate::{ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode};
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use metric::{DenseMetric, DiagonalMassMatrix, Metric};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};

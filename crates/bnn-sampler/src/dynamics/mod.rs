@@ -15,6 +15,7 @@
 pub mod isokinetic;
 mod leapfrog;
 mod lockstep;
+pub mod surrogate;
 
 pub use leapfrog::{kick, kick_and_drift, Leapfrog};
 pub use lockstep::{Lockstep, Stepper};
@@ -43,6 +44,13 @@ pub enum Evaluation {
 /// `PhasePoint::hamiltonian` is the energy the kernels test. A failed evaluation leaves the log
 /// density NaN, which the kernels count as a divergence.
 pub trait Integrator: Clone + fmt::Debug + Send {
+    /// Called by a kernel once per transition, after the start's momentum was drawn: lets an
+    /// integrator that watches the energy error along the trajectory (online monitoring of a
+    /// surrogate force) learn `H₀`. Nothing to do for the others.
+    fn begin_transition(&mut self, start: &PhasePoint) {
+        let _ = start;
+    }
+
     /// Starts a step of signed size `step_size` (negative: backward in time) from `point`.
     fn begin(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Evaluation;
 

@@ -178,6 +178,7 @@ impl<I: Integrator> Hmc<I> {
         metric.update_kinetic_energy(point);
         member.initial_momentum.clone_from(&point.momentum);
         member.initial_energy = point.hamiltonian();
+        member.integrator.begin_transition(point);
         member.num_steps = self.num_steps(chain.rng, chain.params.step_size);
         member.steps_taken = 0;
     }
@@ -217,6 +218,7 @@ impl<I: Integrator> Hmc<I> {
             energy_error,
             trajectory_length: 0.0,
             fixed_point_iterations: 0,
+            ..DrawStats::default()
         }
     }
 }

@@ -147,6 +147,7 @@ impl BatchKernel for Mams {
                 energy_error: if divergent { 0.0 } else { energy_change },
                 trajectory_length: chain.params.trajectory_length.unwrap_or(0.0),
                 fixed_point_iterations: 0,
+                ..DrawStats::default()
             });
         }
     }

@@ -187,6 +187,7 @@ impl BatchKernel for Mclmc {
                 energy_error: if failed { 0.0 } else { energy_change },
                 trajectory_length: length,
                 fixed_point_iterations: 0,
+                ..DrawStats::default()
             });
         }
     }

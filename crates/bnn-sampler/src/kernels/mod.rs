@@ -13,6 +13,7 @@ mod msd;
 mod nuts;
 mod nuts_batched;
 mod random_walk;
+mod surrogate_nuts;
 
 pub use hmc::{Hmc, HmcConfig};
 pub use mams::{Mams, MamsConfig};
@@ -21,6 +22,7 @@ pub use msd::{msd_transition, MetricAt, Msd, MsdConfig, MsdInfo, MsdParams, MsdS
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
+pub use surrogate_nuts::{SurrogateNuts, SurrogateNutsConfig};
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -346,6 +346,7 @@ impl Kernel for Msd {
             energy_error: info.energy_change,
             trajectory_length: 0.0,
             fixed_point_iterations: info.fixed_point_iterations as u32,
+            ..DrawStats::default()
         };
         self.potential_at = Some((end.position.clone(), end.potential, end.potential_gradient.clone()));
         let state = KernelState {

@@ -127,6 +127,7 @@ impl<I: Integrator> Nuts<I> {
         let mut rng = rng;
         metric.sample_momentum(&mut self.start, &mut rng);
         self.start.refresh_velocity(metric);
+        self.integrator.begin_transition(&self.start);
         self.trajectory.reset(&self.start);
         self.step_size = params.step_size;
         self.depth = 0;
@@ -137,6 +138,11 @@ impl<I: Integrator> Nuts<I> {
         let forward: bool = rng.random();
         self.trajectory
             .begin_doubling(forward, self.depth, self.step_size);
+    }
+
+    /// The integrator, with whatever it counted.
+    pub fn integrator(&self) -> &I {
+        &self.integrator
     }
 
     /// The next leaf's integrator step: the point it starts from, its metric and signed step size.
@@ -185,6 +191,7 @@ impl<I: Integrator> Nuts<I> {
             energy_error: proposal.energy - trajectory.initial_energy(),
             trajectory_length: 0.0,
             fixed_point_iterations: 0,
+            ..DrawStats::default()
         }
     }
 }

@@ -112,6 +112,7 @@ impl Kernel for RandomWalk {
             energy_error: -log_ratio,
             trajectory_length: 0.0,
             fixed_point_iterations: 0,
+            ..DrawStats::default()
         };
         (state, stats)
     }

@@ -121,6 +121,11 @@ impl Checks {
         }
     }
 
+    /// Whether every check so far passed (for tests that show a broken sampler fails them).
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+
     pub fn assert_all(self, context: &str) {
         assert!(
             self.failures.is_empty(),

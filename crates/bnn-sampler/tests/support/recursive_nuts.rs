@@ -264,6 +264,7 @@ impl<I: Integrator> RecursiveNuts<I> {
             energy_error: sample.energy - initial_energy,
             trajectory_length: 0.0,
             fixed_point_iterations: 0,
+            ..DrawStats::default()
         };
         let next = KernelState {
             position: sample.position,

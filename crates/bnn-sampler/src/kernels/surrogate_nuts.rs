@@ -1,0 +1,115 @@
+//! Surrogate-gradient NUTS (Dhulipala, Che & Shields 2023): our multinomial NUTS whose leaves move
+//! by a surrogate's force and are weighted by the true H, counting true and surrogate evaluations.
+
+use std::sync::Arc;
+
+use burn::config::Config;
+use rand::Rng;
+
+use crate::draw_stats::DrawStats;
+use crate::dynamics::surrogate::{EvaluationCounts, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode};
+use crate::error::SamplerError;
+use crate::kernels::{Kernel, KernelState, Nuts, NutsConfig, StepParams};
+use crate::log_density::LogDensity;
+
+/// Configuration of surrogate-gradient NUTS.
+#[derive(Config, Debug)]
+pub struct SurrogateNutsConfig {
+    /// Target mean acceptance statistic of a step-size adaptation, as for NUTS.
+    #[config(default = 0.8)]
+    pub target_accept: f64,
+    /// Maximum number of doublings; a transition takes at most `2^max_tree_depth - 1` leaves.
+    #[config(default = 10)]
+    pub max_tree_depth: u32,
+    /// Energy error `H − H₀` above which a trajectory is cut and flagged divergent (the paper's
+    /// `Δ_lf` = 1000 for true-gradient leaves; in the exact mode it applies to every leaf).
+    #[config(default = 1000.0)]
+    pub max_energy_error: f64,
+    /// The paper's online error monitoring (approximate: see `dynamics::surrogate`); off, every
+    /// leaf uses the surrogate and the sampler is exact for any surrogate.
+    #[config(default = false)]
+    pub adaptive: bool,
+    /// Adaptive mode: `Δ_hnn`, the energy error of a surrogate leaf that makes it fall back to
+    /// the true gradient (paper: 10).
+    #[config(default = 10.0)]
+    pub surrogate_threshold: f64,
+    /// Adaptive mode: transitions after a fallback that run on true gradients (paper: 20).
+    #[config(default = 20)]
+    pub cooldown: u32,
+}
+
+impl SurrogateNutsConfig {
+    fn nuts(&self) -> NutsConfig {
+        NutsConfig::new()
+            .with_target_accept(self.target_accept)
+            .with_max_tree_depth(self.max_tree_depth)
+            .with_max_energy_error(self.max_energy_error)
+    }
+
+    fn mode(&self) -> Result<SurrogateMode, SamplerError> {
+        if !self.adaptive {
+            return Ok(SurrogateMode::Exact);
+        }
+        if !(self.surrogate_threshold > 0.0) {
+            return Err(SamplerError::InvalidConfig(format!(
+                "the surrogate error threshold must be positive, got {}",
+                self.surrogate_threshold
+            )));
+        }
+        Ok(SurrogateMode::Adaptive(MonitorConfig { surrogate_threshold: self.surrogate_threshold, cooldown: self.cooldown }))
+    }
+
+    /// Builds the kernel for `dim` coordinates around `surrogate`.
+    pub fn init<S: SurrogateGradient + ?Sized>(&self, dim: usize, surrogate: Arc<S>) -> Result<SurrogateNuts<S>, SamplerError> {
+        if surrogate.dim() != dim {
+            return Err(SamplerError::InvalidConfig(format!(
+                "the surrogate has dimension {}, the target {dim}",
+                surrogate.dim()
+            )));
+        }
+        let integrator = SurrogateLeapfrog::new(surrogate, self.mode()?);
+        Ok(SurrogateNuts { nuts: self.nuts().init_with(dim, integrator)? })
+    }
+}
+
+/// NUTS with surrogate leaves. The state a transition ends on carries the surrogate's gradient
+/// at the draw (surrogate leaves never evaluate the true one); `DrawStats` reports the true
+/// gradients, true values and surrogate forces the transition cost.
+#[derive(Clone, Debug)]
+pub struct SurrogateNuts<S: ?Sized> {
+    nuts: Nuts<SurrogateLeapfrog<S>>,
+}
+
+impl<S: SurrogateGradient + ?Sized> SurrogateNuts<S> {
+    /// Evaluations since the kernel was built.
+    pub fn counts(&self) -> EvaluationCounts {
+        self.nuts.integrator().counts()
+    }
+
+    /// Leaves recomputed with the true gradient since the kernel was built (adaptive mode).
+    pub fn fallbacks(&self) -> u64 {
+        self.nuts.integrator().monitor().fallbacks
+    }
+}
+
+impl<S: SurrogateGradient + ?Sized> Kernel for SurrogateNuts<S> {
+    fn uses_leapfrog(&self) -> bool {
+        true
+    }
+
+    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+        &mut self,
+        density: &L,
+        rng: &mut R,
+        state: KernelState,
+        params: StepParams<'_>,
+    ) -> (KernelState, DrawStats) {
+        let before = self.counts();
+        let (state, mut stats) = self.nuts.step(density, rng, state, params);
+        let after = self.counts();
+        stats.true_gradients = (after.gradients - before.gradients) as u32;
+        stats.true_densities = (after.values - before.values) as u32;
+        stats.surrogate_gradients = (after.surrogate - before.surrogate) as u32;
+        (state, stats)
+    }
+}
