@@ -588,6 +588,48 @@ fn study_robot_arm_runs_at_toy_size() {
 }
 
 #[test]
+fn study_lhnn_runs_at_toy_size() {
+    let dir = temp_dir("study-lhnn");
+    let out = dir.join("lhnn");
+    let o = bnn(&[
+        "study", "lhnn", "--out", out.to_str().unwrap(), "--benchmarks", "funnel-2d,gaussian-5d", "--chains", "2", "--burn-in", "30",
+        "--draws", "150", "--trajectories", "4", "--end-time", "10", "--training-steps", "150", "--hidden-width", "24",
+        "--hidden-layers", "2", "--reference-draws", "400", "--max-tree-depth", "7", "--threads", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["summary.csv", "training.csv", "lhnn.md", "training_loss.svg", "marginal_funnel-2d_q1.svg", "marginal_gaussian-5d_q5.svg"] {
+        assert!(out.join(name).is_file(), "{name} missing");
+    }
+    let text = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * 5, "two benchmarks × five samplers");
+    for row in &rows {
+        let number = |name: &str| row[column(name)].parse::<f64>().unwrap();
+        let (gradients, training, values) = (number("true_gradients"), number("training_gradients"), number("true_values"));
+        match row[column("sampler")] {
+            // Exact surrogate leaves: the start's gradient per chain, a true value per leaf (burn-in
+            // leaves too, so at least the kept ones), the training trajectories' gradients
+            // (4 × 400 steps + 1).
+            "lhnn-exact" | "lhnn-adapted" => {
+                assert_eq!((gradients, training), (2.0, 1601.0), "{row:?}");
+                assert!(values >= number("leaves") && number("surrogate_gradients") >= values, "{row:?}");
+            }
+            "nuts-fixed" | "nuts-adapted" => assert!(training == 0.0 && values == 0.0 && gradients > 0.0, "{row:?}"),
+            _ => assert!(training == 1601.0, "{row:?}"),
+        }
+        assert!(number("min_ess") > 0.0 && number("max_ks_statistic").is_finite(), "{row:?}");
+    }
+    let md = std::fs::read_to_string(out.join("lhnn.md")).unwrap();
+    assert!(md.contains("1–2 orders of magnitude") && md.contains("| funnel-2d | lhnn-exact |"), "{md}");
+    let o = bnn(&["study", "lhnn", "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("not empty"), "{}", stderr(&o));
+    let o = bnn(&["study", "lhnn", "--out", dir.join("bad").to_str().unwrap(), "--benchmarks", "banana"]);
+    assert!(!o.status.success() && stderr(&o).contains("unknown benchmark"), "{}", stderr(&o));
+}
+
+#[test]
 fn study_dinh_runs_at_toy_size() {
     let dir = temp_dir("study-dinh");
     let out = dir.join("dinh");

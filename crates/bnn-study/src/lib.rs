@@ -6,9 +6,13 @@
 //!   architecture (their Table 2, Figures 1–3), beside the paper's numbers.
 //! - [`robot_arm`]: Zlochin & Baram's manifold stochastic dynamics against HMC on MacKay's
 //!   robot arm: test error, autocorrelations, cost per iteration and per effective sample.
+//! - [`lhnn`]: Dhulipala, Che & Shields' latent Hamiltonian neural networks inside NUTS: true
+//!   gradients per effective sample of surrogate NUTS (exact and monitored) against NUTS on the
+//!   paper's benchmark targets.
 //! - [`fixed_step_chains`]: the engine under it, many fixed-step HMC chains in lockstep blocks.
 
 pub mod dinh;
+pub mod lhnn;
 pub mod robot_arm;
 pub mod fixed_step_chains;
 mod machine;

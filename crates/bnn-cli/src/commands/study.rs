@@ -4,6 +4,7 @@
 use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
+use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
 use clap::{Args, Subcommand};
@@ -21,6 +22,86 @@ pub enum StudyCommand {
     /// short trajectories and NUTS on MacKay's robot arm: test MSE, autocorrelations, cost per
     /// iteration and per effective sample (analytic flops and wall time).
     RobotArm(RobotArmArgs),
+    /// Dhulipala, Che & Shields 2023: latent Hamiltonian neural networks inside NUTS (exact
+    /// surrogate leaves and the paper's online error monitoring) against fixed-ε and adapted NUTS
+    /// on the paper's targets: true gradients per effective sample, marginals against a long
+    /// reference.
+    Lhnn(LhnnArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LhnnArgs {
+    /// Output folder (new or empty): summary.csv, training.csv, lhnn.md, SVGs.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Targets: mixture-1d, rosenbrock-3d, funnel-2d, gaussian-5d, rosenbrock-10d, allen-cahn-25d.
+    #[arg(long, default_value = "mixture-1d,rosenbrock-3d,funnel-2d,gaussian-5d,rosenbrock-10d,allen-cahn-25d", value_delimiter = ',')]
+    pub benchmarks: Vec<Benchmark>,
+    /// Samplers: lhnn-exact, lhnn-adapted, lhnn-monitored, nuts-fixed, nuts-adapted.
+    #[arg(long, default_value = "lhnn-exact,lhnn-adapted,lhnn-monitored,nuts-fixed,nuts-adapted", value_delimiter = ',')]
+    pub samplers: Vec<LhnnSampler>,
+    /// Fixed step size of the L-HNN samplers and of the fixed-ε NUTS (the paper's 0.025).
+    #[arg(long, default_value_t = 0.025)]
+    pub step_size: f64,
+    /// Chains per sampler.
+    #[arg(long, default_value_t = 2)]
+    pub chains: usize,
+    /// Transitions discarded per chain (the adapted NUTS's warmup).
+    #[arg(long, default_value_t = 200)]
+    pub burn_in: usize,
+    /// Transitions kept per chain.
+    #[arg(long, default_value_t = 3000)]
+    pub draws: usize,
+    /// Tree depth cap of every NUTS.
+    #[arg(long, default_value_t = 12)]
+    pub max_tree_depth: u32,
+    /// L-HNN training trajectories (the paper's 40) and their length in time units (the paper's 250).
+    #[arg(long, default_value_t = 40)]
+    pub trajectories: usize,
+    #[arg(long, default_value_t = 250.0)]
+    pub end_time: f64,
+    /// Hidden sine layers and their width (the paper's 3 × 100).
+    #[arg(long, default_value_t = 3)]
+    pub hidden_layers: usize,
+    #[arg(long, default_value_t = 100)]
+    pub hidden_width: usize,
+    /// Adam steps (batch 1000) and learning rate (the paper's 5e-4).
+    #[arg(long, default_value_t = 5000)]
+    pub training_steps: usize,
+    #[arg(long, default_value_t = 5e-4)]
+    pub learning_rate: f64,
+    /// Draws per chain of the 4-chain adapted-NUTS reference.
+    #[arg(long, default_value_t = 10_000)]
+    pub reference_draws: usize,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Chains run at once (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl LhnnArgs {
+    fn config(&self) -> LhnnStudyConfig {
+        LhnnStudyConfig {
+            benchmarks: self.benchmarks.clone(),
+            samplers: self.samplers.clone(),
+            step_size: self.step_size,
+            chains: self.chains,
+            burn_in: self.burn_in,
+            draws: self.draws,
+            max_tree_depth: self.max_tree_depth,
+            trajectories: self.trajectories,
+            end_time: self.end_time,
+            training_step_size: self.step_size,
+            hidden_width: self.hidden_width,
+            hidden_layers: self.hidden_layers,
+            training_steps: self.training_steps,
+            learning_rate: self.learning_rate,
+            reference_draws: self.reference_draws,
+            seed: self.seed,
+            workers: self.threads,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -236,6 +317,28 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             }
             if let Some((marked, compared)) = report.table2_deviations {
                 println!("Table 2: {} of {compared} cells within 3 s.e. of the paper's", compared - marked);
+            }
+            for file in &report.files {
+                println!("wrote {}", file.display());
+            }
+            Ok(())
+        }
+        StudyCommand::Lhnn(args) => {
+            let progress = StageBar { bar: Mutex::new(None), unit: "steps" };
+            let report = run_lhnn_study(&args.config(), &args.out, &progress, &stop);
+            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                bar.finish();
+            }
+            let report = report?;
+            for s in &report.summaries {
+                println!(
+                    "{} {}: min ESS {:.0} for {} true gradients ({} in training)",
+                    s.benchmark,
+                    s.sampler.name(),
+                    s.min_ess(),
+                    s.total_gradients(),
+                    s.training_gradients
+                );
             }
             for file in &report.files {
                 println!("wrote {}", file.display());
