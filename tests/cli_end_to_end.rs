@@ -627,6 +627,27 @@ fn study_lhnn_runs_at_toy_size() {
     assert!(!o.status.success() && stderr(&o).contains("not empty"), "{}", stderr(&o));
     let o = bnn(&["study", "lhnn", "--out", dir.join("bad").to_str().unwrap(), "--benchmarks", "banana"]);
     assert!(!o.status.success() && stderr(&o).contains("unknown benchmark"), "{}", stderr(&o));
+
+    // The BNN part alone, at toy size: both samplers from the same members, the L-HNN's cost
+    // counted as warmup (shared) + training trajectories (2 × (3 × 20 + 1)) + its draws.
+    let bnn_out = dir.join("bnn");
+    let o = bnn(&[
+        "study", "lhnn", "--out", bnn_out.to_str().unwrap(), "--benchmarks", "none", "--bnn", "cos2x", "--bnn-members", "2", "--bnn-epochs", "300",
+        "--bnn-warmup", "40", "--bnn-draws", "30", "--bnn-trajectories", "3", "--bnn-trajectory-steps", "20", "--bnn-training-steps", "60",
+        "--hidden-width", "16", "--hidden-layers", "2", "--threads", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(bnn_out.join("bnn.csv")).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.iter().map(|r| r[column("sampler")]).collect::<Vec<_>>(), ["dei-nuts", "dei-lhnn"]);
+    let number = |row: &[&str], name: &str| row[column(name)].parse::<f64>().unwrap();
+    assert_eq!(number(&rows[0], "warmup_gradients"), number(&rows[1], "warmup_gradients"), "the warmup is shared");
+    assert_eq!(number(&rows[1], "training_gradients"), 122.0);
+    assert_eq!(number(&rows[1], "true_values"), number(&rows[1], "leaves"), "one true value per surrogate leaf");
+    assert!(number(&rows[0], "test_lppd").is_finite() && number(&rows[1], "test_lppd").is_finite());
+    assert!(std::fs::read_to_string(bnn_out.join("lhnn.md")).unwrap().contains("deep-ensemble starts"));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
+use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
 use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
@@ -34,9 +35,10 @@ pub struct LhnnArgs {
     /// Output folder (new or empty): summary.csv, training.csv, lhnn.md, SVGs.
     #[arg(long)]
     pub out: PathBuf,
-    /// Targets: mixture-1d, rosenbrock-3d, funnel-2d, gaussian-5d, rosenbrock-10d, allen-cahn-25d.
+    /// Targets: mixture-1d, rosenbrock-3d, funnel-2d, gaussian-5d, rosenbrock-10d, allen-cahn-25d
+    /// (`none`: only the BNN part).
     #[arg(long, default_value = "mixture-1d,rosenbrock-3d,funnel-2d,gaussian-5d,rosenbrock-10d,allen-cahn-25d", value_delimiter = ',')]
-    pub benchmarks: Vec<Benchmark>,
+    pub benchmarks: Vec<String>,
     /// Samplers: lhnn-exact, lhnn-adapted, lhnn-monitored, nuts-fixed, nuts-adapted.
     #[arg(long, default_value = "lhnn-exact,lhnn-adapted,lhnn-monitored,nuts-fixed,nuts-adapted", value_delimiter = ',')]
     pub samplers: Vec<LhnnSampler>,
@@ -78,12 +80,37 @@ pub struct LhnnArgs {
     /// Chains run at once (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The BNN part: cos2x and/or yacht (UCI data: BNN_DATA_DIR), DEI-NUTS against DEI-L-HNN
+    /// from the same deep-ensemble members (default: skipped).
+    #[arg(long, value_delimiter = ',')]
+    pub bnn: Vec<BnnProblem>,
+    /// BNN part: members (chains), Adam epochs of each, warmup and draws per chain.
+    #[arg(long, default_value_t = 4)]
+    pub bnn_members: usize,
+    #[arg(long, default_value_t = 2000)]
+    pub bnn_epochs: usize,
+    #[arg(long, default_value_t = 200)]
+    pub bnn_warmup: usize,
+    #[arg(long, default_value_t = 400)]
+    pub bnn_draws: usize,
+    /// BNN part: training trajectories per chain, leapfrog steps in each, Adam steps.
+    #[arg(long, default_value_t = 20)]
+    pub bnn_trajectories: usize,
+    #[arg(long, default_value_t = 100)]
+    pub bnn_trajectory_steps: usize,
+    #[arg(long, default_value_t = 2000)]
+    pub bnn_training_steps: usize,
 }
 
 impl LhnnArgs {
-    fn config(&self) -> LhnnStudyConfig {
-        LhnnStudyConfig {
-            benchmarks: self.benchmarks.clone(),
+    fn config(&self) -> Result<LhnnStudyConfig> {
+        let benchmarks = if self.benchmarks.iter().any(|b| b == "none") {
+            Vec::new()
+        } else {
+            self.benchmarks.iter().map(|b| b.parse::<Benchmark>().map_err(anyhow::Error::msg)).collect::<Result<_>>()?
+        };
+        Ok(LhnnStudyConfig {
+            benchmarks,
             samplers: self.samplers.clone(),
             step_size: self.step_size,
             chains: self.chains,
@@ -100,7 +127,23 @@ impl LhnnArgs {
             reference_draws: self.reference_draws,
             seed: self.seed,
             workers: self.threads,
-        }
+            bnn: LhnnBnnConfig {
+                problems: self.bnn.clone(),
+                members: self.bnn_members,
+                ensemble_epochs: self.bnn_epochs,
+                warmup: self.bnn_warmup,
+                draws: self.bnn_draws,
+                max_tree_depth: self.max_tree_depth.min(10),
+                trajectories: self.bnn_trajectories,
+                trajectory_steps: self.bnn_trajectory_steps,
+                hidden_width: self.hidden_width,
+                hidden_layers: self.hidden_layers,
+                training_steps: self.bnn_training_steps,
+                learning_rate: 1e-3,
+                seed: self.seed,
+                workers: self.threads,
+            },
+        })
     }
 }
 
@@ -325,7 +368,7 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
         }
         StudyCommand::Lhnn(args) => {
             let progress = StageBar { bar: Mutex::new(None), unit: "steps" };
-            let report = run_lhnn_study(&args.config(), &args.out, &progress, &stop);
+            let report = run_lhnn_study(&args.config()?, &args.out, &progress, &stop);
             if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
                 bar.finish();
             }
@@ -338,6 +381,17 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
                     s.min_ess(),
                     s.total_gradients(),
                     s.training_gradients
+                );
+            }
+            for r in &report.bnn {
+                println!(
+                    "{} {}: test LPPD {:.3}, ESS(log p) {:.0} for {} true gradients, {} true values",
+                    r.problem.name(),
+                    r.sampler,
+                    r.test_lppd,
+                    r.ess_log_density,
+                    r.total_gradients(),
+                    r.true_values
                 );
             }
             for file in &report.files {

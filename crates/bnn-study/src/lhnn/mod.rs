@@ -17,6 +17,7 @@
 //! forces are counted apart. Marginals are checked against a long adapted-NUTS reference by a
 //! two-sample Kolmogorov–Smirnov test on draws thinned to about one per effective sample.
 
+pub mod bnn;
 mod report;
 pub mod targets;
 
@@ -106,6 +107,8 @@ pub struct LhnnStudyConfig {
     pub seed: u64,
     /// Chains run at once (default: all cores).
     pub workers: Option<usize>,
+    /// The BNN part (deep-ensemble starts, DEI-NUTS against DEI-L-HNN); no problems: skipped.
+    pub bnn: bnn::LhnnBnnConfig,
 }
 
 impl Default for LhnnStudyConfig {
@@ -128,14 +131,15 @@ impl Default for LhnnStudyConfig {
             reference_draws: 10_000,
             seed: 0,
             workers: None,
+            bnn: bnn::LhnnBnnConfig { problems: Vec::new(), ..bnn::LhnnBnnConfig::default() },
         }
     }
 }
 
 impl LhnnStudyConfig {
     fn validate(&self) -> Result<()> {
-        if self.benchmarks.is_empty() || self.samplers.is_empty() || self.chains == 0 {
-            bail!("the study needs at least one benchmark, one sampler and one chain");
+        if (self.benchmarks.is_empty() && self.bnn.problems.is_empty()) || self.samplers.is_empty() || self.chains == 0 {
+            bail!("the study needs at least one benchmark (or BNN problem), one sampler and one chain");
         }
         if self.draws < 20 || self.reference_draws < 20 {
             bail!("draws ({}) and reference draws ({}) must be at least 20 per chain", self.draws, self.reference_draws);
@@ -273,6 +277,8 @@ impl SamplerSummary {
 pub struct LhnnReport {
     pub surrogates: Vec<(Benchmark, TrainedSurrogate)>,
     pub summaries: Vec<SamplerSummary>,
+    /// The BNN part's rows (empty when it did not run).
+    pub bnn: Vec<bnn::BnnComparison>,
     pub files: Vec<PathBuf>,
 }
 
@@ -304,12 +310,19 @@ pub fn run_lhnn_study(config: &LhnnStudyConfig, out: &Path, progress: &dyn Progr
             surrogates.push((benchmark, trained));
         }
     }
-    let mut files = report::write_summary_csv(out, &summaries)?;
-    files.extend(report::write_training_csv(out, &surrogates)?);
-    files.extend(report::write_marginal_charts(out, &references)?);
-    files.extend(report::write_training_charts(out, &surrogates)?);
-    files.push(report::write_markdown(out, config, &surrogates, &summaries)?);
-    Ok(LhnnReport { surrogates, summaries, files })
+    let bnn_rows = if config.bnn.problems.is_empty() { Vec::new() } else { bnn::run_lhnn_bnn(&config.bnn, progress, stop)? };
+    let mut files = Vec::new();
+    if !summaries.is_empty() {
+        files.extend(report::write_summary_csv(out, &summaries)?);
+        files.extend(report::write_training_csv(out, &surrogates)?);
+        files.extend(report::write_marginal_charts(out, &references)?);
+        files.extend(report::write_training_charts(out, &surrogates)?);
+    }
+    if !bnn_rows.is_empty() {
+        files.push(bnn::write_bnn_csv(out, &bnn_rows)?);
+    }
+    files.push(report::write_markdown(out, config, &surrogates, &summaries, &bnn_rows)?);
+    Ok(LhnnReport { surrogates, summaries, bnn: bnn_rows, files })
 }
 
 /// Generates the training trajectories from the benchmark's start and trains the L-HNN.

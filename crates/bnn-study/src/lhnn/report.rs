@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use bnn_plot::{LegendPosition, LineChart, Series};
 
+use super::bnn::{BnnComparison, LhnnBnnConfig};
 use super::{Benchmark, ChainRun, LhnnSampler, LhnnStudyConfig, SamplerSummary, TrainedSurrogate};
 use crate::describe_cpu;
 
@@ -172,7 +173,13 @@ fn significant(x: f64) -> String {
     format!("{x:.decimals$}")
 }
 
-pub(super) fn write_markdown(out: &Path, config: &LhnnStudyConfig, surrogates: &[(Benchmark, TrainedSurrogate)], summaries: &[SamplerSummary]) -> Result<PathBuf> {
+pub(super) fn write_markdown(
+    out: &Path,
+    config: &LhnnStudyConfig,
+    surrogates: &[(Benchmark, TrainedSurrogate)],
+    summaries: &[SamplerSummary],
+    bnn: &[BnnComparison],
+) -> Result<PathBuf> {
     let mut md = String::new();
     let _ = writeln!(md, "# L-HNN in NUTS (Dhulipala, Che & Shields 2023): our reproduction\n");
     let _ = writeln!(md, "Machine: {}. Budget: {} chain(s) per sampler × ({} burn-in + {} kept transitions), step size {} for the L-HNN samplers and the fixed-ε baseline, tree depth ≤ {}; L-HNN: {} trajectories of {} time units at step {} from the benchmark's start, {}×{} sine MLP, {} Adam steps (lr {}, batch 1000, weight decay 1e-4); reference: 4 chains × {} adapted-NUTS draws. Seed {}.\n",
@@ -208,8 +215,26 @@ pub(super) fn write_markdown(out: &Path, config: &LhnnStudyConfig, surrogates: &
             let _ = writeln!(md, "| {benchmark} | {} | {} | {:.3e} → {:.3e} | {:.1} + {:.1} |", t.data_points, t.training_gradients, t.initial_loss, t.final_loss, t.data_seconds, t.training_seconds);
         }
     }
+    if !bnn.is_empty() {
+        write_bnn_section(&mut md, &config.bnn, bnn);
+    }
     let _ = writeln!(md, "\nKS: two-sample Kolmogorov–Smirnov test of each coordinate's draws against the reference's, both thinned to about one draw per effective sample; a small p on a coordinate flags a marginal that disagrees (the monitored mode is approximate; the exact mode and both NUTS are not). Files: `summary.csv`, `training.csv`, `marginal_*.svg`, `training_loss.svg`.");
     let path = out.join("lhnn.md");
     std::fs::write(&path, md)?;
     Ok(path)
+}
+
+fn write_bnn_section(md: &mut String, config: &LhnnBnnConfig, rows: &[BnnComparison]) {
+    let _ = writeln!(md, "\n## Bayesian neural networks from deep-ensemble starts\n");
+    let _ = writeln!(md, "{} members (Adam, lr 0.01, {} full-batch epochs), one chain each: DEI-NUTS's warmup ({} iterations, Stan windows) from member j gives ε_j and a diagonal metric; from its last point DEI-NUTS draws {} and, with the same ε_j and metric, exact L-HNN NUTS draws {} (L-HNN in the metric's whitened coordinates: {} trajectories × {} leapfrog steps at ε_j from that point, {}×{} sine MLP, {} Adam steps, lr {}). Tree depth ≤ {}. Gradients: warmup (shared by both) + training + draws. ESS: bulk, pooled chains, of log p and of the test rows' mean prediction.\n",
+        config.members, config.ensemble_epochs, config.warmup, config.draws, config.draws, config.trajectories, config.trajectory_steps, config.hidden_layers, config.hidden_width, config.training_steps, config.learning_rate, config.max_tree_depth);
+    let _ = writeln!(md, "| problem | sampler | test LPPD | test RMSE | true gradients (warmup + training + draws) | true values | surrogate forces | leaves | ESS log p / mean prediction | ESS per 1000 gradients (log p) | accept | divergent | sampling seconds (+ training) | µs per gradient / value / surrogate force |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let _ = writeln!(md, "| {} | {} | {:.3} | {:.3} | {} + {} + {} | {} | {} | {} | {:.0} / {:.0} | {:.3} | {:.2} | {} / {} | {:.1} (+ {:.1}) | {:.1} / {:.1} / {:.1} |",
+            r.problem.name(), r.sampler, r.test_lppd, r.test_rmse, r.warmup_gradients, r.training_gradients, r.true_gradients, r.true_values, r.surrogate_forces, r.leaves,
+            r.ess_log_density, r.ess_mean_prediction, 1000.0 * r.ess_log_density / r.total_gradients() as f64, r.mean_accept, r.divergences, r.draws,
+            r.seconds, r.training_seconds, r.micros[0], r.micros[1], r.micros[2]);
+    }
+    let _ = writeln!(md, "\nOn a BNN posterior a leaf of the surrogate sampler costs one surrogate force plus one true value; NUTS's leaf costs one true gradient. The last column says which is cheaper on this machine: where the surrogate force plus a value cost more than a gradient, the surrogate cannot save time however few true gradients it spends.");
 }
