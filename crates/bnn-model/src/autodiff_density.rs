@@ -96,4 +96,24 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         read(values, log_densities)?;
         read(gradient, gradients)
     }
+
+    /// The value alone: through the posterior's forward-only host path where it has one (the
+    /// built-in MLP on the CPU backends; the same bits as the gradient path), else through the
+    /// gradient path with the gradients dropped.
+    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+        let d = self.dim();
+        if positions.len() != log_densities.len() * d {
+            return Err(LogDensityError::new(format!(
+                "batch of {} positions in dimension {d} needs {} values, got {}",
+                log_densities.len(),
+                log_densities.len() * d,
+                positions.len()
+            )));
+        }
+        if self.direct_host_path && self.posterior.host_log_posterior(positions, log_densities) {
+            return Ok(());
+        }
+        let mut gradients = vec![0.0; positions.len()];
+        self.log_density_and_gradient(positions, log_densities, &mut gradients)
+    }
 }

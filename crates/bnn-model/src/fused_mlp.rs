@@ -414,6 +414,33 @@ impl FusedMlp {
         true
     }
 
+    /// The log posterior alone of a host `[C, D]` batch (forward pass only: no backward, no
+    /// gradient buffers), with the values [`Self::host_log_posterior_and_gradient`] gives, bit
+    /// for bit; `false` where the operation has no host kernel.
+    pub fn host_log_posterior(&self, dtype: DType, positions: &[f64], values: &mut [f64]) -> bool {
+        if self.program != FusedProgram::HostKernel {
+            return false;
+        }
+        let m = &self.inner;
+        match dtype {
+            DType::F64 => {
+                let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
+                self.evaluate_chains(data, positions, values, None, Terms::Posterior, &WORKSPACE_F64, |v| v);
+            }
+            DType::F32 => HOST_BUFFERS_F32.with_borrow_mut(|(thetas, _)| {
+                thetas.clear();
+                thetas.extend(positions.iter().map(|&v| v as f32));
+                let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
+                self.evaluate_chains(data, thetas, values, None, Terms::Posterior, &WORKSPACE_F32, |v| v as f32);
+                for v in values.iter_mut() {
+                    *v = *v as f32 as f64;
+                }
+            }),
+            _ => return false,
+        }
+        true
+    }
+
     /// The host kernel (and prior) over the chains of one call. Chains are independent, so a
     /// call with enough work is split into contiguous blocks of chains over Rayon's pool (the
     /// batched samplers make one call for all chains); every chain is computed by the same code

@@ -35,6 +35,13 @@ pub trait Posterior: Send + Sync {
     fn host_log_posterior_and_gradient(&self, _positions: &[f64], _values: &mut [f64], _gradients: &mut [f64]) -> bool {
         false
     }
+
+    /// The log posterior alone (a forward pass) of a host `[C, D]` batch, where the posterior has
+    /// such a path (then `true`, with the values of the gradient path to the last bit): what a
+    /// surrogate-force leaf or a Metropolis test needs, at a fraction of a gradient's cost.
+    fn host_log_posterior(&self, _positions: &[f64], _values: &mut [f64]) -> bool {
+        false
+    }
 }
 
 /// Why a posterior could not be built. Each message names its cause, which is therefore not
@@ -339,5 +346,9 @@ impl Posterior for MlpPosterior {
     /// The host kernel called directly when the fused operation runs it (CPU backends).
     fn host_log_posterior_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> bool {
         self.fused.as_ref().is_some_and(|f| f.host_log_posterior_and_gradient(self.dtype, positions, values, gradients))
+    }
+
+    fn host_log_posterior(&self, positions: &[f64], values: &mut [f64]) -> bool {
+        self.fused.as_ref().is_some_and(|f| f.host_log_posterior(self.dtype, positions, values))
     }
 }

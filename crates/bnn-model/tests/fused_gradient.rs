@@ -248,6 +248,10 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
                         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(&dv), bits(&rv), "{what}: values");
                         assert_eq!(bits(&dg), bits(&rg), "{what}: gradients");
+                        // The forward-only path (a surrogate leaf's true value) gives the same values.
+                        let mut values = vec![0.0; chains];
+                        direct.log_density(&thetas, &mut values).unwrap();
+                        assert_eq!(bits(&values), bits(&dv), "{what}: value-only path");
                     }
                 }
             }

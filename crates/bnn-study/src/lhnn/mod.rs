@@ -5,8 +5,8 @@
 //!
 //! Samplers per target, all from the same start:
 //! - `lhnn-exact`: surrogate leaves weighted by the true H (exact for any surrogate), fixed ε;
-//! - `lhnn-adapted`: the same leaves with ε and a diagonal metric tuned in the burn-in by Stan's
-//!   windows on surrogate transitions (the paper tunes neither);
+//! - `lhnn-adapted`: the same leaves with ε and a diagonal metric from a true-gradient NUTS warmup
+//!   (Stan's windows; the paper tunes neither);
 //! - `lhnn-monitored`: the paper's online error monitoring (Δ_hnn = 10, Δ_lf = 1000, cool-down
 //!   20; approximate), fixed ε;
 //! - `nuts-fixed`: the paper's baseline, NUTS with the same fixed ε and no adaptation;
@@ -29,7 +29,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _, Result};
 use bnn_sampler::{
     chain_rng, ChainStart, DiagonalMassMatrix, DrawStats, Kernel, KernelState, LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig,
-    StepParams, SurrogateNuts, SurrogateNutsConfig, TunedParams, WarmupConfig, WarmupState,
+    StepParams, SurrogateNuts, SurrogateNutsConfig, TunedParams, CollectedDraws,
 };
 use bnn_surrogate::{LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, LossRecord, TrajectoryDataConfig};
 
@@ -40,8 +40,8 @@ pub use targets::{Benchmark, BenchmarkDensity};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LhnnSampler {
     LhnnExact,
-    /// Exact surrogate leaves with ε and the diagonal metric tuned in the burn-in (Stan's
-    /// windows, on surrogate transitions).
+    /// Exact surrogate leaves with ε and the diagonal metric from a true-gradient NUTS warmup
+    /// (Stan's windows) in place of the burn-in.
     LhnnAdapted,
     LhnnMonitored,
     NutsFixed,
@@ -484,22 +484,33 @@ fn run_chain(
                 )
             }
         };
-        // The adapted L-HNN sampler tunes ε and the diagonal metric with Stan's windows during
-        // the burn-in, on surrogate transitions (no true gradients): the metric changes the
-        // leapfrog on the surrogate potential, which stays exact under any metric.
+        // The adapted L-HNN sampler takes ε and the diagonal metric from a NUTS warmup with true
+        // gradients (Stan's windows, counted in its cost) and samples from where it ended: the
+        // metric changes the leapfrog on the surrogate potential, which stays exact under any.
+        // (Tuning ε on surrogate transitions instead lets the dual averaging chase the acceptance
+        // of a poor surrogate down to tiny steps and the depth cap.)
         let mut tuned = TunedParams::new(config.step_size, DiagonalMassMatrix::identity(dim));
-        let mut warmup = (sampler == LhnnSampler::LhnnAdapted).then(|| {
-            WarmupState::new(&WarmupConfig::new().with_find_initial_step_size(false), config.burn_in, dim, 0.8, config.step_size)
-        });
-        for i in 0..config.burn_in + config.draws {
+        let mut first = 0;
+        if sampler == LhnnSampler::LhnnAdapted {
+            let warmup = SamplerConfig::new(NutsConfig::new().with_max_tree_depth(config.max_tree_depth).into())
+                .with_num_warmup(config.burn_in)
+                .with_num_draws(0)
+                .with_seed(seed.wrapping_add(chain as u64 * 104_729))
+                .with_threads(Some(1))
+                .init()?;
+            let mut chains = warmup.init_chains(&counted, &[ChainStart::at(benchmark.start())])?;
+            warmup.run(&counted, &mut chains, &mut CollectedDraws::new(1, dim), stop)?;
+            state = chains[0].kernel.clone();
+            tuned = chains[0].params.clone();
+            first = config.burn_in;
+            progress.advance(config.burn_in as u64);
+        }
+        for i in first..config.burn_in + config.draws {
             if stop.load(Ordering::Relaxed) {
                 bail!("interrupted");
             }
             let (next, stats) = kernel.step(&counted, &mut rng, std::mem::take(&mut state), tuned.step_params());
             state = next;
-            if let Some(warmup) = warmup.as_mut().filter(|_| i < config.burn_in) {
-                warmup.observe(&state.position, &stats, &mut tuned.step_size, &mut tuned.metric, |_, step_size| step_size);
-            }
             run.surrogate_gradients += u64::from(stats.surrogate_gradients);
             record(&mut run, i, &state.position, &stats);
         }

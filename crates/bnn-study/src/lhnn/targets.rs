@@ -95,7 +95,7 @@ pub const ALLEN_CAHN_POINTS: usize = 25;
 /// Interface width `a` of the Allen–Cahn energy.
 pub const ALLEN_CAHN_WIDTH: f64 = 0.1;
 /// Inverse temperature β of the Allen–Cahn energy.
-pub const ALLEN_CAHN_BETA: f64 = 20.0;
+pub const ALLEN_CAHN_BETA: f64 = 1.0;
 
 /// Mixture modes, sd and the Gaussian's variances.
 const MIXTURE_MEANS: [f64; 2] = [-1.0, 1.0];
@@ -157,7 +157,9 @@ impl BenchmarkDensity {
 
 /// `log p = −β [ (a/2) Σ_{i=1}^{n+1} ((u_i − u_{i−1})/h)² h + (1/4a) Σ_{i=1}^{n} (1 − u_i²)² h ]`,
 /// `u_0 = u_{n+1} = 0`, `h = 1/(n+1)`: a finite-difference Allen–Cahn energy (the Ginzburg–Landau
-/// functional of the stochastic Allen–Cahn equation) with a = 0.1 and β = 20.
+/// functional of the stochastic Allen–Cahn equation) with a = 0.1 and β = 1. (With β = 20 the
+/// all-positive and all-negative fields sit about 48 nats below the barrier between them: no
+/// sampler here crosses it, and a marginal test then only says which well a chain fell into.)
 fn allen_cahn(u: &[f64], g: &mut [f64]) -> f64 {
     let n = u.len();
     let h = 1.0 / (n + 1) as f64;
