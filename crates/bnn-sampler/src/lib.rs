@@ -67,6 +67,7 @@ pub use kernels::{
     MetricAt, MsdParams, MsdState, Nuts, NutsConfig, RiemannianDensity,
     RandomWalk, RandomWalkConfig, StepParams, SurrogateNuts, SurrogateNutsConfig,
 };
+pub use dynamics::pseudo_marginal::{PseudoMarginalLeapfrog, PseudoMarginalScheme};
 pub use dynamics::surrogate::{ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode};
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use metric::{DenseMetric, DiagonalMassMatrix, Metric};

@@ -15,6 +15,7 @@
 pub mod isokinetic;
 mod leapfrog;
 mod lockstep;
+pub mod pseudo_marginal;
 pub mod surrogate;
 
 pub use leapfrog::{kick, kick_and_drift, Leapfrog};
