@@ -613,7 +613,9 @@ fn study_lhnn_runs_at_toy_size() {
             // leaves too, so at least the kept ones), the training trajectories' gradients
             // (4 × 400 steps + 1).
             "lhnn-exact" | "lhnn-adapted" => {
-                assert_eq!((gradients, training), (2.0, 1601.0), "{row:?}");
+                // lhnn-adapted also pays for its true-gradient NUTS warmup.
+                let sampling = if row[column("sampler")] == "lhnn-exact" { gradients == 2.0 } else { gradients > 2.0 };
+                assert!(sampling && training == 1601.0, "{row:?}");
                 assert!(values >= number("leaves") && number("surrogate_gradients") >= values, "{row:?}");
             }
             "nuts-fixed" | "nuts-adapted" => assert!(training == 0.0 && values == 0.0 && gradients > 0.0, "{row:?}"),
@@ -648,6 +650,28 @@ fn study_lhnn_runs_at_toy_size() {
     assert_eq!(number(&rows[1], "true_values"), number(&rows[1], "leaves"), "one true value per surrogate leaf");
     assert!(number(&rows[0], "test_lppd").is_finite() && number(&rows[1], "test_lppd").is_finite());
     assert!(std::fs::read_to_string(bnn_out.join("lhnn.md")).unwrap().contains("deep-ensemble starts"));
+}
+
+#[test]
+fn study_pm_glmm_runs_at_toy_size() {
+    let dir = temp_dir("study-pm-glmm");
+    let out = dir.join("glmm");
+    let o = bnn(&[
+        "study", "pm-glmm", "--out", out.to_str().unwrap(), "--subjects", "40", "--samples", "8", "--warmup", "40", "--draws", "40",
+        "--datasets", "1", "--max-tree-depth", "6", "--threads", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["runs.csv", "pm_glmm.md", "trace_log_lambda1.svg", "trace_log_lambda2.svg"] {
+        assert!(out.join(name).is_file(), "{name} missing");
+    }
+    let text = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    // Two estimators × 13 parameters, every summary finite.
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * 13);
+    assert!(rows.iter().all(|r| r[4].parse::<f64>().unwrap().is_finite() && r[5].parse::<f64>().unwrap() >= 0.0), "{text}");
+    assert_eq!(rows.iter().filter(|r| r[0] == "per-subject").count(), 13);
+    let o = bnn(&["study", "pm-glmm", "--out", dir.join("bad").to_str().unwrap(), "--estimators", "per-subject,magic"]);
+    assert!(!o.status.success() && stderr(&o).contains("unknown estimator"), "{}", stderr(&o));
 }
 
 #[test]

@@ -9,10 +9,13 @@
 //! - [`lhnn`]: Dhulipala, Che & Shields' latent Hamiltonian neural networks inside NUTS: true
 //!   gradients per effective sample of surrogate NUTS (exact and monitored) against NUTS on the
 //!   paper's benchmark targets.
+//! - [`pseudo_marginal`]: pseudo-marginal NUTS on the GLMM of the HNN report, with the report's
+//!   likelihood estimator and with the model's, on simulated data (why λ drifted).
 //! - [`fixed_step_chains`]: the engine under it, many fixed-step HMC chains in lockstep blocks.
 
 pub mod dinh;
 pub mod lhnn;
+pub mod pseudo_marginal;
 pub mod robot_arm;
 pub mod fixed_step_chains;
 mod machine;

@@ -5,6 +5,7 @@ use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
+use bnn_study::pseudo_marginal::{run_pm_glmm, GlmmEstimator, PmGlmmConfig};
 use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
@@ -28,6 +29,68 @@ pub enum StudyCommand {
     /// on the paper's targets: true gradients per effective sample, marginals against a long
     /// reference.
     Lhnn(LhnnArgs),
+    /// The HNN report's GLMM (Alenlöv et al. §4.3) by pseudo-marginal NUTS, with the report's
+    /// likelihood estimator and with the model's, on simulated data: which posterior covers the
+    /// truth, and where log λ goes.
+    PmGlmm(PmGlmmArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PmGlmmArgs {
+    /// Output folder (new or empty): runs.csv, pm_glmm.md, trace SVGs.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Likelihood estimators: per-subject (the model's), per-observation (the report's).
+    #[arg(long, default_value = "per-subject,per-observation", value_delimiter = ',')]
+    pub estimators: Vec<String>,
+    /// Simulated data sets per estimator.
+    #[arg(long, default_value_t = 2)]
+    pub datasets: usize,
+    /// Subjects T, observations per subject n, importance samples per subject N.
+    #[arg(long, default_value_t = 500)]
+    pub subjects: usize,
+    #[arg(long, default_value_t = 6)]
+    pub observations: usize,
+    #[arg(long, default_value_t = 128)]
+    pub samples: usize,
+    #[arg(long, default_value_t = 300)]
+    pub warmup: usize,
+    #[arg(long, default_value_t = 500)]
+    pub draws: usize,
+    #[arg(long, default_value_t = 8)]
+    pub max_tree_depth: u32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Chains run at once (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl PmGlmmArgs {
+    fn config(&self) -> Result<PmGlmmConfig> {
+        let estimators = self
+            .estimators
+            .iter()
+            .map(|e| match e.as_str() {
+                "per-subject" => Ok(GlmmEstimator::PerSubject),
+                "per-observation" => Ok(GlmmEstimator::PerObservation),
+                other => Err(anyhow::anyhow!("unknown estimator `{other}` (expected per-subject or per-observation)")),
+            })
+            .collect::<Result<_>>()?;
+        Ok(PmGlmmConfig {
+            estimators,
+            datasets: self.datasets,
+            subjects: self.subjects,
+            observations: self.observations,
+            samples: self.samples,
+            warmup: self.warmup,
+            draws: self.draws,
+            max_tree_depth: self.max_tree_depth,
+            target_accept: 0.8,
+            seed: self.seed,
+            workers: self.threads,
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -392,6 +455,29 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
                     r.ess_log_density,
                     r.total_gradients(),
                     r.true_values
+                );
+            }
+            for file in &report.files {
+                println!("wrote {}", file.display());
+            }
+            Ok(())
+        }
+        StudyCommand::PmGlmm(args) => {
+            let progress = StageBar { bar: Mutex::new(None), unit: "transitions" };
+            let report = run_pm_glmm(&args.config()?, &args.out, &progress, &stop);
+            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                bar.finish();
+            }
+            let report = report?;
+            for run in &report.runs {
+                println!(
+                    "{} data {}: {} of {} parameters in their 90% interval, {} gradients, {:.0} s",
+                    run.estimator.name(),
+                    run.dataset,
+                    run.covered(),
+                    run.truth.len(),
+                    run.gradients,
+                    run.seconds
                 );
             }
             for file in &report.files {

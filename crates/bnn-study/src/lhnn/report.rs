@@ -236,6 +236,11 @@ pub(super) fn write_markdown(
     if !bnn.is_empty() {
         write_bnn_section(&mut md, &config.bnn, bnn);
     }
+    if summaries.is_empty() {
+        let path = out.join("lhnn.md");
+        std::fs::write(&path, md)?;
+        return Ok(path);
+    }
     let _ = writeln!(md, "\nKS: two-sample Kolmogorov–Smirnov test of each coordinate's draws against the reference's, both thinned to about one draw per effective sample; a small p on a coordinate flags a marginal that disagrees (the monitored mode is approximate; the exact mode and both NUTS are not). Files: `summary.csv`, `training.csv`, `marginal_*.svg`, `training_loss.svg`.");
     let path = out.join("lhnn.md");
     std::fs::write(&path, md)?;
