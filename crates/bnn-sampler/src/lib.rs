@@ -7,7 +7,8 @@
 //! - `metric/`: the `Metric` seam (momentum draw, velocity, kinetic energy, partial refresh at a
 //!   point), the adapted `DiagonalMassMatrix` and `DenseMetric` (a Cholesky-factored `G`, for
 //!   the Riemannian samplers);
-//! - `dynamics/`: `PhasePoint`, the resumable `Integrator` seam, the leapfrog, and `Lockstep`,
+//! - `dynamics/`: `PhasePoint`, the resumable `Integrator` seam, the leapfrog, surrogate-force
+//!   leaves (`surrogate`) and pseudo-marginal integrators (`pseudo_marginal`), and `Lockstep`,
 //!   the driver that steps many chains with one batched density call per round;
 //! - `trajectory/`: the NUTS tree (multinomial sampling, U-turn checks);
 //! - `kernels/`: NUTS, surrogate-gradient NUTS (leaves moved by a surrogate force, weighted by

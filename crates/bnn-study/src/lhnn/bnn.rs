@@ -443,11 +443,6 @@ fn first_mean(prediction: &PointPrediction) -> f64 {
     }
 }
 
-/// Whether the UCI data the yacht problem needs is present (`BNN_DATA_DIR` or `../shared`).
-pub fn yacht_available() -> bool {
-    bnn_pipeline::prepare("yacht", &bnn_pipeline::Preparation::default()).is_ok()
-}
-
 /// The BNN rows as `bnn.csv`.
 pub(super) fn write_bnn_csv(out: &Path, rows: &[BnnComparison]) -> Result<std::path::PathBuf> {
     let path = out.join("bnn.csv");
