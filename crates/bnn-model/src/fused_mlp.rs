@@ -385,39 +385,18 @@ impl FusedMlp {
     /// tested in `tests/fused_gradient.rs`): at one chain per call the tensor round trip costs
     /// more than the whole kernel of a small network.
     pub fn host_log_posterior_and_gradient(&self, dtype: DType, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> bool {
-        if self.program != FusedProgram::HostKernel {
-            return false;
-        }
-        let m = &self.inner;
-        match dtype {
-            DType::F64 => {
-                let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
-                self.evaluate_chains(data, positions, values, Some(gradients), Terms::Posterior, &WORKSPACE_F64, |v| v);
-            }
-            DType::F32 => HOST_BUFFERS_F32.with_borrow_mut(|(thetas, grads)| {
-                thetas.clear();
-                thetas.extend(positions.iter().map(|&v| v as f32));
-                grads.clear();
-                grads.resize(positions.len(), 0.0);
-                let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
-                self.evaluate_chains(data, thetas, values, Some(grads), Terms::Posterior, &WORKSPACE_F32, |v| v as f32);
-                // The autodiff path stores the values in an f32 tensor before the sampler reads them.
-                for v in values.iter_mut() {
-                    *v = *v as f32 as f64;
-                }
-                for (g, &h) in gradients.iter_mut().zip(grads.iter()) {
-                    *g = h as f64;
-                }
-            }),
-            _ => return false,
-        }
-        true
+        self.host_evaluate(dtype, positions, values, Some(gradients))
     }
 
     /// The log posterior alone of a host `[C, D]` batch (forward pass only: no backward, no
     /// gradient buffers), with the values [`Self::host_log_posterior_and_gradient`] gives, bit
     /// for bit; `false` where the operation has no host kernel.
     pub fn host_log_posterior(&self, dtype: DType, positions: &[f64], values: &mut [f64]) -> bool {
+        self.host_evaluate(dtype, positions, values, None)
+    }
+
+    /// Both of the above: the host kernel in `dtype`, gradients when asked for.
+    fn host_evaluate(&self, dtype: DType, positions: &[f64], values: &mut [f64], gradients: Option<&mut [f64]>) -> bool {
         if self.program != FusedProgram::HostKernel {
             return false;
         }
@@ -425,13 +404,24 @@ impl FusedMlp {
         match dtype {
             DType::F64 => {
                 let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
-                self.evaluate_chains(data, positions, values, None, Terms::Posterior, &WORKSPACE_F64, |v| v);
+                self.evaluate_chains(data, positions, values, gradients, Terms::Posterior, &WORKSPACE_F64, |v| v);
             }
-            DType::F32 => HOST_BUFFERS_F32.with_borrow_mut(|(thetas, _)| {
+            DType::F32 => HOST_BUFFERS_F32.with_borrow_mut(|(thetas, grads)| {
                 thetas.clear();
                 thetas.extend(positions.iter().map(|&v| v as f32));
                 let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
-                self.evaluate_chains(data, thetas, values, None, Terms::Posterior, &WORKSPACE_F32, |v| v as f32);
+                match gradients {
+                    Some(gradients) => {
+                        grads.clear();
+                        grads.resize(positions.len(), 0.0);
+                        self.evaluate_chains(data, thetas, values, Some(grads), Terms::Posterior, &WORKSPACE_F32, |v| v as f32);
+                        for (g, &h) in gradients.iter_mut().zip(grads.iter()) {
+                            *g = h as f64;
+                        }
+                    }
+                    None => self.evaluate_chains(data, thetas, values, None, Terms::Posterior, &WORKSPACE_F32, |v| v as f32),
+                }
+                // The autodiff path stores the values in an f32 tensor before the sampler reads them.
                 for v in values.iter_mut() {
                     *v = *v as f32 as f64;
                 }

@@ -11,7 +11,7 @@
 
 use std::path::Path;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -24,6 +24,7 @@ use bnn_sampler::{
 use bnn_surrogate::{LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, TrajectoryDataConfig};
 use burn::tensor::DType;
 
+use super::Counted;
 use crate::fixed_step_chains::Progress;
 
 /// The networks of the BNN part.
@@ -149,33 +150,6 @@ impl BnnComparison {
     /// Every true gradient spent: warmup, training trajectories, draws.
     pub fn total_gradients(&self) -> u64 {
         self.warmup_gradients + self.training_gradients + self.true_gradients
-    }
-}
-
-/// Counts true gradients and values at the density.
-struct Counted<'a, L> {
-    inner: &'a L,
-    gradients: AtomicU64,
-    values: AtomicU64,
-}
-
-impl<'a, L: LogDensity> Counted<'a, L> {
-    fn new(inner: &'a L) -> Self {
-        Self { inner, gradients: AtomicU64::new(0), values: AtomicU64::new(0) }
-    }
-}
-
-impl<L: LogDensity> LogDensity for Counted<'_, L> {
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        self.gradients.fetch_add(values.len() as u64, Ordering::Relaxed);
-        self.inner.log_density_and_gradient(positions, values, gradients)
-    }
-    fn log_density(&self, positions: &[f64], values: &mut [f64]) -> Result<(), LogDensityError> {
-        self.values.fetch_add(values.len() as u64, Ordering::Relaxed);
-        self.inner.log_density(positions, values)
     }
 }
 

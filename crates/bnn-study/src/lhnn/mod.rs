@@ -159,32 +159,31 @@ impl LhnnStudyConfig {
 
 /// A density that counts what it evaluates: true gradients (rows of value-and-gradient calls) and
 /// true values (rows of value-only calls).
-struct Counted<'a> {
-    density: &'a BenchmarkDensity,
-    gradients: AtomicU64,
-    values: AtomicU64,
+pub(crate) struct Counted<'a, L> {
+    inner: &'a L,
+    pub(crate) gradients: AtomicU64,
+    pub(crate) values: AtomicU64,
 }
 
-impl<'a> Counted<'a> {
-    fn new(density: &'a BenchmarkDensity) -> Self {
-        Self { density, gradients: AtomicU64::new(0), values: AtomicU64::new(0) }
+impl<'a, L: LogDensity> Counted<'a, L> {
+    pub(crate) fn new(inner: &'a L) -> Self {
+        Self { inner, gradients: AtomicU64::new(0), values: AtomicU64::new(0) }
     }
 }
 
-impl LogDensity for Counted<'_> {
+impl<L: LogDensity> LogDensity for Counted<'_, L> {
     fn dim(&self) -> usize {
-        self.density.dim()
+        self.inner.dim()
     }
 
     fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
         self.gradients.fetch_add(values.len() as u64, Ordering::Relaxed);
-        self.density.log_density_and_gradient(positions, values, gradients)
+        self.inner.log_density_and_gradient(positions, values, gradients)
     }
 
     fn log_density(&self, positions: &[f64], values: &mut [f64]) -> Result<(), LogDensityError> {
         self.values.fetch_add(values.len() as u64, Ordering::Relaxed);
-        let mut gradients = vec![0.0; positions.len()];
-        self.density.log_density_and_gradient(positions, values, &mut gradients)
+        self.inner.log_density(positions, values)
     }
 }
 
@@ -202,6 +201,34 @@ pub struct TrainedSurrogate {
     pub training_seconds: f64,
 }
 
+/// What a sampler spent and how its kept transitions went: one chain's, or several summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SamplerCosts {
+    /// True gradients and values of burn-in and sampling (the start's one gradient included).
+    pub true_gradients: u64,
+    pub true_values: u64,
+    pub surrogate_gradients: u64,
+    /// Leaves of the kept transitions.
+    pub leaves: u64,
+    pub divergences: usize,
+    /// Kept transitions that reached the tree depth cap.
+    pub at_depth_cap: usize,
+    /// Leaves recomputed with the true gradient (monitored mode).
+    pub fallbacks: u64,
+}
+
+impl std::ops::AddAssign for SamplerCosts {
+    fn add_assign(&mut self, other: Self) {
+        self.true_gradients += other.true_gradients;
+        self.true_values += other.true_values;
+        self.surrogate_gradients += other.surrogate_gradients;
+        self.leaves += other.leaves;
+        self.divergences += other.divergences;
+        self.at_depth_cap += other.at_depth_cap;
+        self.fallbacks += other.fallbacks;
+    }
+}
+
 /// One chain of one sampler on one benchmark.
 #[derive(Clone, Debug)]
 pub struct ChainRun {
@@ -210,16 +237,7 @@ pub struct ChainRun {
     pub chain: usize,
     /// Kept draws, one row per draw.
     pub draws: Vec<Vec<f64>>,
-    /// True gradients and values of burn-in and sampling (the start's one gradient included).
-    pub true_gradients: u64,
-    pub true_values: u64,
-    pub surrogate_gradients: u64,
-    pub leaves: u64,
-    pub divergences: usize,
-    /// Kept transitions that reached the tree depth cap.
-    pub at_depth_cap: usize,
-    /// Leaves recomputed with the true gradient (monitored mode).
-    pub fallbacks: u64,
+    pub costs: SamplerCosts,
     pub mean_accept: f64,
     pub step_size: f64,
     pub seconds: f64,
@@ -232,16 +250,11 @@ pub struct SamplerSummary {
     pub sampler: LhnnSampler,
     /// Bulk ESS per coordinate (pooled chains).
     pub ess: Vec<f64>,
-    pub true_gradients: u64,
+    /// The chains' costs, summed.
+    pub costs: SamplerCosts,
     /// Training trajectories' gradients (L-HNN samplers; 0 otherwise).
     pub training_gradients: u64,
-    pub true_values: u64,
-    pub surrogate_gradients: u64,
-    pub leaves: u64,
     pub transitions: usize,
-    pub divergences: usize,
-    pub at_depth_cap: usize,
-    pub fallbacks: u64,
     pub mean_accept: f64,
     pub step_size: f64,
     /// Sampling wall time summed over chains, and the surrogate's data and training time.
@@ -269,7 +282,7 @@ impl SamplerSummary {
 
     /// Every true gradient the sampler cost: sampling plus, for the L-HNN, its training data.
     pub fn total_gradients(&self) -> u64 {
-        self.true_gradients + self.training_gradients
+        self.costs.true_gradients + self.training_gradients
     }
 }
 
@@ -432,13 +445,7 @@ fn run_chain(
         sampler,
         chain,
         draws: Vec::with_capacity(config.draws),
-        true_gradients: 0,
-        true_values: 0,
-        surrogate_gradients: 0,
-        leaves: 0,
-        divergences: 0,
-        at_depth_cap: 0,
-        fallbacks: 0,
+        costs: SamplerCosts::default(),
         mean_accept: 0.0,
         step_size: config.step_size,
         seconds: 0.0,
@@ -448,9 +455,9 @@ fn run_chain(
         progress.advance(1);
         if i >= config.burn_in {
             run.draws.push(position.to_vec());
-            run.divergences += usize::from(stats.divergent);
-            run.at_depth_cap += usize::from(stats.tree_depth >= config.max_tree_depth);
-            run.leaves += u64::from(stats.n_leapfrog);
+            run.costs.divergences += usize::from(stats.divergent);
+            run.costs.at_depth_cap += usize::from(stats.tree_depth >= config.max_tree_depth);
+            run.costs.leaves += u64::from(stats.n_leapfrog);
             accept_sum += stats.accept_stat;
         }
     };
@@ -511,16 +518,16 @@ fn run_chain(
             }
             let (next, stats) = kernel.step(&counted, &mut rng, std::mem::take(&mut state), tuned.step_params());
             state = next;
-            run.surrogate_gradients += u64::from(stats.surrogate_gradients);
+            run.costs.surrogate_gradients += u64::from(stats.surrogate_gradients);
             record(&mut run, i, &state.position, &stats);
         }
         run.step_size = tuned.step_size;
         if let FixedKernel::Surrogate(kernel) = &kernel {
-            run.fallbacks = kernel.fallbacks();
+            run.costs.fallbacks = kernel.fallbacks();
         }
     }
-    run.true_gradients = counted.gradients.load(Ordering::Relaxed);
-    run.true_values = counted.values.load(Ordering::Relaxed);
+    run.costs.true_gradients = counted.gradients.load(Ordering::Relaxed);
+    run.costs.true_values = counted.values.load(Ordering::Relaxed);
     run.mean_accept = accept_sum / config.draws as f64;
     run.seconds = started.elapsed().as_secs_f64();
     Ok(run)
@@ -553,21 +560,16 @@ fn summarize(benchmark: Benchmark, sampler: LhnnSampler, chains: &[&ChainRun], t
             ks_thinned(&ours, ess[i], theirs, bnn_diagnostics::ess_bulk(theirs))
         })
         .collect();
-    let sum = |f: &dyn Fn(&ChainRun) -> u64| chains.iter().map(|c| f(c)).sum::<u64>();
+    let mut costs = SamplerCosts::default();
+    chains.iter().for_each(|c| costs += c.costs);
     let transitions: usize = chains.iter().map(|c| c.draws.len()).sum();
     SamplerSummary {
         benchmark,
         sampler,
         ess,
-        true_gradients: sum(&|c| c.true_gradients),
+        costs,
         training_gradients: if sampler.uses_surrogate() { trained.map_or(0, |t| t.training_gradients) } else { 0 },
-        true_values: sum(&|c| c.true_values),
-        surrogate_gradients: sum(&|c| c.surrogate_gradients),
-        leaves: sum(&|c| c.leaves),
         transitions,
-        divergences: chains.iter().map(|c| c.divergences).sum(),
-        at_depth_cap: chains.iter().map(|c| c.at_depth_cap).sum(),
-        fallbacks: sum(&|c| c.fallbacks),
         mean_accept: chains.iter().map(|c| c.mean_accept).sum::<f64>() / chains.len().max(1) as f64,
         step_size: chains.first().map_or(f64::NAN, |c| c.step_size),
         seconds: chains.iter().map(|c| c.seconds).sum(),

@@ -25,18 +25,18 @@ pub(super) fn write_summary_csv(out: &Path, summaries: &[SamplerSummary]) -> Res
             s.benchmark.name().to_string(),
             s.sampler.name().to_string(),
             s.transitions.to_string(),
-            s.true_gradients.to_string(),
+            s.costs.true_gradients.to_string(),
             s.training_gradients.to_string(),
-            s.true_values.to_string(),
-            s.surrogate_gradients.to_string(),
-            s.leaves.to_string(),
+            s.costs.true_values.to_string(),
+            s.costs.surrogate_gradients.to_string(),
+            s.costs.leaves.to_string(),
             format!("{:.1}", s.min_ess()),
             format!("{:.1}", s.median_ess()),
             format!("{:.3e}", s.min_ess() / total),
             format!("{:.3e}", s.median_ess() / total),
-            s.divergences.to_string(),
-            s.at_depth_cap.to_string(),
-            s.fallbacks.to_string(),
+            s.costs.divergences.to_string(),
+            s.costs.at_depth_cap.to_string(),
+            s.costs.fallbacks.to_string(),
             format!("{:.3}", s.mean_accept),
             format!("{:.4}", s.step_size),
             format!("{:.2}", s.seconds),
@@ -160,7 +160,7 @@ pub fn efficiency_ratio(summaries: &[SamplerSummary], benchmark: Benchmark, a: L
     let find = |s: LhnnSampler| summaries.iter().find(|x| x.benchmark == benchmark && x.sampler == s);
     let (a, b) = (find(a)?, find(b)?);
     let per_gradient = |s: &SamplerSummary| s.min_ess() / s.total_gradients() as f64;
-    let per_evaluation = |s: &SamplerSummary| s.min_ess() / (s.total_gradients() + s.true_values) as f64;
+    let per_evaluation = |s: &SamplerSummary| s.min_ess() / (s.total_gradients() + s.costs.true_values) as f64;
     Some((per_gradient(a) / per_gradient(b), per_evaluation(a) / per_evaluation(b)))
 }
 
@@ -172,7 +172,7 @@ pub fn break_even_draws(summaries: &[SamplerSummary], benchmark: Benchmark, a: L
     let (a, b) = (find(a)?, find(b)?);
     let (ess_a, ess_b) = (a.min_ess(), b.min_ess());
     let per_ess_b = b.total_gradients() as f64 / ess_b;
-    let running_a = a.true_gradients as f64 / ess_a;
+    let running_a = a.costs.true_gradients as f64 / ess_a;
     (per_ess_b > running_a).then(|| draws as f64 * (a.training_gradients as f64 / ess_a) / (per_ess_b - running_a))
 }
 
@@ -221,8 +221,8 @@ pub(super) fn write_markdown(
     for s in summaries {
         let (d, p) = ks_extremes(s);
         let _ = writeln!(md, "| {} | {} | {} + {} | {} | {} | {:.0} / {:.0} | {:.3} | {} / {} | {} / {} | {} | {:.2} | {:.4} | {:.3} ({:.2}) | {:.1} + {:.1} |",
-            s.benchmark, s.sampler.name(), s.true_gradients, s.training_gradients, s.true_values, s.surrogate_gradients, s.min_ess(), s.median_ess(),
-            1000.0 * s.min_ess() / s.total_gradients() as f64, s.divergences, s.transitions, s.at_depth_cap, s.transitions, s.fallbacks,
+            s.benchmark, s.sampler.name(), s.costs.true_gradients, s.training_gradients, s.costs.true_values, s.costs.surrogate_gradients, s.min_ess(), s.median_ess(),
+            1000.0 * s.min_ess() / s.total_gradients() as f64, s.costs.divergences, s.transitions, s.costs.at_depth_cap, s.transitions, s.costs.fallbacks,
             s.mean_accept, s.step_size, d, p, s.seconds, s.training_seconds);
     }
     if !surrogates.is_empty() {
