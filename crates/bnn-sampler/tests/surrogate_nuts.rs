@@ -110,7 +110,7 @@ fn moment_checks(runs: &[(Vec<Vec<f64>>, Vec<DrawStats>)], sds: &[f64]) -> Check
 }
 
 fn exact_kernel(dim: usize, surrogate: &Arc<GaussianSurrogate>) -> impl FnMut() -> bnn_sampler::SurrogateNuts<GaussianSurrogate> + '_ {
-    move || SurrogateNutsConfig::new().with_max_tree_depth(8).init(dim, Arc::clone(surrogate)).unwrap()
+    move || SurrogateNutsConfig::new().with_nuts(NutsConfig::new().with_max_tree_depth(8)).init(dim, Arc::clone(surrogate)).unwrap()
 }
 
 /// A surrogate for N(0, 4I) moving the leaves on an N(0, I) target: exact mode recovers N(0, I)
@@ -162,7 +162,7 @@ fn a_perfect_surrogate_reproduces_nuts_draw_for_draw() {
     let nuts = run_chains(|| NutsConfig::new().with_max_tree_depth(8).init(dim).unwrap(), &target, 0.5, 2, 0, 300);
     let exact = run_chains(exact_kernel(dim, &surrogate), &target, 0.5, 2, 0, 300);
     let adaptive = run_chains(
-        || SurrogateNutsConfig::new().with_max_tree_depth(8).with_adaptive(true).init(dim, Arc::clone(&surrogate)).unwrap(),
+        || SurrogateNutsConfig::new().with_nuts(NutsConfig::new().with_max_tree_depth(8)).with_adaptive(true).init(dim, Arc::clone(&surrogate)).unwrap(),
         &target,
         0.5,
         2,
@@ -190,7 +190,7 @@ fn adaptive_mode_falls_back_and_cools_down() {
     let target = IidGaussian { scales: vec![1.0; dim] };
     let surrogate = Arc::new(GaussianSurrogate::isotropic(dim, 100.0));
     let cooldown = 4;
-    let config = SurrogateNutsConfig::new().with_max_tree_depth(6).with_adaptive(true).with_cooldown(cooldown);
+    let config = SurrogateNutsConfig::new().with_nuts(NutsConfig::new().with_max_tree_depth(6)).with_adaptive(true).with_cooldown(cooldown);
     let mut kernel = config.init(dim, Arc::clone(&surrogate)).unwrap();
     let metric = DiagonalMassMatrix::identity(dim);
     let mut rng = chain_rng(7, 0);

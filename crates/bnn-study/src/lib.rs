@@ -20,6 +20,7 @@ pub mod robot_arm;
 pub mod fixed_step_chains;
 mod machine;
 mod mean_se;
+mod worker_pool;
 
 pub use fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, Quiet, StartPoint};
 pub use machine::describe_cpu;

@@ -15,7 +15,6 @@
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -28,6 +27,7 @@ use bnn_sampler::{
 use burn::tensor::DType;
 
 use crate::fixed_step_chains::Progress;
+use crate::worker_pool::run_jobs;
 use crate::{describe_cpu, MeanSe};
 
 /// The noise sd of the robot arm's generator and of the fixed-σ likelihood (β = 400).
@@ -296,27 +296,7 @@ pub fn run_robot_arm(config: &RobotArmConfig, out: &Path, progress: &dyn Progres
     let starts = chain_starts(config, &train)?;
     let jobs: Vec<(ArmSampler, usize)> = config.samplers.iter().flat_map(|&s| (0..config.seeds).map(move |seed| (s, seed))).collect();
     progress.stage("robot arm: chains' iterations", (jobs.len() * (config.warmup + config.draws)) as u64);
-    let workers = config.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, jobs.len());
-    let queue = Mutex::new(jobs.iter());
-    let results: Mutex<Vec<Result<ArmRun>>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next().copied();
-                let Some((sampler, seed)) = next else { break };
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let run = run_chain(config, sampler, seed, &starts[seed], &train, &test, progress, stop);
-                results.lock().unwrap_or_else(|p| p.into_inner()).push(run);
-            });
-        }
-    });
-    if stop.load(Ordering::Relaxed) {
-        bail!("interrupted; nothing written");
-    }
-    let mut runs = results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect::<Result<Vec<_>>>()?;
-    runs.sort_by_key(|r| (config.samplers.iter().position(|&s| s == r.sampler), r.seed));
+    let runs = run_jobs(&jobs, config.workers, stop, |&(sampler, seed)| run_chain(config, sampler, seed, &starts[seed], &train, &test, progress, stop))?;
     let mut files = Vec::new();
     files.push(write_runs_csv(out, &runs)?);
     files.push(write_acf_csv(out, config, &runs)?);

@@ -15,16 +15,11 @@ use crate::log_density::LogDensity;
 /// Configuration of surrogate-gradient NUTS.
 #[derive(Config, Debug)]
 pub struct SurrogateNutsConfig {
-    /// Target mean acceptance statistic of a step-size adaptation, as for NUTS.
-    #[config(default = 0.8)]
-    pub target_accept: f64,
-    /// Maximum number of doublings; a transition takes at most `2^max_tree_depth - 1` leaves.
-    #[config(default = 10)]
-    pub max_tree_depth: u32,
-    /// Energy error `H − H₀` above which a trajectory is cut and flagged divergent (the paper's
-    /// `Δ_lf` = 1000 for true-gradient leaves; in the exact mode it applies to every leaf).
-    #[config(default = 1000.0)]
-    pub max_energy_error: f64,
+    /// The tree: target acceptance of a step-size adaptation, depth cap, and the energy error
+    /// that cuts a trajectory as divergent (the paper's `Δ_lf` = 1000 for true-gradient leaves;
+    /// in the exact mode it applies to every leaf).
+    #[config(default = "NutsConfig::new()")]
+    pub nuts: NutsConfig,
     /// The paper's online error monitoring (approximate: see `dynamics::surrogate`); off, every
     /// leaf uses the surrogate and the sampler is exact for any surrogate.
     #[config(default = false)]
@@ -39,13 +34,6 @@ pub struct SurrogateNutsConfig {
 }
 
 impl SurrogateNutsConfig {
-    fn nuts(&self) -> NutsConfig {
-        NutsConfig::new()
-            .with_target_accept(self.target_accept)
-            .with_max_tree_depth(self.max_tree_depth)
-            .with_max_energy_error(self.max_energy_error)
-    }
-
     fn mode(&self) -> Result<SurrogateMode, SamplerError> {
         if !self.adaptive {
             return Ok(SurrogateMode::Exact);
@@ -68,7 +56,7 @@ impl SurrogateNutsConfig {
             )));
         }
         let integrator = SurrogateLeapfrog::new(surrogate, self.mode()?);
-        Ok(SurrogateNuts { nuts: self.nuts().init_with(dim, integrator)? })
+        Ok(SurrogateNuts { nuts: self.nuts.init_with(dim, integrator)? })
     }
 }
 

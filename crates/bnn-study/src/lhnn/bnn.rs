@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context as _, Result};
@@ -25,6 +25,7 @@ use bnn_surrogate::{LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, Trajecto
 use burn::tensor::DType;
 
 use super::Counted;
+use crate::worker_pool::run_jobs;
 use crate::fixed_step_chains::Progress;
 
 /// The networks of the BNN part.
@@ -224,29 +225,13 @@ pub fn run_lhnn_bnn(config: &LhnnBnnConfig, progress: &dyn Progress, stop: &Atom
             .train(&model, &train, &device, config.workers.unwrap_or(2))?;
         progress.advance(1);
         progress.stage(&format!("{}: chains (DEI-NUTS, L-HNN training, DEI-L-HNN)", problem.name()), config.members as u64);
-        let workers = config.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, config.members);
-        let queue = Mutex::new(0..config.members);
-        let results: Mutex<Vec<(usize, Result<ChainPair>)>> = Mutex::new(Vec::new());
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let Some(j) = queue.lock().unwrap_or_else(|p| p.into_inner()).next() else { break };
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let start: Vec<f64> = members[j].parameters.iter().map(|&v| f64::from(v)).collect();
-                    let pair = run_pair(config, &model, &train, j, start, stop);
-                    progress.advance(1);
-                    results.lock().unwrap_or_else(|p| p.into_inner()).push((j, pair));
-                });
-            }
-        });
-        if stop.load(Ordering::Relaxed) {
-            bail!("interrupted; nothing written");
-        }
-        let mut pairs = results.into_inner().unwrap_or_else(|p| p.into_inner());
-        pairs.sort_by_key(|(j, _)| *j);
-        let pairs = pairs.into_iter().map(|(_, p)| p).collect::<Result<Vec<_>>>()?;
+        let chains: Vec<usize> = (0..config.members).collect();
+        let pairs = run_jobs(&chains, config.workers, stop, |&j| {
+            let start: Vec<f64> = members[j].parameters.iter().map(|&v| f64::from(v)).collect();
+            let pair = run_pair(config, &model, &train, j, start, stop);
+            progress.advance(1);
+            pair
+        })?;
         let posterior = MlpPosterior::new(model.clone(), &train, &device, DType::F32)?;
         rows.push(compare(problem, "dei-nuts", &pairs, &posterior, &test, true));
         rows.push(compare(problem, "dei-lhnn", &pairs, &posterior, &test, false));
@@ -304,7 +289,7 @@ fn run_pair(config: &LhnnBnnConfig, model: &BnnConfig, train: &HostData, member:
     let training_gradients = counted.gradients.swap(0, Ordering::Relaxed);
     let surrogate: Arc<LhnnSurrogate> = Arc::new(trained.surrogate);
 
-    let mut kernel = SurrogateNutsConfig::new().with_max_tree_depth(config.max_tree_depth).init(dim, Arc::clone(&surrogate))?;
+    let mut kernel = SurrogateNutsConfig::new().with_nuts(NutsConfig::new().with_max_tree_depth(config.max_tree_depth)).init(dim, Arc::clone(&surrogate))?;
     let identity = DiagonalMassMatrix::identity(dim);
     let params = StepParams { step_size, metric: &identity, trajectory_length: None };
     let mut rng = chain_rng(seed.wrapping_add(17), member);

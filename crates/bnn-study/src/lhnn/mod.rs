@@ -23,7 +23,7 @@ pub mod targets;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
@@ -34,6 +34,7 @@ use bnn_sampler::{
 use bnn_surrogate::{LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, LossRecord, TrajectoryDataConfig};
 
 use crate::fixed_step_chains::Progress;
+use crate::worker_pool::run_jobs;
 pub use targets::{Benchmark, BenchmarkDensity};
 
 /// The samplers of the comparison.
@@ -402,27 +403,7 @@ fn reference_draws(config: &LhnnStudyConfig, benchmark: Benchmark, progress: &dy
 fn run_chains(config: &LhnnStudyConfig, benchmark: Benchmark, trained: Option<&TrainedSurrogate>, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<ChainRun>> {
     let jobs: Vec<(LhnnSampler, usize)> = config.samplers.iter().flat_map(|&s| (0..config.chains).map(move |c| (s, c))).collect();
     progress.stage(&format!("{benchmark}: chains' transitions"), (jobs.len() * (config.burn_in + config.draws)) as u64);
-    let workers = config.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, jobs.len());
-    let queue = Mutex::new(jobs.iter());
-    let results: Mutex<Vec<Result<ChainRun>>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next().copied();
-                let Some((sampler, chain)) = next else { break };
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let run = run_chain(config, benchmark, sampler, chain, trained, progress, stop);
-                results.lock().unwrap_or_else(|p| p.into_inner()).push(run);
-            });
-        }
-    });
-    if stop.load(Ordering::Relaxed) {
-        bail!("interrupted; nothing written");
-    }
-    let mut runs = results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect::<Result<Vec<_>>>()?;
-    runs.sort_by_key(|r| (config.samplers.iter().position(|&s| s == r.sampler), r.chain));
+    let runs = run_jobs(&jobs, config.workers, stop, |&(sampler, chain)| run_chain(config, benchmark, sampler, chain, trained, progress, stop))?;
     Ok(runs)
 }
 
@@ -485,7 +466,7 @@ fn run_chain(
                 let surrogate = Arc::clone(&trained.context("the L-HNN samplers need a trained surrogate")?.surrogate);
                 FixedKernel::Surrogate(
                     SurrogateNutsConfig::new()
-                        .with_max_tree_depth(config.max_tree_depth)
+                        .with_nuts(NutsConfig::new().with_max_tree_depth(config.max_tree_depth))
                         .with_adaptive(sampler == LhnnSampler::LhnnMonitored)
                         .init(dim, surrogate)?,
                 )

@@ -11,7 +11,6 @@ pub mod glmm;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
@@ -25,6 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::fixed_step_chains::Progress;
+use crate::worker_pool::run_jobs;
 use crate::describe_cpu;
 pub use glmm::{theta_names, Glmm, GlmmEstimator, GlmmTruth};
 
@@ -116,27 +116,7 @@ pub fn run_pm_glmm(config: &PmGlmmConfig, out: &Path, progress: &dyn Progress, s
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let jobs: Vec<(GlmmEstimator, usize)> = config.estimators.iter().flat_map(|&e| (0..config.datasets).map(move |d| (e, d))).collect();
     progress.stage("pseudo-marginal GLMM: transitions", (jobs.len() * (config.warmup + config.draws)) as u64);
-    let workers = config.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).clamp(1, jobs.len());
-    let queue = Mutex::new(jobs.iter());
-    let results: Mutex<Vec<Result<PmRun>>> = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).next().copied();
-                let Some((estimator, dataset)) = next else { break };
-                if stop.load(Ordering::Relaxed) {
-                    break;
-                }
-                let run = run_chain(config, estimator, dataset, progress, stop);
-                results.lock().unwrap_or_else(|p| p.into_inner()).push(run);
-            });
-        }
-    });
-    if stop.load(Ordering::Relaxed) {
-        bail!("interrupted; nothing written");
-    }
-    let mut runs = results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect::<Result<Vec<_>>>()?;
-    runs.sort_by_key(|r| (config.estimators.iter().position(|&e| e == r.estimator), r.dataset));
+    let runs = run_jobs(&jobs, config.workers, stop, |&(estimator, dataset)| run_chain(config, estimator, dataset, progress, stop))?;
     let mut files = vec![write_runs_csv(out, &runs)?];
     files.extend(write_traces(out, &runs)?);
     files.push(write_markdown(out, config, &runs)?);
