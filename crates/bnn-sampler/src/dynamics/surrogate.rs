@@ -309,6 +309,11 @@ impl<S: SurrogateGradient + ?Sized> Integrator for SurrogateLeapfrog<S> {
     }
 
     fn evaluate_auxiliary(&self, points: &mut [&mut PhasePoint]) -> Result<(), LogDensityError> {
+        // One chain (every leaf of `Nuts::step`): straight into the point, no gather buffers.
+        if let [point] = points {
+            let point = &mut **point;
+            return self.surrogate.gradient(&point.position, &mut point.gradient);
+        }
         let dim = self.surrogate.dim();
         let positions: Vec<f64> = points.iter().flat_map(|p| p.position.iter().copied()).collect();
         let mut gradients = vec![0.0; positions.len()];
@@ -318,7 +323,6 @@ impl<S: SurrogateGradient + ?Sized> Integrator for SurrogateLeapfrog<S> {
         }
         Ok(())
     }
-
 }
 
 #[cfg(test)]
