@@ -35,7 +35,7 @@ pub use model::{BnnConfig, BnnModel};
 pub use module_posterior::{ModuleLikelihood, ModulePosterior};
 pub use observations::{DataShapeError, HostData};
 pub use fused_mlp::{FusedMlp, FusedProgram, GaussNewtonDensity};
-pub use posterior::{GradientPath, MlpPosterior, Posterior, PosteriorError};
+pub use posterior::{check_dtype, GradientPath, MlpPosterior, Posterior, PosteriorError};
 pub use predictive::PointPrediction;
 pub use prior::{LayerPrior, Prior, PriorSpec};
 pub use store::{load_parameters, save_parameters, StoreError};

@@ -54,8 +54,27 @@ pub enum PosteriorError {
     Data(DataShapeError),
     #[error("the device does not support {0:?} arithmetic")]
     UnsupportedDType(DType),
+    #[error("wgpu computes the posteriors in F32 only, not {0:?}: its shaders evaluate exp, tanh and log in f32 whatever the tensor type, and NVIDIA's Vulkan compiler rejects those shaders in f64; use DType::F32 on wgpu, or a CPU device for f64")]
+    GpuNeedsF32(DType),
     #[error("the fused MLP kernel cannot be built: {0}")]
     Fused(String),
+}
+
+/// Whether the posteriors can compute in `dtype` on `device`. On wgpu only f32: Burn's shaders
+/// evaluate exp, tanh and log in f32 even for f64 tensors (so f64 buys no precision there), and
+/// NVIDIA's Vulkan compiler refuses those f64 shaders outright ("NVVM compilation failed", which
+/// poisons the device; seen on an H100 with driver 580.159), so asking is an error, not a panic
+/// halfway through a run.
+pub fn check_dtype(device: &Device, dtype: DType) -> Result<(), PosteriorError> {
+    use burn::backend::DispatchDevice;
+    if !device.supports_dtype(dtype) {
+        return Err(PosteriorError::UnsupportedDType(dtype));
+    }
+    let on_gpu = matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_));
+    if on_gpu && dtype != DType::F32 {
+        return Err(PosteriorError::GpuNeedsF32(dtype));
+    }
+    Ok(())
 }
 
 impl From<DataShapeError> for PosteriorError {
@@ -133,9 +152,7 @@ impl MlpPosterior {
         config.validate().map_err(PosteriorError::Config)?;
         data.validate(config.d_input, config.n_targets, &config.likelihood)?;
         let device = device.clone().autodiff();
-        if !device.supports_dtype(dtype) {
-            return Err(PosteriorError::UnsupportedDType(dtype));
-        }
+        check_dtype(&device, dtype)?;
         // The layout comes from the real Burn module so that it matches `flatten`/`unflatten`.
         let layout = layout_of(&config.init(&device.clone().without_autodiff()));
         let mut layers = Vec::new();

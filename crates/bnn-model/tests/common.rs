@@ -21,10 +21,11 @@ pub fn devices() -> Vec<(DeviceName, Device)> {
 }
 
 /// Whether the device computes f64 at full precision, transcendental functions included.
-/// (wgpu accepts f64 tensors, but its shaders evaluate exp/tanh/log in f32.)
+/// (The posteriors refuse f64 on wgpu, and the probe below would poison an NVIDIA device, whose
+/// Vulkan compiler rejects f64 exp/tanh/log shaders.)
 pub fn has_full_f64(device: &Device) -> bool {
     use burn::tensor::{DType, Tensor, TensorData};
-    if !device.supports_dtype(DType::F64) {
+    if bnn_model::check_dtype(device, DType::F64).is_err() {
         return false;
     }
     let x = [0.3f64, -1.7, 2.2];

@@ -114,3 +114,22 @@ fn bad_inputs_are_errors_not_panics() {
     let mut g = vec![0.0; 3];
     assert!(density.log_density_and_gradient(&[0.0; 3], &mut v, &mut g).is_err());
 }
+
+#[test]
+fn f64_on_wgpu_is_an_error_before_any_shader_is_compiled() {
+    // NVIDIA's Vulkan compiler rejects f64 exp/tanh/log shaders and poisons the device; the
+    // posterior refuses f64 on wgpu up front (and f32 still works there).
+    let device = match bnn_model::DeviceName::Wgpu.device() {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("skipping wgpu: {e}");
+            return;
+        }
+    };
+    let config = BnnConfig::new(2).with_hidden(vec![3]);
+    let data = random_data(5, 2, 1, &config.likelihood, 1);
+    let err = MlpPosterior::new(config.clone(), &data, &device, DType::F64).err().expect("f64 on wgpu must be refused");
+    assert!(err.to_string().contains("F32 only"), "{err}");
+    assert!(MlpPosterior::new(config, &data, &device, DType::F32).is_ok());
+    assert!(bnn_model::check_dtype(&burn::tensor::Device::flex(), DType::F64).is_ok());
+}
