@@ -658,18 +658,22 @@ fn study_pm_glmm_runs_at_toy_size() {
     let out = dir.join("glmm");
     let o = bnn(&[
         "study", "pm-glmm", "--out", out.to_str().unwrap(), "--subjects", "40", "--samples", "8", "--warmup", "40", "--draws", "40",
-        "--datasets", "1", "--max-tree-depth", "6", "--threads", "2",
+        "--datasets", "1", "--max-tree-depth", "6", "--threads", "2", "--hnn", "--hnn-steps", "60", "--hnn-width", "16", "--hnn-warmup", "10",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     for name in ["runs.csv", "pm_glmm.md", "trace_log_lambda1.svg", "trace_log_lambda2.svg"] {
         assert!(out.join(name).is_file(), "{name} missing");
     }
     let text = std::fs::read_to_string(out.join("runs.csv")).unwrap();
-    // Two estimators × 13 parameters, every summary finite.
+    // Two estimators × 13 parameters, and the per-subject chain again with HNN gradients; every
+    // summary finite.
     let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
-    assert_eq!(rows.len(), 2 * 13);
-    assert!(rows.iter().all(|r| r[4].parse::<f64>().unwrap().is_finite() && r[5].parse::<f64>().unwrap() >= 0.0), "{text}");
-    assert_eq!(rows.iter().filter(|r| r[0] == "per-subject").count(), 13);
+    assert_eq!(rows.len(), 3 * 13);
+    assert!(rows.iter().all(|r| r[5].parse::<f64>().unwrap().is_finite() && r[6].parse::<f64>().unwrap() >= 0.0), "{text}");
+    assert_eq!(rows.iter().filter(|r| r[0] == "per-subject" && r[1] == "true gradients").count(), 13);
+    assert_eq!(rows.iter().filter(|r| r[0] == "per-subject" && r[1] == "HNN gradients").count(), 13);
+    let md = std::fs::read_to_string(out.join("pm_glmm.md")).unwrap();
+    assert!(md.contains("| HNN gradients |") && md.contains("held-out relative error"), "{md}");
     let o = bnn(&["study", "pm-glmm", "--out", dir.join("bad").to_str().unwrap(), "--estimators", "per-subject,magic"]);
     assert!(!o.status.success() && stderr(&o).contains("unknown estimator"), "{}", stderr(&o));
 }

@@ -147,6 +147,20 @@ impl LhnnSurrogate {
         self.backward(&mut scratch, gradient);
     }
 
+    /// The first `gradient.len()` entries of `∂H_θ/∂x` at the input `x` (at most `2d` values,
+    /// the rest taken as zero): for networks that read other inputs than a phase point, such as
+    /// the pseudo-marginal study's per-subject potential, whose gradient is wanted only with
+    /// respect to its leading inputs.
+    ///
+    /// # Panics
+    /// When `x` or `gradient` has more than `2d` entries.
+    pub fn input_gradient_prefix(&self, x: &[f64], gradient: &mut [f64]) {
+        assert!(x.len() <= 2 * self.dim() && gradient.len() <= 2 * self.dim(), "the network reads {} inputs", 2 * self.dim());
+        let mut scratch = self.scratch();
+        self.forward(x, &mut scratch);
+        self.backward(&mut scratch, gradient);
+    }
+
     fn phase_point(&self, q: &[f64], p: &[f64]) -> Vec<f64> {
         let d = self.dim();
         assert!(q.len() == d && p.len() == d, "q and p need {d} entries each, got {} and {}", q.len(), p.len());

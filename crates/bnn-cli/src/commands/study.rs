@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
-use bnn_study::pseudo_marginal::{run_pm_glmm, GlmmEstimator, PmGlmmConfig};
+use bnn_study::pseudo_marginal::{run_pm_glmm, GlmmEstimator, PmGlmmConfig, SubjectHnnConfig};
 use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
@@ -64,6 +64,18 @@ pub struct PmGlmmArgs {
     /// Chains run at once (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Also sample every per-subject chain with HNN gradients (a network shared by the subjects,
+    /// trained on the warmup's states; exact draws, true values at every leaf) and report true
+    /// gradients per effective sample for both.
+    #[arg(long)]
+    pub hnn: bool,
+    /// The HNN's Adam steps, hidden width and the surrogate chain's step-size warmup.
+    #[arg(long, default_value_t = 3000)]
+    pub hnn_steps: usize,
+    #[arg(long, default_value_t = 64)]
+    pub hnn_width: usize,
+    #[arg(long, default_value_t = 50)]
+    pub hnn_warmup: usize,
 }
 
 impl PmGlmmArgs {
@@ -89,6 +101,10 @@ impl PmGlmmArgs {
             target_accept: 0.8,
             seed: self.seed,
             workers: self.threads,
+            hnn: self
+                .hnn
+                .then(|| SubjectHnnConfig { steps: self.hnn_steps, hidden_width: self.hnn_width, seed: self.seed, ..SubjectHnnConfig::default() }),
+            hnn_warmup: self.hnn_warmup,
         })
     }
 }
@@ -471,12 +487,14 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             let report = report?;
             for run in &report.runs {
                 println!(
-                    "{} data {}: {} of {} parameters in their 90% interval, {} gradients, {:.0} s",
+                    "{} ({}) data {}: {} of {} parameters in their 90% interval, min ESS {:.0}, {:.1} true gradients per ESS, sampling {:.0} s",
                     run.estimator.name(),
+                    run.sampler,
                     run.dataset,
                     run.covered(),
                     run.truth.len(),
-                    run.gradients,
+                    run.min_ess(),
+                    run.true_gradients_per_ess(),
                     run.seconds
                 );
             }

@@ -117,92 +117,178 @@ impl Glmm {
 
     /// `log π(θ, u)` and its gradient at one point.
     fn point(&self, x: &[f64], g: &mut [f64]) -> f64 {
-        let (p, n, big_n) = (self.covariates, self.observations, self.samples);
-        let k = self.theta_dim();
+        let (k, big_n) = (self.theta_dim(), self.samples);
         let (theta, u) = x.split_at(k);
-        let beta = &theta[..p];
-        let (mu1, mu2) = (theta[p], theta[p + 1]);
-        let (lambda1, lambda2) = (theta[p + 2].exp(), theta[p + 3].exp());
-        let w = 1.0 / (1.0 + (-theta[p + 4]).exp());
-        let (log_w, log_1mw) = (-softplus(-theta[p + 4]), -softplus(theta[p + 4]));
         g.iter_mut().for_each(|v| *v = 0.0);
         let mut total = -0.5 * theta.iter().map(|t| t * t).sum::<f64>() / (PRIOR_SD * PRIOR_SD);
         for (gk, t) in g[..k].iter_mut().zip(theta) {
             *gk = -t / (PRIOR_SD * PRIOR_SD);
         }
-        // Per sample: log f(X) − log q(X), d/dX of it, and the mixture's θ-derivatives.
-        let mut log_ratio = vec![0.0; big_n];
-        let mut d_ratio = vec![0.0; big_n];
-        let mut d_mix = vec![[0.0; 5]; big_n];
-        let mut zb = vec![0.0; n];
-        // Per sample and observation: Y η − log(1 + e^η) and Y − σ(η).
-        let mut bernoulli = vec![0.0; big_n * n];
-        let mut residual = vec![0.0; big_n * n];
-        let mut weights = vec![0.0; big_n];
+        let mixture = Mixture::new(theta, self.covariates);
+        let mut scratch = SubjectScratch::new(big_n, self.observations);
+        let (g_theta, g_u) = g.split_at_mut(k);
         for i in 0..self.subjects {
-            for (j, zb) in zb.iter_mut().enumerate() {
-                let row = &self.z[(i * n + j) * p..(i * n + j + 1) * p];
-                *zb = row.iter().zip(beta).map(|(a, b)| a * b).sum();
-            }
-            let ui = &u[i * big_n..(i + 1) * big_n];
-            for l in 0..big_n {
-                let xl = PROPOSAL_SD * ui[l];
-                let (d1, d2) = (xl - mu1, xl - mu2);
-                let a1 = log_w + 0.5 * lambda1.ln() - HALF_LOG_2PI - 0.5 * lambda1 * d1 * d1;
-                let a2 = log_1mw + 0.5 * lambda2.ln() - HALF_LOG_2PI - 0.5 * lambda2 * d2 * d2;
-                let top = a1.max(a2);
-                let log_f = top + ((a1 - top).exp() + (a2 - top).exp()).ln();
-                let (r1, r2) = ((a1 - log_f).exp(), (a2 - log_f).exp());
-                let log_q = -(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2);
-                log_ratio[l] = log_f - log_q;
-                d_ratio[l] = -(r1 * lambda1 * d1 + r2 * lambda2 * d2) + xl / (PROPOSAL_SD * PROPOSAL_SD);
-                d_mix[l] = [r1 * lambda1 * d1, r2 * lambda2 * d2, r1 * (0.5 - 0.5 * lambda1 * d1 * d1), r2 * (0.5 - 0.5 * lambda2 * d2 * d2), r1 - w];
-                for j in 0..n {
-                    let eta = xl + zb[j];
-                    let yij = self.y[i * n + j];
-                    bernoulli[l * n + j] = yij * eta - softplus(eta);
-                    residual[l * n + j] = yij - 1.0 / (1.0 + (-eta).exp());
-                }
-            }
-            // Each group of the estimator: one log-mean-exp over the samples, its softmax weights
-            // spread the group's gradient over the samples.
-            let groups: Vec<Option<usize>> = match self.estimator {
-                GlmmEstimator::PerSubject => vec![None],
-                GlmmEstimator::PerObservation => (0..n).map(Some).collect(),
-            };
-            for group in groups {
-                let observations: Vec<usize> = match group {
-                    None => (0..n).collect(),
-                    Some(j) => vec![j],
-                };
-                for l in 0..big_n {
-                    weights[l] = log_ratio[l] + observations.iter().map(|&j| bernoulli[l * n + j]).sum::<f64>();
-                }
-                let top = weights.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let sum: f64 = weights.iter().map(|a| (a - top).exp()).sum();
-                total += top + (sum / big_n as f64).ln();
-                for l in 0..big_n {
-                    let omega = (weights[l] - top).exp() / sum;
-                    let mut d_x = d_ratio[l];
-                    for &j in &observations {
-                        let r = residual[l * n + j];
-                        d_x += r;
-                        let row = &self.z[(i * n + j) * p..(i * n + j + 1) * p];
-                        for (gb, zz) in g[..p].iter_mut().zip(row) {
-                            *gb += omega * r * zz;
-                        }
-                    }
-                    g[k + i * big_n + l] += omega * PROPOSAL_SD * d_x;
-                    for (gm, d) in g[p..k].iter_mut().zip(d_mix[l]) {
-                        *gm += omega * d;
-                    }
-                }
-            }
+            total += self.subject_term(theta, &mixture, i, &u[i * big_n..(i + 1) * big_n], g_theta, &mut g_u[i * big_n..(i + 1) * big_n], &mut scratch);
         }
         for (gu, uu) in g[k..].iter_mut().zip(u) {
             *gu -= uu;
         }
         total - 0.5 * u.iter().map(|v| v * v).sum::<f64>()
+    }
+
+    /// Subject `i`'s `log p̂_i(Y_i· | θ, u_i)` at the point `x = [θ, u]`; its gradient with respect
+    /// to θ is added to `g_theta` and with respect to `u_i` written to `g_u` (the model is a sum
+    /// of such terms, the prior and `−½uᵀu`: the HNN surrogate learns one term per subject).
+    pub fn subject_log_estimate(&self, x: &[f64], i: usize, g_theta: &mut [f64], g_u: &mut [f64]) -> f64 {
+        let (k, big_n) = (self.theta_dim(), self.samples);
+        let theta = &x[..k];
+        g_u.iter_mut().for_each(|v| *v = 0.0);
+        let mixture = Mixture::new(theta, self.covariates);
+        let mut scratch = SubjectScratch::new(big_n, self.observations);
+        self.subject_term(theta, &mixture, i, &x[k + i * big_n..k + (i + 1) * big_n], g_theta, g_u, &mut scratch)
+    }
+
+    /// Subject `i`'s data as the surrogate reads them: its covariates `Z_i` (`n·p`) then its
+    /// responses `Y_i` (`n`).
+    pub fn subject_data(&self, i: usize) -> impl Iterator<Item = f64> + '_ {
+        let (n, p) = (self.observations, self.covariates);
+        self.z[i * n * p..(i + 1) * n * p].iter().chain(&self.y[i * n..(i + 1) * n]).copied()
+    }
+
+    /// Writes `∇ log p(θ)` (the N(0, 10²) priors) into `g`.
+    pub fn log_prior_gradient(&self, theta: &[f64], g: &mut [f64]) {
+        for (gk, t) in g.iter_mut().zip(theta) {
+            *gk = -t / (PRIOR_SD * PRIOR_SD);
+        }
+    }
+
+    /// `log π(θ, u)` (the surrogate sampler's true value at every leaf; it costs about a gradient).
+    pub fn log_density_value(&self, x: &[f64]) -> f64 {
+        let mut g = vec![0.0; x.len()];
+        self.point(x, &mut g)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn subject_term(&self, theta: &[f64], mix: &Mixture, i: usize, ui: &[f64], g_theta: &mut [f64], g_u: &mut [f64], s: &mut SubjectScratch) -> f64 {
+        let (p, n, big_n) = (self.covariates, self.observations, self.samples);
+        let beta = &theta[..p];
+        let mut total = 0.0;
+        for (j, zb) in s.zb.iter_mut().enumerate() {
+            let row = &self.z[(i * n + j) * p..(i * n + j + 1) * p];
+            *zb = row.iter().zip(beta).map(|(a, b)| a * b).sum();
+        }
+        // Per sample: log f(X) − log q(X), d/dX of it, and the mixture's θ-derivatives.
+        for l in 0..big_n {
+            let xl = PROPOSAL_SD * ui[l];
+            let (d1, d2) = (xl - mix.mu1, xl - mix.mu2);
+            let a1 = mix.log_w + 0.5 * mix.lambda1.ln() - HALF_LOG_2PI - 0.5 * mix.lambda1 * d1 * d1;
+            let a2 = mix.log_1mw + 0.5 * mix.lambda2.ln() - HALF_LOG_2PI - 0.5 * mix.lambda2 * d2 * d2;
+            let top = a1.max(a2);
+            let log_f = top + ((a1 - top).exp() + (a2 - top).exp()).ln();
+            let (r1, r2) = ((a1 - log_f).exp(), (a2 - log_f).exp());
+            let log_q = -(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2);
+            s.log_ratio[l] = log_f - log_q;
+            s.d_ratio[l] = -(r1 * mix.lambda1 * d1 + r2 * mix.lambda2 * d2) + xl / (PROPOSAL_SD * PROPOSAL_SD);
+            s.d_mix[l] = [
+                r1 * mix.lambda1 * d1,
+                r2 * mix.lambda2 * d2,
+                r1 * (0.5 - 0.5 * mix.lambda1 * d1 * d1),
+                r2 * (0.5 - 0.5 * mix.lambda2 * d2 * d2),
+                r1 - mix.w,
+            ];
+            for j in 0..n {
+                // Per sample and observation: Y η − log(1 + e^η) and Y − σ(η).
+                let eta = xl + s.zb[j];
+                let yij = self.y[i * n + j];
+                s.bernoulli[l * n + j] = yij * eta - softplus(eta);
+                s.residual[l * n + j] = yij - 1.0 / (1.0 + (-eta).exp());
+            }
+        }
+        // Each group of the estimator: one log-mean-exp over the samples, its softmax weights
+        // spread the group's gradient over the samples.
+        let groups: Vec<Option<usize>> = match self.estimator {
+            GlmmEstimator::PerSubject => vec![None],
+            GlmmEstimator::PerObservation => (0..n).map(Some).collect(),
+        };
+        for group in groups {
+            let observations: Vec<usize> = match group {
+                None => (0..n).collect(),
+                Some(j) => vec![j],
+            };
+            for l in 0..big_n {
+                s.weights[l] = s.log_ratio[l] + observations.iter().map(|&j| s.bernoulli[l * n + j]).sum::<f64>();
+            }
+            let top = s.weights.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = s.weights.iter().map(|a| (a - top).exp()).sum();
+            total += top + (sum / big_n as f64).ln();
+            for l in 0..big_n {
+                let omega = (s.weights[l] - top).exp() / sum;
+                let mut d_x = s.d_ratio[l];
+                for &j in &observations {
+                    let r = s.residual[l * n + j];
+                    d_x += r;
+                    let row = &self.z[(i * n + j) * p..(i * n + j + 1) * p];
+                    for (gb, zz) in g_theta[..p].iter_mut().zip(row) {
+                        *gb += omega * r * zz;
+                    }
+                }
+                g_u[l] += omega * PROPOSAL_SD * d_x;
+                for (gm, d) in g_theta[p..p + 5].iter_mut().zip(s.d_mix[l]) {
+                    *gm += omega * d;
+                }
+            }
+        }
+        total
+    }
+}
+
+/// The mixture's parameters in natural units, from θ.
+struct Mixture {
+    mu1: f64,
+    mu2: f64,
+    lambda1: f64,
+    lambda2: f64,
+    w: f64,
+    log_w: f64,
+    log_1mw: f64,
+}
+
+impl Mixture {
+    fn new(theta: &[f64], p: usize) -> Self {
+        Self {
+            mu1: theta[p],
+            mu2: theta[p + 1],
+            lambda1: theta[p + 2].exp(),
+            lambda2: theta[p + 3].exp(),
+            w: 1.0 / (1.0 + (-theta[p + 4]).exp()),
+            log_w: -softplus(-theta[p + 4]),
+            log_1mw: -softplus(theta[p + 4]),
+        }
+    }
+}
+
+/// Per-subject buffers, reused across subjects.
+struct SubjectScratch {
+    log_ratio: Vec<f64>,
+    d_ratio: Vec<f64>,
+    d_mix: Vec<[f64; 5]>,
+    zb: Vec<f64>,
+    bernoulli: Vec<f64>,
+    residual: Vec<f64>,
+    weights: Vec<f64>,
+}
+
+impl SubjectScratch {
+    fn new(samples: usize, observations: usize) -> Self {
+        Self {
+            log_ratio: vec![0.0; samples],
+            d_ratio: vec![0.0; samples],
+            d_mix: vec![[0.0; 5]; samples],
+            zb: vec![0.0; observations],
+            bernoulli: vec![0.0; samples * observations],
+            residual: vec![0.0; samples * observations],
+            weights: vec![0.0; samples],
+        }
     }
 }
 

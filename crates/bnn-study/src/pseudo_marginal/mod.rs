@@ -7,6 +7,7 @@
 //! middle half of the warmup (the `u` block keeps unit mass, as the rotation requires).
 
 pub mod glmm;
+pub mod hnn;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use crate::fixed_step_chains::Progress;
 use crate::worker_pool::run_jobs;
 use crate::describe_cpu;
 pub use glmm::{theta_names, Glmm, GlmmEstimator, GlmmTruth};
+pub use hnn::{HnnDensity, SubjectHnn, SubjectHnnConfig};
 
 /// What `bnn study pm-glmm` runs.
 #[derive(Clone, Debug)]
@@ -44,6 +46,11 @@ pub struct PmGlmmConfig {
     pub target_accept: f64,
     pub seed: u64,
     pub workers: Option<usize>,
+    /// Also sample each per-subject chain with HNN gradients (trained on the states of the
+    /// warmup's second half), from the state the warmup ended in, after `hnn_warmup` more
+    /// iterations of step-size adaptation on the surrogate.
+    pub hnn: Option<SubjectHnnConfig>,
+    pub hnn_warmup: usize,
 }
 
 impl Default for PmGlmmConfig {
@@ -60,6 +67,8 @@ impl Default for PmGlmmConfig {
             target_accept: 0.8,
             seed: 0,
             workers: None,
+            hnn: None,
+            hnn_warmup: 50,
         }
     }
 }
@@ -68,11 +77,21 @@ impl Default for PmGlmmConfig {
 #[derive(Clone, Debug)]
 pub struct PmRun {
     pub estimator: GlmmEstimator,
+    /// `true gradients` or `HNN gradients`.
+    pub sampler: &'static str,
     pub dataset: usize,
     /// Kept θ draws, one row per draw.
     pub theta: Vec<Vec<f64>>,
     pub truth: Vec<f64>,
+    /// True gradients in the sampling phase (the HNN chain: none).
     pub gradients: u64,
+    /// True log-density values the HNN chain computed in its sampling phase (its leaves).
+    pub true_values: u64,
+    /// True gradients spent on the HNN's training set (one full gradient per state) and the
+    /// training's wall time; the HNN's held-out relative error.
+    pub training_gradients: u64,
+    pub training_seconds: f64,
+    pub hnn_relative_error: Option<f64>,
     pub divergences: usize,
     pub mean_accept: f64,
     pub step_size: f64,
@@ -91,6 +110,26 @@ impl PmRun {
                 [mean, sd, bnn_diagnostics::quantile_type7_sorted(&v, 0.05), bnn_diagnostics::quantile_type7_sorted(&v, 0.95)]
             })
             .collect()
+    }
+
+    /// The smallest bulk ESS over θ's coordinates.
+    pub fn min_ess(&self) -> f64 {
+        (0..self.truth.len())
+            .map(|k| bnn_diagnostics::ess_bulk(&[self.theta.iter().map(|t| t[k]).collect::<Vec<f64>>()]))
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// True gradients (sampling and the HNN's training set) per effective sample of θ's worst
+    /// coordinate; the warmup, the same for both samplers, is not counted.
+    pub fn true_gradients_per_ess(&self) -> f64 {
+        (self.gradients + self.training_gradients) as f64 / self.min_ess()
+    }
+
+    /// Every true evaluation (gradients, the HNN chain's values at its leaves, the training set's
+    /// gradients) per effective sample: the HNN chain trades true gradients for true values,
+    /// which on this model cost about as much.
+    pub fn true_evaluations_per_ess(&self) -> f64 {
+        (self.gradients + self.true_values + self.training_gradients) as f64 / self.min_ess()
     }
 
     /// θ coordinates whose 90% interval holds the truth.
@@ -115,15 +154,22 @@ pub fn run_pm_glmm(config: &PmGlmmConfig, out: &Path, progress: &dyn Progress, s
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let jobs: Vec<(GlmmEstimator, usize)> = config.estimators.iter().flat_map(|&e| (0..config.datasets).map(move |d| (e, d))).collect();
-    progress.stage("pseudo-marginal GLMM: transitions", (jobs.len() * (config.warmup + config.draws)) as u64);
-    let runs = run_jobs(&jobs, config.workers, stop, |&(estimator, dataset)| run_chain(config, estimator, dataset, progress, stop))?;
+    let hnn_jobs = if config.hnn.is_some() { jobs.iter().filter(|(e, _)| *e == GlmmEstimator::PerSubject).count() } else { 0 };
+    let transitions = jobs.len() * (config.warmup + config.draws) + hnn_jobs * (config.hnn_warmup + config.draws);
+    progress.stage("pseudo-marginal GLMM: transitions", transitions as u64);
+    let runs: Vec<PmRun> = run_jobs(&jobs, config.workers, stop, |&(estimator, dataset)| run_chain(config, estimator, dataset, progress, stop))?
+        .into_iter()
+        .flatten()
+        .collect();
     let mut files = vec![write_runs_csv(out, &runs)?];
     files.extend(write_traces(out, &runs)?);
     files.push(write_markdown(out, config, &runs)?);
     Ok(PmGlmmReport { runs, files })
 }
 
-fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, progress: &dyn Progress, stop: &AtomicBool) -> Result<PmRun> {
+/// One data set's chain with true gradients, and with HNN gradients from the same post-warmup
+/// state when the config asks for it.
+fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<PmRun>> {
     let truth = GlmmTruth::default();
     let target = Glmm::simulate(&truth, config.subjects, config.observations, config.samples, estimator, config.seed.wrapping_add(dataset as u64 * 7_919));
     let (k, dim) = (target.theta_dim(), target.dim());
@@ -146,6 +192,11 @@ fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, pr
     let mut chain = chain_rng(config.seed.wrapping_add(17), dataset + 1000 * usize::from(estimator == GlmmEstimator::PerObservation));
     let started = Instant::now();
     let (mut theta, mut gradients, mut divergences, mut accept) = (Vec::with_capacity(config.draws), 0u64, 0, 0.0);
+    let hnn = config.hnn.as_ref().filter(|_| estimator == GlmmEstimator::PerSubject);
+    // The HNN's training states: the warmup's second half, at most 100 of them.
+    let (mut training_states, keep_every) = (Vec::new(), (config.warmup / 2).div_ceil(100).max(1));
+    let mut after_warmup = None;
+    let (mut sampling_started, mut warmup_gradients) = (started, 0);
     for i in 0..config.warmup + config.draws {
         if stop.load(Ordering::Relaxed) {
             bail!("interrupted");
@@ -168,8 +219,88 @@ fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, pr
                 metric = DiagonalMassMatrix::new(inverse_diag.clone())?;
                 adaptation.restart(step_size);
             }
+            if hnn.is_some() && i >= config.warmup / 2 && (i - config.warmup / 2) % keep_every == 0 {
+                training_states.push(state.position.clone());
+            }
             if i + 1 == config.warmup {
                 step_size = adaptation.averaged_step_size();
+                if hnn.is_some() {
+                    after_warmup = Some((state.clone(), step_size));
+                }
+                sampling_started = Instant::now();
+                warmup_gradients = gradients;
+            }
+        } else {
+            theta.push(state.position[..k].to_vec());
+            divergences += usize::from(stats.divergent);
+            accept += stats.accept_stat;
+        }
+    }
+    let gradients_in_sampling = gradients - warmup_gradients;
+    let mut runs = vec![PmRun {
+        estimator,
+        sampler: "true gradients",
+        dataset,
+        theta,
+        truth: truth.theta(),
+        gradients: gradients_in_sampling,
+        true_values: 0,
+        training_gradients: 0,
+        training_seconds: 0.0,
+        hnn_relative_error: None,
+        divergences,
+        mean_accept: accept / config.draws as f64,
+        step_size,
+        seconds: sampling_started.elapsed().as_secs_f64(),
+    }];
+    if let (Some(hnn_config), Some((state, step_size))) = (hnn, after_warmup) {
+        runs.push(run_hnn_chain(config, hnn_config, &target, &training_states, state, step_size, &metric, dataset, progress, stop)?);
+    }
+    Ok(runs)
+}
+
+/// The HNN chain: train on `training_states`, adapt the step size on the surrogate for
+/// `hnn_warmup` iterations from the true warmup's, then sample from the same state.
+#[allow(clippy::too_many_arguments)]
+fn run_hnn_chain(
+    config: &PmGlmmConfig,
+    hnn_config: &SubjectHnnConfig,
+    target: &Glmm,
+    training_states: &[Vec<f64>],
+    start: KernelState,
+    step_size: f64,
+    metric: &DiagonalMassMatrix,
+    dataset: usize,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<PmRun> {
+    let k = target.theta_dim();
+    let hnn = SubjectHnn::train(target, training_states, &SubjectHnnConfig { seed: hnn_config.seed.wrapping_add(dataset as u64), ..hnn_config.clone() })?;
+    let density = HnnDensity::new(target, &hnn);
+    let mut state = KernelState::init(&density, start.position).map_err(|e| anyhow::anyhow!("the HNN chain's start is not usable: {e:?}"))?;
+    let mut kernel = NutsConfig::new()
+        .with_max_tree_depth(config.max_tree_depth)
+        .with_target_accept(config.target_accept)
+        .init_with(target.dim(), PseudoMarginalLeapfrog::new(k, PseudoMarginalScheme::KickFlowKick))?;
+    let mut step_size = step_size;
+    let mut adaptation = DualAveraging::new(config.target_accept, 0.05, 0.75, 10.0, step_size);
+    let mut chain = chain_rng(config.seed.wrapping_add(29), dataset);
+    let (mut theta, mut divergences, mut accept) = (Vec::with_capacity(config.draws), 0, 0.0);
+    let mut sampling_started = Instant::now();
+    let mut values_before_sampling = 0;
+    for i in 0..config.hnn_warmup + config.draws {
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let (next, stats) = kernel.step(&density, &mut chain, std::mem::take(&mut state), StepParams { step_size, metric, trajectory_length: None });
+        state = next;
+        progress.advance(1);
+        if i < config.hnn_warmup {
+            step_size = adaptation.update(stats.accept_stat);
+            if i + 1 == config.hnn_warmup {
+                step_size = adaptation.averaged_step_size();
+                values_before_sampling = density.true_values.load(Ordering::Relaxed);
+                sampling_started = Instant::now();
             }
         } else {
             theta.push(state.position[..k].to_vec());
@@ -178,26 +309,32 @@ fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, pr
         }
     }
     Ok(PmRun {
-        estimator,
+        estimator: GlmmEstimator::PerSubject,
+        sampler: "HNN gradients",
         dataset,
         theta,
-        truth: truth.theta(),
-        gradients,
+        truth: GlmmTruth::default().theta(),
+        gradients: 0,
+        true_values: density.true_values.load(Ordering::Relaxed) - values_before_sampling,
+        training_gradients: training_states.len() as u64,
+        training_seconds: hnn.seconds,
+        hnn_relative_error: Some(hnn.relative_error),
         divergences,
         mean_accept: accept / config.draws as f64,
         step_size,
-        seconds: started.elapsed().as_secs_f64(),
+        seconds: sampling_started.elapsed().as_secs_f64(),
     })
 }
 
 fn write_runs_csv(out: &Path, runs: &[PmRun]) -> Result<PathBuf> {
     let path = out.join("runs.csv");
     let mut w = csv::Writer::from_path(&path)?;
-    w.write_record(["estimator", "dataset", "parameter", "truth", "mean", "sd", "q05", "q95", "covered"])?;
+    w.write_record(["estimator", "sampler", "dataset", "parameter", "truth", "mean", "sd", "q05", "q95", "covered"])?;
     for run in runs {
         for ((name, s), t) in theta_names(run.truth.len() - 5).iter().zip(run.summary()).zip(&run.truth) {
             w.write_record([
                 run.estimator.name().to_string(),
+                run.sampler.to_string(),
                 run.dataset.to_string(),
                 name.clone(),
                 format!("{t:.4}"),
@@ -223,7 +360,7 @@ fn write_traces(out: &Path, runs: &[PmRun]) -> Result<Vec<PathBuf>> {
             .iter()
             .enumerate()
             .map(|(slot, run)| Series {
-                label: format!("{} data {}", run.estimator.name(), run.dataset),
+                label: format!("{}{} data {}", run.estimator.name(), if run.hnn_relative_error.is_some() { " HNN" } else { "" }, run.dataset),
                 points: run.theta.iter().enumerate().map(|(i, t)| (i as f64, t[p + offset])).collect(),
                 colour: slot,
                 dashed: run.estimator == GlmmEstimator::PerObservation,
@@ -253,14 +390,23 @@ fn write_markdown(out: &Path, config: &PmGlmmConfig, runs: &[PmRun]) -> Result<P
     let _ = writeln!(md, "Machine: {}. T = {} subjects × n = {} observations, p = {} covariates, N = {} importance samples per subject (u ∈ R^{}); truth β = {:?}, μ = {:?}, λ = {:?}, w = {} (ours; covariates N(0, 1)). One chain per (estimator, data set): {} warmup (dual averaging to {}, θ's diagonal metric from the middle half) + {} draws, tree depth ≤ {}.\n",
         describe_cpu(), config.subjects, config.observations, truth.beta.len(), config.samples, config.subjects * config.samples, truth.beta, truth.mu, truth.lambda, truth.w,
         config.warmup, config.target_accept, config.draws, config.max_tree_depth);
-    let _ = writeln!(md, "| estimator | data set | θ in 90% interval | log λ₁ mean (sd), truth {:.2} | log λ₂ mean (sd), truth {:.2} | logit w mean (sd), truth {:.2} | gradients | divergent | accept | ε | seconds |", truth.lambda[0].ln(), truth.lambda[1].ln(), (truth.w / (1.0 - truth.w)).ln());
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(md, "| estimator | gradients by | data set | θ in 90% interval | log λ₁ mean (sd), truth {:.2} | log λ₂ mean (sd), truth {:.2} | logit w mean (sd), truth {:.2} | min ESS (θ) | true gradients in sampling | true gradients per ESS | true evaluations per ESS | divergent | accept | ε | sampling seconds |", truth.lambda[0].ln(), truth.lambda[1].ln(), (truth.w / (1.0 - truth.w)).ln());
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for run in runs {
         let s = run.summary();
         let p = run.truth.len() - 5;
-        let _ = writeln!(md, "| {} | {} | {} / {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {} | {} | {:.2} | {:.4} | {:.0} |",
-            run.estimator.name(), run.dataset, run.covered(), run.truth.len(), s[p + 2][0], s[p + 2][1], s[p + 3][0], s[p + 3][1], s[p + 4][0], s[p + 4][1],
-            run.gradients, run.divergences, run.mean_accept, run.step_size, run.seconds);
+        let _ = writeln!(md, "| {} | {} | {} | {} / {} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {:.4} | {:.0} |",
+            run.estimator.name(), run.sampler, run.dataset, run.covered(), run.truth.len(), s[p + 2][0], s[p + 2][1], s[p + 3][0], s[p + 3][1], s[p + 4][0], s[p + 4][1],
+            run.min_ess(), run.gradients, run.true_gradients_per_ess(), run.true_evaluations_per_ess(), run.divergences, run.mean_accept, run.step_size, run.seconds);
+    }
+    let hnn_runs: Vec<&PmRun> = runs.iter().filter(|r| r.hnn_relative_error.is_some()).collect();
+    if !hnn_runs.is_empty() {
+        let _ = writeln!(md, "\nHNN gradients (`--hnn`): one sine network (L-HNN style, one output) shared by all subjects reads θ, the subject's u_i and its data and is trained so that its input gradient matches the subject's term of ∇ log p̂ (the estimator is a sum over subjects); the states of the warmup's second half are its training set (one true gradient each, counted above as true gradients). The HNN chain starts where the true-gradient chain's warmup ended, adapts ε for {} more iterations on the surrogate, then samples: NUTS weights every leaf by the true log π (one true value per leaf, no true gradient), so its draws are exact whatever the network's error.\n", config.hnn_warmup);
+        let _ = writeln!(md, "| data set | training states | held-out relative error of ∇ | training seconds | true values in sampling |");
+        let _ = writeln!(md, "|---|---|---|---|---|");
+        for run in hnn_runs {
+            let _ = writeln!(md, "| {} | {} | {:.3} | {:.0} | {} |", run.dataset, run.training_gradients, run.hnn_relative_error.unwrap_or(f64::NAN), run.training_seconds, run.true_values);
+        }
     }
     let _ = writeln!(md, "\nThe per-observation estimator is the report's (a separate importance-sampling average for every observation, with the subject's random-effect draws shared across them): it is unbiased for a model where each observation has its own random effect, so the data's only information on the mixture's spread — how a subject's observations agree — never reaches λ. The per-subject estimator is the model's. Files: `runs.csv` (every θ coordinate: mean, sd, 90% interval, covered), `trace_log_lambda*.svg`.");
     let path = out.join("pm_glmm.md");
