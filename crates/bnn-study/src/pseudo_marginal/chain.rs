@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use bnn_sampler::{
-    ChainRng, DiagonalMassMatrix, DualAveraging, Kernel, KernelState, LogDensity, NutsConfig, PseudoMarginalLeapfrog, PseudoMarginalScheme, StepParams,
-    WelfordVariance,
+    ChainRng, DiagonalMassMatrix, DualAveraging, Kernel, KernelState, LogDensity, NutsConfig,
+    PseudoMarginalLeapfrog, PseudoMarginalScheme, StepParams, WelfordVariance,
 };
 
 use crate::fixed_step_chains::Progress;
@@ -48,11 +48,15 @@ pub fn run_pm_chain<L: LogDensity>(
     stop: &AtomicBool,
 ) -> Result<PmChainOutput> {
     let (k, dim) = (theta_dim, target.dim());
-    let mut state = KernelState::init(target, start).map_err(|e| anyhow::anyhow!("the start is not usable: {e:?}"))?;
+    let mut state = KernelState::init(target, start)
+        .map_err(|e| anyhow::anyhow!("the start is not usable: {e:?}"))?;
     let mut kernel = NutsConfig::new()
         .with_max_tree_depth(settings.max_tree_depth)
         .with_target_accept(settings.target_accept)
-        .init_with(dim, PseudoMarginalLeapfrog::new(k, PseudoMarginalScheme::KickFlowKick))?;
+        .init_with(
+            dim,
+            PseudoMarginalLeapfrog::new(k, PseudoMarginalScheme::KickFlowKick),
+        )?;
     let mut inverse_diag = vec![1.0; dim];
     let mut metric = DiagonalMassMatrix::new(inverse_diag.clone())?;
     let mut step_size = 0.01;
@@ -60,12 +64,22 @@ pub fn run_pm_chain<L: LogDensity>(
     let mut variances = WelfordVariance::new(k);
     let (window_start, window_end) = (settings.warmup / 4, 3 * settings.warmup / 4);
     let started = Instant::now();
-    let (mut theta, mut gradients, mut divergences, mut accept) = (Vec::with_capacity(settings.draws), 0u64, 0, 0.0);
+    let (mut theta, mut gradients, mut divergences, mut accept) =
+        (Vec::with_capacity(settings.draws), 0u64, 0, 0.0);
     for i in 0..settings.warmup + settings.draws {
         if stop.load(Ordering::Relaxed) {
             bail!("interrupted");
         }
-        let (next, stats) = kernel.step(target, chain, std::mem::take(&mut state), StepParams { step_size, metric: &metric, trajectory_length: None });
+        let (next, stats) = kernel.step(
+            target,
+            chain,
+            std::mem::take(&mut state),
+            StepParams {
+                step_size,
+                metric: &metric,
+                trajectory_length: None,
+            },
+        );
         state = next;
         progress.advance(1);
         gradients += u64::from(stats.n_leapfrog);
@@ -92,7 +106,14 @@ pub fn run_pm_chain<L: LogDensity>(
             accept += stats.accept_stat;
         }
     }
-    Ok(PmChainOutput { theta, gradients, divergences, mean_accept: accept / settings.draws.max(1) as f64, step_size, seconds: started.elapsed().as_secs_f64() })
+    Ok(PmChainOutput {
+        theta,
+        gradients,
+        divergences,
+        mean_accept: accept / settings.draws.max(1) as f64,
+        step_size,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// Per θ coordinate of `draws`: posterior mean, sd, 5% and 95% quantiles.
@@ -101,9 +122,16 @@ pub fn summarize_theta(draws: &[Vec<f64>], theta_dim: usize) -> Vec<[f64; 4]> {
         .map(|k| {
             let mut v: Vec<f64> = draws.iter().map(|t| t[k]).collect();
             let mean = v.iter().sum::<f64>() / v.len() as f64;
-            let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1).max(1) as f64).sqrt();
+            let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>()
+                / (v.len() - 1).max(1) as f64)
+                .sqrt();
             v.sort_by(f64::total_cmp);
-            [mean, sd, bnn_diagnostics::quantile_type7_sorted(&v, 0.05), bnn_diagnostics::quantile_type7_sorted(&v, 0.95)]
+            [
+                mean,
+                sd,
+                bnn_diagnostics::quantile_type7_sorted(&v, 0.05),
+                bnn_diagnostics::quantile_type7_sorted(&v, 0.95),
+            ]
         })
         .collect()
 }

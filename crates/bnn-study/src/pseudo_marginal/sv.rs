@@ -32,7 +32,11 @@ pub struct SvTruth {
 
 impl Default for SvTruth {
     fn default() -> Self {
-        Self { mu: -1.0, phi: 0.95, sigma: 0.25 }
+        Self {
+            mu: -1.0,
+            phi: 0.95,
+            sigma: 0.25,
+        }
     }
 }
 
@@ -98,7 +102,10 @@ impl StochasticVolatility {
         g[0] = -mu / (MU_PRIOR_SD * MU_PRIOR_SD);
         g[1] = 2.0 * (a * (1.0 - x) - b * x);
         g[2] = -(s - m) / (sd * sd);
-        -0.5 * (mu / MU_PRIOR_SD).powi(2) - a * softplus(-2.0 * z) - b * softplus(2.0 * z) - 0.5 * ((s - m) / sd).powi(2)
+        -0.5 * (mu / MU_PRIOR_SD).powi(2)
+            - a * softplus(-2.0 * z)
+            - b * softplus(2.0 * z)
+            - 0.5 * ((s - m) / sd).powi(2)
     }
 
     /// `log p̂(y | θ, u)` and its gradient into `g` (θ block `g[..3]`, u block `g[3..]`,
@@ -118,7 +125,11 @@ impl StochasticVolatility {
             let ul = &u[l * steps..(l + 1) * steps];
             let mut w = 0.0;
             for t in 0..steps {
-                d[t] = if t == 0 { first_sd * ul[0] } else { phi * d[t - 1] + sigma * ul[t] };
+                d[t] = if t == 0 {
+                    first_sd * ul[0]
+                } else {
+                    phi * d[t - 1] + sigma * ul[t]
+                };
                 let h = mu + d[t];
                 let scaled = self.y[t] * self.y[t] * (-h).exp();
                 w += -HALF_LOG_2PI - 0.5 * h - 0.5 * scaled;
@@ -189,8 +200,15 @@ impl LogDensity for StochasticVolatility {
         Self::THETA_DIM + self.steps() * self.particles
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        bnn_sampler::for_each_row(self.dim(), positions, values, gradients, |x, g| Ok(self.point(x, g)))
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        bnn_sampler::for_each_row(self.dim(), positions, values, gradients, |x, g| {
+            Ok(self.point(x, g))
+        })
     }
 }
 
@@ -209,19 +227,39 @@ mod tests {
         let sv = StochasticVolatility::simulate(&SvTruth::default(), 9, 4, 3);
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         for _ in 0..3 {
-            let mut x: Vec<f64> = SvTruth::default().theta().iter().zip(normals(&mut rng, 3)).map(|(t, e)| t + 0.3 * e).collect();
+            let mut x: Vec<f64> = SvTruth::default()
+                .theta()
+                .iter()
+                .zip(normals(&mut rng, 3))
+                .map(|(t, e)| t + 0.3 * e)
+                .collect();
             x.extend(normals(&mut rng, sv.steps() * sv.particles));
             let mut g = vec![0.0; sv.dim()];
             sv.evaluate(&x, &mut g).unwrap();
             let k = StochasticVolatility::THETA_DIM;
             let last = k + (sv.particles - 1) * sv.steps();
-            for i in [0, 1, 2, k, k + 1, k + 4, k + 8, last, last + 4, sv.dim() - 1] {
+            for i in [
+                0,
+                1,
+                2,
+                k,
+                k + 1,
+                k + 4,
+                k + 8,
+                last,
+                last + 4,
+                sv.dim() - 1,
+            ] {
                 let h = 1e-6;
                 let (mut up, mut down) = (x.clone(), x.clone());
                 up[i] += h;
                 down[i] -= h;
                 let numeric = (sv.value(&up).unwrap() - sv.value(&down).unwrap()) / (2.0 * h);
-                assert!((numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()), "coordinate {i}: {} vs {numeric}", g[i]);
+                assert!(
+                    (numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()),
+                    "coordinate {i}: {} vs {numeric}",
+                    g[i]
+                );
             }
         }
     }
@@ -234,16 +272,28 @@ mod tests {
         let dz = (hi - lo) / cells as f64;
         let mut g = [0.0; 3];
         // The μ and log σ terms are 0 at μ = 0, log σ = −1.
-        let mass: f64 = (0..cells).map(|c| StochasticVolatility::log_prior(&[0.0, lo + (c as f64 + 0.5) * dz, -1.0], &mut g).exp() * dz).sum();
+        let mass: f64 = (0..cells)
+            .map(|c| {
+                StochasticVolatility::log_prior(&[0.0, lo + (c as f64 + 0.5) * dz, -1.0], &mut g)
+                    .exp()
+                    * dz
+            })
+            .sum();
         let half_beta = 0.5 * (ln_gamma(20.0) + ln_gamma(1.5) - ln_gamma(21.5)).exp();
-        assert!((mass / half_beta - 1.0).abs() < 1e-6, "mass {mass} vs B(20, 1.5) / 2 = {half_beta}");
+        assert!(
+            (mass / half_beta - 1.0).abs() < 1e-6,
+            "mass {mass} vs B(20, 1.5) / 2 = {half_beta}"
+        );
     }
 
     /// Stirling series for ln Γ(x), x ≥ 1 (shifted up by 10 for accuracy ~1e-12).
     fn ln_gamma(x: f64) -> f64 {
         let shift: f64 = (0..10).map(|i| (x + i as f64).ln()).sum();
         let z = x + 10.0;
-        (z - 0.5) * z.ln() - z + 0.5 * (2.0 * std::f64::consts::PI).ln() + 1.0 / (12.0 * z) - 1.0 / (360.0 * z.powi(3)) + 1.0 / (1260.0 * z.powi(5)) - shift
+        (z - 0.5) * z.ln() - z + 0.5 * (2.0 * std::f64::consts::PI).ln() + 1.0 / (12.0 * z)
+            - 1.0 / (360.0 * z.powi(3))
+            + 1.0 / (1260.0 * z.powi(5))
+            - shift
     }
 
     /// `p(y | θ)` by the forward recursion on a fine grid of h (midpoint rule).
@@ -253,11 +303,25 @@ mod tests {
         let (lo, hi) = (mu - 9.0 * stationary, mu + 9.0 * stationary);
         let dh = (hi - lo) / cells as f64;
         let grid: Vec<f64> = (0..cells).map(|c| lo + (c as f64 + 0.5) * dh).collect();
-        let normal = |x: f64, m: f64, s: f64| (-0.5 * ((x - m) / s).powi(2) - HALF_LOG_2PI).exp() / s;
+        let normal =
+            |x: f64, m: f64, s: f64| (-0.5 * ((x - m) / s).powi(2) - HALF_LOG_2PI).exp() / s;
         let observe = |h: f64, yt: f64| normal(yt, 0.0, (0.5 * h).exp());
-        let mut alpha: Vec<f64> = grid.iter().map(|&h| normal(h, mu, stationary) * observe(h, y[0]) * dh).collect();
+        let mut alpha: Vec<f64> = grid
+            .iter()
+            .map(|&h| normal(h, mu, stationary) * observe(h, y[0]) * dh)
+            .collect();
         for &yt in &y[1..] {
-            alpha = grid.iter().map(|&next| grid.iter().zip(&alpha).map(|(&h, a)| a * normal(next, mu + phi * (h - mu), sigma)).sum::<f64>() * observe(next, yt) * dh).collect();
+            alpha = grid
+                .iter()
+                .map(|&next| {
+                    grid.iter()
+                        .zip(&alpha)
+                        .map(|(&h, a)| a * normal(next, mu + phi * (h - mu), sigma))
+                        .sum::<f64>()
+                        * observe(next, yt)
+                        * dh
+                })
+                .collect();
         }
         alpha.iter().sum()
     }
@@ -270,16 +334,30 @@ mod tests {
         let truth = SvTruth::default();
         let sv = StochasticVolatility::from_returns(vec![0.9, -0.2, 1.4], 4);
         for theta in [truth.theta(), vec![-0.5, 0.5f64.atanh(), 0.6f64.ln()]] {
-            let exact = likelihood_by_quadrature(sv.returns(), theta[0], theta[1].tanh(), theta[2].exp());
+            let exact =
+                likelihood_by_quadrature(sv.returns(), theta[0], theta[1].tanh(), theta[2].exp());
             let mut rng = ChaCha8Rng::seed_from_u64(21);
             let draws = 40_000;
             let mut g = vec![0.0; sv.dim()];
-            let estimates: Vec<f64> = (0..draws).map(|_| sv.log_likelihood_estimate(&theta, &normals(&mut rng, 12), &mut g).exp()).collect();
+            let estimates: Vec<f64> = (0..draws)
+                .map(|_| {
+                    sv.log_likelihood_estimate(&theta, &normals(&mut rng, 12), &mut g)
+                        .exp()
+                })
+                .collect();
             let mean = estimates.iter().sum::<f64>() / draws as f64;
-            let sd = (estimates.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (draws - 1) as f64).sqrt();
+            let sd = (estimates.iter().map(|e| (e - mean).powi(2)).sum::<f64>()
+                / (draws - 1) as f64)
+                .sqrt();
             let se = sd / (draws as f64).sqrt();
-            assert!((mean - exact).abs() < 5.0 * se, "θ {theta:?}: E[p̂] = {mean} ± {se}, quadrature {exact}");
-            assert!(se < 0.05 * exact, "the test must be able to see a 25% bias: se {se}, p {exact}");
+            assert!(
+                (mean - exact).abs() < 5.0 * se,
+                "θ {theta:?}: E[p̂] = {mean} ± {se}, quadrature {exact}"
+            );
+            assert!(
+                se < 0.05 * exact,
+                "the test must be able to see a 25% bias: se {se}, p {exact}"
+            );
         }
     }
 
@@ -288,11 +366,16 @@ mod tests {
     #[test]
     fn more_particles_reduce_the_variance() {
         let truth = SvTruth::default();
-        let y = StochasticVolatility::simulate(&truth, 50, 1, 8).returns().to_vec();
+        let y = StochasticVolatility::simulate(&truth, 50, 1, 8)
+            .returns()
+            .to_vec();
         let few = StochasticVolatility::from_returns(y.clone(), 32);
         let many = StochasticVolatility::from_returns(y, 512);
         let v_few = super::super::sv_study::log_estimate_variance(&few, &truth.theta(), 200, 1);
         let v_many = super::super::sv_study::log_estimate_variance(&many, &truth.theta(), 200, 2);
-        assert!(v_many < 0.5 * v_few, "Var log p̂: N = 32 {v_few}, N = 512 {v_many}");
+        assert!(
+            v_many < 0.5 * v_few,
+            "Var log p̂: N = 32 {v_few}, N = 512 {v_many}"
+        );
     }
 }

@@ -79,17 +79,28 @@ impl SvRun {
 
     /// Bulk ESS per θ coordinate (one chain).
     pub fn ess_bulk(&self) -> Vec<f64> {
-        (0..self.truth.len()).map(|k| bnn_diagnostics::ess_bulk(&[self.theta.iter().map(|t| t[k]).collect::<Vec<f64>>()])).collect()
+        (0..self.truth.len())
+            .map(|k| {
+                bnn_diagnostics::ess_bulk(&[self.theta.iter().map(|t| t[k]).collect::<Vec<f64>>()])
+            })
+            .collect()
     }
 
     /// θ coordinates whose 90% interval holds the truth.
     pub fn covered(&self) -> usize {
-        self.summary().iter().zip(&self.truth).filter(|(s, t)| s[2] <= **t && **t <= s[3]).count()
+        self.summary()
+            .iter()
+            .zip(&self.truth)
+            .filter(|(s, t)| s[2] <= **t && **t <= s[3])
+            .count()
     }
 
     /// Draws in natural units `(μ, φ, σ)`.
     fn natural(&self) -> Vec<[f64; 3]> {
-        self.theta.iter().map(|t| [t[0], t[1].tanh(), t[2].exp()]).collect()
+        self.theta
+            .iter()
+            .map(|t| [t[0], t[1].tanh(), t[2].exp()])
+            .collect()
     }
 }
 
@@ -100,23 +111,49 @@ pub struct PmSvReport {
 
 /// Runs one chain per data set and writes `runs.csv`, `pm_sv.md` and trace SVGs into `out`
 /// (new or empty).
-pub fn run_pm_sv(config: &PmSvConfig, out: &Path, progress: &dyn Progress, stop: &AtomicBool) -> Result<PmSvReport> {
+pub fn run_pm_sv(
+    config: &PmSvConfig,
+    out: &Path,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<PmSvReport> {
     if config.datasets == 0 || config.steps == 0 || config.particles == 0 {
         bail!("the study needs at least one data set, a series length T ≥ 1 (--steps) and N ≥ 1 particles (--particles)");
     }
     if config.draws < 10 || config.variance_replicates < 2 {
         bail!("the study needs at least 10 draws and 2 replicates of log p̂");
     }
-    if config.steps.checked_mul(config.particles).is_none_or(|m| m > 100_000_000) {
-        bail!("N·T = {} × {} auxiliary variables is more than this study handles (10⁸)", config.particles, config.steps);
+    if config
+        .steps
+        .checked_mul(config.particles)
+        .is_none_or(|m| m > 100_000_000)
+    {
+        bail!(
+            "N·T = {} × {} auxiliary variables is more than this study handles (10⁸)",
+            config.particles,
+            config.steps
+        );
     }
-    if out.exists() && out.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{} is not empty; the study writes into a new or empty folder", out.display());
+    if out.exists()
+        && out
+            .read_dir()
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} is not empty; the study writes into a new or empty folder",
+            out.display()
+        );
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let jobs: Vec<usize> = (0..config.datasets).collect();
-    progress.stage("pseudo-marginal SV: transitions", (jobs.len() * (config.warmup + config.draws)) as u64);
-    let runs = run_jobs(&jobs, config.workers, stop, |&dataset| run_chain(config, dataset, progress, stop))?;
+    progress.stage(
+        "pseudo-marginal SV: transitions",
+        (jobs.len() * (config.warmup + config.draws)) as u64,
+    );
+    let runs = run_jobs(&jobs, config.workers, stop, |&dataset| {
+        run_chain(config, dataset, progress, stop)
+    })?;
     let mut files = vec![write_runs_csv(out, &runs)?];
     files.extend(write_traces(out, &runs)?);
     files.push(write_markdown(out, config, &runs)?);
@@ -124,7 +161,12 @@ pub fn run_pm_sv(config: &PmSvConfig, out: &Path, progress: &dyn Progress, stop:
 }
 
 /// Sample variance of `log p̂(y | θ, u)` over `replicates` independent u.
-pub fn log_estimate_variance(target: &StochasticVolatility, theta: &[f64], replicates: usize, seed: u64) -> f64 {
+pub fn log_estimate_variance(
+    target: &StochasticVolatility,
+    theta: &[f64],
+    replicates: usize,
+    seed: u64,
+) -> f64 {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let m = target.dim() - StochasticVolatility::THETA_DIM;
     let mut g = vec![0.0; target.dim()];
@@ -138,10 +180,25 @@ pub fn log_estimate_variance(target: &StochasticVolatility, theta: &[f64], repli
     values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (replicates - 1) as f64
 }
 
-fn run_chain(config: &PmSvConfig, dataset: usize, progress: &dyn Progress, stop: &AtomicBool) -> Result<SvRun> {
+fn run_chain(
+    config: &PmSvConfig,
+    dataset: usize,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<SvRun> {
     let truth = SvTruth::default();
-    let target = StochasticVolatility::simulate(&truth, config.steps, config.particles, config.seed.wrapping_add(dataset as u64 * 7_919));
-    let log_estimate_variance = log_estimate_variance(&target, &truth.theta(), config.variance_replicates, config.seed.wrapping_add(dataset as u64 * 7_919 + 3));
+    let target = StochasticVolatility::simulate(
+        &truth,
+        config.steps,
+        config.particles,
+        config.seed.wrapping_add(dataset as u64 * 7_919),
+    );
+    let log_estimate_variance = log_estimate_variance(
+        &target,
+        &truth.theta(),
+        config.variance_replicates,
+        config.seed.wrapping_add(dataset as u64 * 7_919 + 3),
+    );
     let (k, dim) = (StochasticVolatility::THETA_DIM, target.dim());
     // θ starts at μ = log of the mean squared return (E y² = e^{μ + Var h / 2}), φ = 0.9, σ at
     // its prior median e⁻¹; u from its N(0, I).
@@ -151,8 +208,14 @@ fn run_chain(config: &PmSvConfig, dataset: usize, progress: &dyn Progress, stop:
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_add(dataset as u64));
     start.extend((0..dim - k).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
     let mut chain = chain_rng(config.seed.wrapping_add(17), dataset);
-    let settings = PmChainSettings { warmup: config.warmup, draws: config.draws, max_tree_depth: config.max_tree_depth, target_accept: config.target_accept };
-    let output = run_pm_chain(&target, k, start, settings, &mut chain, progress, stop).with_context(|| format!("data set {dataset}"))?;
+    let settings = PmChainSettings {
+        warmup: config.warmup,
+        draws: config.draws,
+        max_tree_depth: config.max_tree_depth,
+        target_accept: config.target_accept,
+    };
+    let output = run_pm_chain(&target, k, start, settings, &mut chain, progress, stop)
+        .with_context(|| format!("data set {dataset}"))?;
     Ok(SvRun {
         dataset,
         theta: output.theta,
@@ -169,9 +232,24 @@ fn run_chain(config: &PmSvConfig, dataset: usize, progress: &dyn Progress, stop:
 fn write_runs_csv(out: &Path, runs: &[SvRun]) -> Result<PathBuf> {
     let path = out.join("runs.csv");
     let mut w = csv::Writer::from_path(&path)?;
-    w.write_record(["dataset", "parameter", "truth", "mean", "sd", "q05", "q95", "covered", "ess_bulk"])?;
+    w.write_record([
+        "dataset",
+        "parameter",
+        "truth",
+        "mean",
+        "sd",
+        "q05",
+        "q95",
+        "covered",
+        "ess_bulk",
+    ])?;
     for run in runs {
-        for (((name, s), t), ess) in SV_THETA_NAMES.iter().zip(run.summary()).zip(&run.truth).zip(run.ess_bulk()) {
+        for (((name, s), t), ess) in SV_THETA_NAMES
+            .iter()
+            .zip(run.summary())
+            .zip(&run.truth)
+            .zip(run.ess_bulk())
+        {
             w.write_record([
                 run.dataset.to_string(),
                 name.to_string(),
@@ -193,12 +271,20 @@ fn write_runs_csv(out: &Path, runs: &[SvRun]) -> Result<PathBuf> {
 fn write_traces(out: &Path, runs: &[SvRun]) -> Result<Vec<PathBuf>> {
     let truth = SvTruth::default();
     let mut files = Vec::new();
-    for (k, (name, value)) in [("mu", truth.mu), ("phi", truth.phi), ("sigma", truth.sigma)].into_iter().enumerate() {
+    for (k, (name, value)) in [("mu", truth.mu), ("phi", truth.phi), ("sigma", truth.sigma)]
+        .into_iter()
+        .enumerate()
+    {
         let series = runs
             .iter()
             .map(|run| Series {
                 label: format!("data {}", run.dataset),
-                points: run.natural().iter().enumerate().map(|(i, t)| (i as f64, t[k])).collect(),
+                points: run
+                    .natural()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (i as f64, t[k]))
+                    .collect(),
                 colour: run.dataset,
                 ..Series::default()
             })
@@ -222,7 +308,10 @@ fn write_traces(out: &Path, runs: &[SvRun]) -> Result<Vec<PathBuf>> {
 fn write_markdown(out: &Path, config: &PmSvConfig, runs: &[SvRun]) -> Result<PathBuf> {
     let truth = SvTruth::default();
     let mut md = String::new();
-    let _ = writeln!(md, "# Pseudo-marginal NUTS on the stochastic volatility model of the HNN report: our runs\n");
+    let _ = writeln!(
+        md,
+        "# Pseudo-marginal NUTS on the stochastic volatility model of the HNN report: our runs\n"
+    );
     let _ = writeln!(md, "Machine: {}. T = {} returns, N = {} prior paths in the importance-sampling estimator (u ∈ R^{}); truth μ = {}, φ = {}, σ = {} (ours). Priors: μ ~ N(0, 10²), (φ + 1)/2 ~ Beta(20, 1.5) (Kim, Shephard & Chib 1998), log σ ~ N(−1, 1); θ = (μ, atanh φ, log σ). One chain per data set: {} warmup (dual averaging to {}, θ's diagonal metric from the middle half) + {} draws, tree depth ≤ {}. Var log p̂ is the sample variance of log p̂(y | θ_true, u) over {} independent u.\n",
         describe_cpu(), config.steps, config.particles, config.steps * config.particles, truth.mu, truth.phi, truth.sigma,
         config.warmup, config.target_accept, config.draws, config.max_tree_depth, config.variance_replicates);
@@ -234,7 +323,10 @@ fn write_markdown(out: &Path, config: &PmSvConfig, runs: &[SvRun]) -> Result<Pat
             .map(|k| {
                 let n = natural.len() as f64;
                 let mean = natural.iter().map(|t| t[k]).sum::<f64>() / n;
-                (mean, (natural.iter().map(|t| (t[k] - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt())
+                (
+                    mean,
+                    (natural.iter().map(|t| (t[k] - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt(),
+                )
             })
             .collect();
         let min_ess = run.ess_bulk().into_iter().fold(f64::INFINITY, f64::min);
