@@ -679,6 +679,43 @@ fn study_pm_glmm_runs_at_toy_size() {
 }
 
 #[test]
+fn study_pm_sv_runs_at_toy_size() {
+    let dir = temp_dir("study-pm-sv");
+    let out = dir.join("sv");
+    let args = |out: &std::path::Path, threads: &'static str| -> Vec<String> {
+        [
+            "study", "pm-sv", "--out", out.to_str().unwrap(), "--steps", "30", "--particles", "16", "--warmup", "40", "--draws", "40",
+            "--datasets", "2", "--max-tree-depth", "5", "--threads", threads,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |out: &std::path::Path, threads: &'static str| bnn(&args(out, threads).iter().map(String::as_str).collect::<Vec<_>>());
+    let o = run(&out, "2");
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["runs.csv", "pm_sv.md", "trace_mu.svg", "trace_phi.svg", "trace_sigma.svg"] {
+        assert!(out.join(name).is_file(), "{name} missing");
+    }
+    let text = std::fs::read_to_string(out.join("runs.csv")).unwrap();
+    // Two data sets × 3 parameters, every summary finite.
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2 * 3);
+    assert!(rows.iter().all(|r| r[3].parse::<f64>().unwrap().is_finite() && r[4].parse::<f64>().unwrap() >= 0.0), "{text}");
+    assert!(std::fs::read_to_string(out.join("pm_sv.md")).unwrap().contains("Var log p̂ at truth"));
+    // The same seed gives the same draws on one thread.
+    let serial = dir.join("serial");
+    let o = run(&serial, "1");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(serial.join("runs.csv")).unwrap(), text, "draws depend on --threads");
+    for bad in [["--steps", "0"], ["--particles", "0"]] {
+        let o = bnn(&["study", "pm-sv", "--out", dir.join("bad").to_str().unwrap(), bad[0], bad[1]]);
+        assert!(!o.status.success() && stderr(&o).contains("--steps") && !stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+    let o = bnn(&["study", "pm-sv", "--out", dir.join("bad").to_str().unwrap(), "--magic", "1"]);
+    assert!(!o.status.success() && stderr(&o).contains("--magic"), "{}", stderr(&o));
+}
+
+#[test]
 fn study_dinh_runs_at_toy_size() {
     let dir = temp_dir("study-dinh");
     let out = dir.join("dinh");

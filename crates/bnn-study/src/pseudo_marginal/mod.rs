@@ -2,12 +2,18 @@
 //! λ drift comes from, shown by sampling the GLMM with its likelihood estimator and with the
 //! model's own, on data simulated from known parameters, and checking which posterior covers them.
 //!
-//! Sampler: our NUTS over `[θ, u]` with the pseudo-marginal integrator (kick–flow–kick: the
-//! `(u, p)` block rotated exactly), step size by dual averaging and θ's diagonal metric from the
-//! middle half of the warmup (the `u` block keeps unit mass, as the rotation requires).
+//! `bnn study pm-sv` samples the report's stochastic volatility model (§4.1) the same way
+//! ([`sv_study`]).
+//!
+//! Sampler ([`chain`]): our NUTS over `[θ, u]` with the pseudo-marginal integrator (kick–flow–kick:
+//! the `(u, p)` block rotated exactly), step size by dual averaging and θ's diagonal metric from
+//! the middle half of the warmup (the `u` block keeps unit mass, as the rotation requires).
 
+pub mod chain;
 pub mod glmm;
 pub mod hnn;
+pub mod sv;
+pub mod sv_study;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,7 +24,6 @@ use anyhow::{bail, Context as _, Result};
 use bnn_plot::{LegendPosition, LineChart, Series};
 use bnn_sampler::{
     chain_rng, DiagonalMassMatrix, DualAveraging, Kernel, KernelState, LogDensity, NutsConfig, PseudoMarginalLeapfrog, PseudoMarginalScheme, StepParams,
-    WelfordVariance,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -27,8 +32,11 @@ use rand_distr::{Distribution, StandardNormal};
 use crate::fixed_step_chains::Progress;
 use crate::worker_pool::run_jobs;
 use crate::describe_cpu;
+pub use chain::{run_pm_chain, summarize_theta, PmChainOutput, PmChainSettings};
 pub use glmm::{theta_names, Glmm, GlmmEstimator, GlmmTruth};
 pub use hnn::{HnnDensity, SubjectHnn, SubjectHnnConfig};
+pub use sv::{StochasticVolatility, SvTruth, SV_THETA_NAMES};
+pub use sv_study::{run_pm_sv, PmSvConfig, PmSvReport, SvRun};
 
 /// What `bnn study pm-glmm` runs.
 #[derive(Clone, Debug)]
@@ -101,15 +109,7 @@ pub struct PmRun {
 impl PmRun {
     /// Per θ coordinate: posterior mean, sd, 5% and 95% quantiles.
     pub fn summary(&self) -> Vec<[f64; 4]> {
-        (0..self.truth.len())
-            .map(|k| {
-                let mut v: Vec<f64> = self.theta.iter().map(|t| t[k]).collect();
-                let mean = v.iter().sum::<f64>() / v.len() as f64;
-                let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1).max(1) as f64).sqrt();
-                v.sort_by(f64::total_cmp);
-                [mean, sd, bnn_diagnostics::quantile_type7_sorted(&v, 0.05), bnn_diagnostics::quantile_type7_sorted(&v, 0.95)]
-            })
-            .collect()
+        summarize_theta(&self.theta, self.truth.len())
     }
 
     /// The smallest bulk ESS over θ's coordinates.
@@ -178,83 +178,35 @@ fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, pr
     let mut start = vec![0.0; k];
     start[target.covariates + 1] = 1.0;
     start.extend((0..dim - k).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
-    let mut state = KernelState::init(&target, start).map_err(|e| anyhow::anyhow!("{}: the start is not usable: {e:?}", estimator.name()))?;
-    let mut kernel = NutsConfig::new()
-        .with_max_tree_depth(config.max_tree_depth)
-        .with_target_accept(config.target_accept)
-        .init_with(dim, PseudoMarginalLeapfrog::new(k, PseudoMarginalScheme::KickFlowKick))?;
-    let mut inverse_diag = vec![1.0; dim];
-    let mut metric = DiagonalMassMatrix::new(inverse_diag.clone())?;
-    let mut step_size = 0.01;
-    let mut adaptation = DualAveraging::new(config.target_accept, 0.05, 0.75, 10.0, step_size);
-    let mut variances = WelfordVariance::new(k);
-    let (window_start, window_end) = (config.warmup / 4, 3 * config.warmup / 4);
     let mut chain = chain_rng(config.seed.wrapping_add(17), dataset + 1000 * usize::from(estimator == GlmmEstimator::PerObservation));
-    let started = Instant::now();
-    let (mut theta, mut gradients, mut divergences, mut accept) = (Vec::with_capacity(config.draws), 0u64, 0, 0.0);
     let hnn = config.hnn.as_ref().filter(|_| estimator == GlmmEstimator::PerSubject);
-    // The HNN's training states: the warmup's second half, at most 100 of them.
-    let (mut training_states, keep_every) = (Vec::new(), (config.warmup / 2).div_ceil(100).max(1));
-    let mut after_warmup = None;
-    let (mut sampling_started, mut warmup_gradients) = (started, 0);
-    for i in 0..config.warmup + config.draws {
-        if stop.load(Ordering::Relaxed) {
-            bail!("interrupted");
-        }
-        let (next, stats) = kernel.step(&target, &mut chain, std::mem::take(&mut state), StepParams { step_size, metric: &metric, trajectory_length: None });
-        state = next;
-        progress.advance(1);
-        gradients += u64::from(stats.n_leapfrog);
-        if i < config.warmup {
-            step_size = adaptation.update(stats.accept_stat);
-            if (window_start..window_end).contains(&i) {
-                variances.add(&state.position[..k]);
-            }
-            if i + 1 == window_end && variances.count() > 2 {
-                // θ's block from the window's variances (Stan's regularization); u keeps unit mass.
-                let n = variances.count() as f64;
-                for (m, v) in inverse_diag[..k].iter_mut().zip(variances.variance()) {
-                    *m = (n / (n + 5.0)) * v + 1e-3 * (5.0 / (n + 5.0));
-                }
-                metric = DiagonalMassMatrix::new(inverse_diag.clone())?;
-                adaptation.restart(step_size);
-            }
-            if hnn.is_some() && i >= config.warmup / 2 && (i - config.warmup / 2) % keep_every == 0 {
-                training_states.push(state.position.clone());
-            }
-            if i + 1 == config.warmup {
-                step_size = adaptation.averaged_step_size();
-                if hnn.is_some() {
-                    after_warmup = Some((state.clone(), step_size));
-                }
-                sampling_started = Instant::now();
-                warmup_gradients = gradients;
-            }
-        } else {
-            theta.push(state.position[..k].to_vec());
-            divergences += usize::from(stats.divergent);
-            accept += stats.accept_stat;
-        }
-    }
-    let gradients_in_sampling = gradients - warmup_gradients;
+    let settings = PmChainSettings {
+        warmup: config.warmup,
+        draws: config.draws,
+        max_tree_depth: config.max_tree_depth,
+        target_accept: config.target_accept,
+        // The HNN's training states: the warmup's second half, at most 100 of them.
+        training_states: if hnn.is_some() { 100 } else { 0 },
+    };
+    let output = run_pm_chain(&target, k, start, settings, &mut chain, progress, stop).with_context(|| estimator.name())?;
     let mut runs = vec![PmRun {
         estimator,
         sampler: "true gradients",
         dataset,
-        theta,
+        theta: output.theta,
         truth: truth.theta(),
-        gradients: gradients_in_sampling,
+        gradients: output.gradients - output.warmup_gradients,
         true_values: 0,
         training_gradients: 0,
         training_seconds: 0.0,
         hnn_relative_error: None,
-        divergences,
-        mean_accept: accept / config.draws as f64,
-        step_size,
-        seconds: sampling_started.elapsed().as_secs_f64(),
+        divergences: output.divergences,
+        mean_accept: output.mean_accept,
+        step_size: output.step_size,
+        seconds: output.sampling_seconds,
     }];
-    if let (Some(hnn_config), Some((state, step_size))) = (hnn, after_warmup) {
-        runs.push(run_hnn_chain(config, hnn_config, &target, &training_states, state, step_size, &metric, dataset, progress, stop)?);
+    if let (Some(hnn_config), Some(state)) = (hnn, output.after_warmup) {
+        runs.push(run_hnn_chain(config, hnn_config, &target, &output.training_states, state, output.step_size, &output.metric, dataset, progress, stop)?);
     }
     Ok(runs)
 }
