@@ -2,7 +2,7 @@
 //! report states it (§1.4), as a pseudo-marginal target over `[θ, u]`.
 //!
 //! `Y_ij ~ Bernoulli(logit⁻¹(X_i + Z_ijᵀβ))`, `X_i ~ w N(μ₁, λ₁⁻¹) + (1 − w) N(μ₂, λ₂⁻¹)`, subjects
-//! i = 1..T, observations j = 1..n, β ∈ R^p; `θ = (β, μ₁, μ₂, log λ₁, log λ₂, logit w)` with N(0, 10²)
+//! i = 1..T, observations j = 1..n, β ∈ R^p; `θ = (β, μ₁, δ, log λ₁, log λ₂, logit w)` with μ₂ = μ₁ + e^δ and N(0, 10²)
 //! priors. The likelihood is estimated by importance sampling from `q = N(0, 3²)`,
 //! `X_il = 3 u_il`, l = 1..N. Two estimators:
 //! - **per subject** (the model's likelihood): `p̂_i = (1/N) Σ_l [Π_j g(Y_ij | X_il)] f(X_il) / q(X_il)`,
@@ -14,7 +14,9 @@
 //!   spread λ.
 //!
 //! The report parameterizes w by log w, which lets w pass 1 (where `1 − w < 0` and the mixture
-//! density turns negative); logit w keeps it in (0, 1).
+//! density turns negative); logit w keeps it in (0, 1). And μ₂ = μ₁ + e^δ (θ holds δ, "log_mu_gap",
+//! with the same N(0, 10²) prior): the components are ordered, so a chain cannot swap their
+//! labels (a swap put w, μ and λ on the wrong component in one of ten data sets before).
 
 use bnn_sampler::{LogDensity, LogDensityError};
 use rand::SeedableRng;
@@ -57,7 +59,7 @@ impl GlmmTruth {
     /// θ in the sampler's coordinates.
     pub fn theta(&self) -> Vec<f64> {
         let mut theta = self.beta.clone();
-        theta.extend([self.mu[0], self.mu[1], self.lambda[0].ln(), self.lambda[1].ln(), (self.w / (1.0 - self.w)).ln()]);
+        theta.extend([self.mu[0], (self.mu[1] - self.mu[0]).ln(), self.lambda[0].ln(), self.lambda[1].ln(), (self.w / (1.0 - self.w)).ln()]);
         theta
     }
 }
@@ -65,7 +67,7 @@ impl GlmmTruth {
 /// Names of θ's coordinates, in order.
 pub fn theta_names(p: usize) -> Vec<String> {
     let mut names: Vec<String> = (1..=p).map(|k| format!("beta{k}")).collect();
-    names.extend(["mu1", "mu2", "log_lambda1", "log_lambda2", "logit_w"].map(String::from));
+    names.extend(["mu1", "log_mu_gap", "log_lambda1", "log_lambda2", "logit_w"].map(String::from));
     names
 }
 
@@ -189,9 +191,10 @@ impl Glmm {
             let log_q = -(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2);
             s.log_ratio[l] = log_f - log_q;
             s.d_ratio[l] = -(r1 * mix.lambda1 * d1 + r2 * mix.lambda2 * d2) + xl / (PROPOSAL_SD * PROPOSAL_SD);
+            // ∂/∂μ₁ and ∂/∂δ with μ₂ = μ₁ + e^δ.
             s.d_mix[l] = [
-                r1 * mix.lambda1 * d1,
-                r2 * mix.lambda2 * d2,
+                r1 * mix.lambda1 * d1 + r2 * mix.lambda2 * d2,
+                r2 * mix.lambda2 * d2 * mix.gap,
                 r1 * (0.5 - 0.5 * mix.lambda1 * d1 * d1),
                 r2 * (0.5 - 0.5 * mix.lambda2 * d2 * d2),
                 r1 - mix.w,
@@ -246,6 +249,8 @@ impl Glmm {
 struct Mixture {
     mu1: f64,
     mu2: f64,
+    /// `μ₂ − μ₁ = e^δ`.
+    gap: f64,
     lambda1: f64,
     lambda2: f64,
     w: f64,
@@ -257,7 +262,8 @@ impl Mixture {
     fn new(theta: &[f64], p: usize) -> Self {
         Self {
             mu1: theta[p],
-            mu2: theta[p + 1],
+            mu2: theta[p] + theta[p + 1].exp(),
+            gap: theta[p + 1].exp(),
             lambda1: theta[p + 2].exp(),
             lambda2: theta[p + 3].exp(),
             w: 1.0 / (1.0 + (-theta[p + 4]).exp()),

@@ -173,10 +173,9 @@ fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, pr
     let truth = GlmmTruth::default();
     let target = Glmm::simulate(&truth, config.subjects, config.observations, config.samples, estimator, config.seed.wrapping_add(dataset as u64 * 7_919));
     let (k, dim) = (target.theta_dim(), target.dim());
-    // θ starts at the prior's centre with an even mixture; u from its N(0, I).
+    // θ starts at the prior's centre (μ₂ = μ₁ + 1) with an even mixture; u from its N(0, I).
     let mut rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_add(dataset as u64));
     let mut start = vec![0.0; k];
-    start[target.covariates + 1] = 1.0;
     start.extend((0..dim - k).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
     let mut chain = chain_rng(config.seed.wrapping_add(17), dataset + 1000 * usize::from(estimator == GlmmEstimator::PerObservation));
     let hnn = config.hnn.as_ref().filter(|_| estimator == GlmmEstimator::PerSubject);
