@@ -299,7 +299,7 @@ impl SubjectScratch {
 }
 
 /// `log(1 + eˣ)` without overflow.
-fn softplus(x: f64) -> f64 {
+pub(crate) fn softplus(x: f64) -> f64 {
     if x > 0.0 {
         x + (-x).exp().ln_1p()
     } else {

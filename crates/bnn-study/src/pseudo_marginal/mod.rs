@@ -318,20 +318,25 @@ fn write_traces(out: &Path, runs: &[PmRun]) -> Result<Vec<PathBuf>> {
                 ..Series::default()
             })
             .collect();
-        let chart = LineChart {
-            title: format!("GLMM: {name} after warmup (truth {:.2})", first.truth[p + offset]),
-            x_label: "draw".into(),
-            y_label: name.into(),
-            log_x: false,
-            y_range: None,
-            legend: LegendPosition::UpperRight,
-            series,
-        };
-        let path = out.join(format!("trace_{name}.svg"));
-        chart.write_svg(&path)?;
-        files.push(path);
+        files.push(write_trace(out, &format!("GLMM: {name} after warmup (truth {:.2})", first.truth[p + offset]), name, series)?);
     }
     Ok(files)
+}
+
+/// `trace_<name>.svg` in `out`: the draws of one parameter per run, against the draw index.
+pub(crate) fn write_trace(out: &Path, title: &str, name: &str, series: Vec<Series>) -> Result<PathBuf> {
+    let chart = LineChart {
+        title: title.into(),
+        x_label: "draw".into(),
+        y_label: name.into(),
+        log_x: false,
+        y_range: None,
+        legend: LegendPosition::UpperRight,
+        series,
+    };
+    let path = out.join(format!("trace_{name}.svg"));
+    chart.write_svg(&path)?;
+    Ok(path)
 }
 
 fn write_markdown(out: &Path, config: &PmGlmmConfig, runs: &[PmRun]) -> Result<PathBuf> {

@@ -17,6 +17,7 @@
 //! keep `Var log p̂` near 1–2, where pseudo-marginal samplers work best (Doucet et al. 2015).
 //! Gradients by hand: one backward pass through the AR recursion per path, O(N·T).
 
+use super::glmm::softplus;
 use bnn_sampler::{LogDensity, LogDensityError};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -183,15 +184,6 @@ impl StochasticVolatility {
             *gu -= uu;
         }
         prior + estimate - 0.5 * u.iter().map(|v| v * v).sum::<f64>()
-    }
-}
-
-/// `log(1 + eˣ)` without overflow.
-fn softplus(x: f64) -> f64 {
-    if x > 0.0 {
-        x + (-x).exp().ln_1p()
-    } else {
-        x.exp().ln_1p()
     }
 }
 

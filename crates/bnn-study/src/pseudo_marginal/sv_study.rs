@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{bail, Context as _, Result};
-use bnn_plot::{LegendPosition, LineChart, Series};
+use bnn_plot::Series;
 use bnn_sampler::{chain_rng, LogDensity};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -290,18 +290,7 @@ fn write_traces(out: &Path, runs: &[SvRun]) -> Result<Vec<PathBuf>> {
                 ..Series::default()
             })
             .collect();
-        let chart = LineChart {
-            title: format!("SV: {name} after warmup (truth {value})"),
-            x_label: "draw".into(),
-            y_label: name.into(),
-            log_x: false,
-            y_range: None,
-            legend: LegendPosition::UpperRight,
-            series,
-        };
-        let path = out.join(format!("trace_{name}.svg"));
-        chart.write_svg(&path)?;
-        files.push(path);
+        files.push(super::write_trace(out, &format!("SV: {name} after warmup (truth {value})"), name, series)?);
     }
     Ok(files)
 }
