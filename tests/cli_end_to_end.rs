@@ -669,13 +669,30 @@ fn study_pm_glmm_runs_at_toy_size() {
     // summary finite.
     let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 3 * 13);
-    assert!(rows.iter().all(|r| r[5].parse::<f64>().unwrap().is_finite() && r[6].parse::<f64>().unwrap() >= 0.0), "{text}");
+    assert!(rows.iter().all(|r| r[6].parse::<f64>().unwrap().is_finite() && r[7].parse::<f64>().unwrap() >= 0.0), "{text}");
     assert_eq!(rows.iter().filter(|r| r[0] == "per-subject" && r[1] == "true gradients").count(), 13);
     assert_eq!(rows.iter().filter(|r| r[0] == "per-subject" && r[1] == "HNN gradients").count(), 13);
     let md = std::fs::read_to_string(out.join("pm_glmm.md")).unwrap();
     assert!(md.contains("| HNN gradients |") && md.contains("held-out relative error"), "{md}");
     let o = bnn(&["study", "pm-glmm", "--out", dir.join("bad").to_str().unwrap(), "--estimators", "per-subject,magic"]);
     assert!(!o.status.success() && stderr(&o).contains("unknown estimator"), "{}", stderr(&o));
+    let o = bnn(&["study", "pm-glmm", "--out", dir.join("bad").to_str().unwrap(), "--prior", "flat"]);
+    assert!(!o.status.success() && stderr(&o).contains("unknown prior"), "{}", stderr(&o));
+    // Two chains under the weakly informative prior: each chain's rows, then the pooled rows with
+    // an R-hat per parameter.
+    let pooled = dir.join("pooled");
+    let o = bnn(&[
+        "study", "pm-glmm", "--out", pooled.to_str().unwrap(), "--estimators", "per-subject", "--prior", "weakly-informative", "--chains", "2",
+        "--subjects", "40", "--samples", "8", "--warmup", "40", "--draws", "40", "--datasets", "1", "--max-tree-depth", "6", "--threads", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(pooled.join("runs.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 3 * 13, "{text}");
+    assert_eq!(rows.iter().filter(|r| r[3] == "pooled").count(), 13);
+    assert!(rows.iter().filter(|r| r[3] == "pooled").all(|r| r[11].parse::<f64>().unwrap() >= 0.9), "{text}");
+    let md = std::fs::read_to_string(pooled.join("pm_glmm.md")).unwrap();
+    assert!(md.contains("max R-hat") && md.contains("weakly informative") && md.contains("pooled over 2 chains each"), "{md}");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
-use bnn_study::pseudo_marginal::{run_pm_glmm, run_pm_sv, GlmmEstimator, PmGlmmConfig, PmSvConfig, SubjectHnnConfig};
+use bnn_study::pseudo_marginal::{run_pm_glmm, run_pm_sv, GlmmEstimator, GlmmPrior, PmGlmmConfig, PmSvConfig, SubjectHnnConfig};
 use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
@@ -90,9 +90,16 @@ pub struct PmGlmmArgs {
     /// Likelihood estimators: per-subject (the model's), per-observation (the report's).
     #[arg(long, default_value = "per-subject,per-observation", value_delimiter = ',')]
     pub estimators: Vec<String>,
+    /// θ's prior: `report` (N(0, 10²) everywhere) or `weakly-informative` (logit w ~ N(0, 1.5²),
+    /// log λ ~ N(0, 3²)).
+    #[arg(long, default_value = "report")]
+    pub prior: String,
     /// Simulated data sets per estimator.
     #[arg(long, default_value_t = 2)]
     pub datasets: usize,
+    /// Chains per data set (more than one: intervals pooled, R-hat reported).
+    #[arg(long, default_value_t = 1)]
+    pub chains: usize,
     /// Subjects T, observations per subject n, importance samples per subject N.
     #[arg(long, default_value_t = 500)]
     pub subjects: usize,
@@ -136,9 +143,16 @@ impl PmGlmmArgs {
                 other => Err(anyhow::anyhow!("unknown estimator `{other}` (expected per-subject or per-observation)")),
             })
             .collect::<Result<_>>()?;
+        let prior = match self.prior.as_str() {
+            "report" => GlmmPrior::Report,
+            "weakly-informative" => GlmmPrior::WeaklyInformative,
+            other => anyhow::bail!("unknown prior `{other}` (expected report or weakly-informative)"),
+        };
         Ok(PmGlmmConfig {
             estimators,
+            prior,
             datasets: self.datasets,
+            chains: self.chains,
             subjects: self.subjects,
             observations: self.observations,
             samples: self.samples,

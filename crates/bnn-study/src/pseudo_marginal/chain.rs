@@ -27,6 +27,17 @@ pub struct PmChainSettings {
     pub training_states: usize,
 }
 
+/// Where a chain starts.
+#[derive(Clone, Debug)]
+pub enum PmChainStart {
+    /// A point `[θ, u]`: ε starts at 0.01 and θ's block of the metric is adapted over the
+    /// warmup's middle half.
+    Fresh(Vec<f64>),
+    /// Where another chain's warmup ended (its point, step size and metric): the warmup adapts
+    /// only ε, from `step_size`; the metric stays.
+    Continue { position: Vec<f64>, step_size: f64, metric: DiagonalMassMatrix },
+}
+
 /// What one chain kept.
 #[derive(Clone, Debug)]
 pub struct PmChainOutput {
@@ -54,14 +65,19 @@ pub struct PmChainOutput {
 pub fn run_pm_chain<L: LogDensity>(
     target: &L,
     theta_dim: usize,
-    start: Vec<f64>,
+    start: PmChainStart,
     settings: PmChainSettings,
     chain: &mut ChainRng,
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<PmChainOutput> {
     let (k, dim) = (theta_dim, target.dim());
-    let mut state = KernelState::init(target, start)
+    let mut inverse_diag = vec![1.0; dim];
+    let (position, mut step_size, mut metric, adapt_metric) = match start {
+        PmChainStart::Fresh(position) => (position, 0.01, DiagonalMassMatrix::new(inverse_diag.clone())?, true),
+        PmChainStart::Continue { position, step_size, metric } => (position, step_size, metric, false),
+    };
+    let mut state = KernelState::init(target, position)
         .map_err(|e| anyhow::anyhow!("the start is not usable: {e:?}"))?;
     let mut kernel = NutsConfig::new()
         .with_max_tree_depth(settings.max_tree_depth)
@@ -70,9 +86,6 @@ pub fn run_pm_chain<L: LogDensity>(
             dim,
             PseudoMarginalLeapfrog::new(k, PseudoMarginalScheme::KickFlowKick),
         )?;
-    let mut inverse_diag = vec![1.0; dim];
-    let mut metric = DiagonalMassMatrix::new(inverse_diag.clone())?;
-    let mut step_size = 0.01;
     let mut adaptation = DualAveraging::new(settings.target_accept, 0.05, 0.75, 10.0, step_size);
     let mut variances = WelfordVariance::new(k);
     let (window_start, window_end) = (settings.warmup / 4, 3 * settings.warmup / 4);
@@ -102,10 +115,10 @@ pub fn run_pm_chain<L: LogDensity>(
         gradients += u64::from(stats.n_leapfrog);
         if i < settings.warmup {
             step_size = adaptation.update(stats.accept_stat);
-            if (window_start..window_end).contains(&i) {
+            if adapt_metric && (window_start..window_end).contains(&i) {
                 variances.add(&state.position[..k]);
             }
-            if i + 1 == window_end && variances.count() > 2 {
+            if adapt_metric && i + 1 == window_end && variances.count() > 2 {
                 // θ's block from the window's variances (Stan's regularization); u keeps unit mass.
                 let n = variances.count() as f64;
                 for (m, v) in inverse_diag[..k].iter_mut().zip(variances.variance()) {

@@ -2,8 +2,9 @@
 //! report states it (§1.4), as a pseudo-marginal target over `[θ, u]`.
 //!
 //! `Y_ij ~ Bernoulli(logit⁻¹(X_i + Z_ijᵀβ))`, `X_i ~ w N(μ₁, λ₁⁻¹) + (1 − w) N(μ₂, λ₂⁻¹)`, subjects
-//! i = 1..T, observations j = 1..n, β ∈ R^p; `θ = (β, μ₁, δ, log λ₁, log λ₂, logit w)` with μ₂ = μ₁ + e^δ and N(0, 10²)
-//! priors. The likelihood is estimated by importance sampling from `q = N(0, 3²)`,
+//! i = 1..T, observations j = 1..n, β ∈ R^p; `θ = (β, μ₁, δ, log λ₁, log λ₂, logit w)` with μ₂ = μ₁ + e^δ and
+//! Gaussian priors: the report's N(0, 10²) on every coordinate, or a weakly informative one on
+//! log λ and logit w ([`GlmmPrior`]). The likelihood is estimated by importance sampling from `q = N(0, 3²)`,
 //! `X_il = 3 u_il`, l = 1..N. Two estimators:
 //! - **per subject** (the model's likelihood): `p̂_i = (1/N) Σ_l [Π_j g(Y_ij | X_il)] f(X_il) / q(X_il)`,
 //!   unbiased for `p(Y_i· | θ)`: the pseudo-marginal chain targets the posterior;
@@ -22,6 +23,39 @@ use bnn_sampler::{LogDensity, LogDensityError};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
+
+/// θ's prior. Every coordinate is Gaussian with mean 0; the two choices differ in the spreads of
+/// log λ and logit w.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GlmmPrior {
+    /// The report's: N(0, 10²) on every coordinate. On logit w that puts 65% of the prior's mass
+    /// within 0.01 of w = 0 or 1, where one component is empty and its μ and λ are not
+    /// identified by the data: a chain that goes there lets that λ wander over e^±20.
+    Report,
+    /// N(0, 1.5²) on logit w (close to uniform on w) and N(0, 3²) on log λ₁, log λ₂ (precisions
+    /// within e^±6 at two sd); β, μ₁ and δ keep N(0, 10²).
+    WeaklyInformative,
+}
+
+impl GlmmPrior {
+    pub fn name(self) -> &'static str {
+        match self {
+            GlmmPrior::Report => "report",
+            GlmmPrior::WeaklyInformative => "weakly-informative",
+        }
+    }
+
+    /// Prior standard deviation of each of θ's `p + 5` coordinates.
+    pub fn standard_deviations(self, p: usize) -> Vec<f64> {
+        let mut sd = vec![PRIOR_SD; p + 5];
+        if self == GlmmPrior::WeaklyInformative {
+            sd[p + 2] = 3.0;
+            sd[p + 3] = 3.0;
+            sd[p + 4] = 1.5;
+        }
+        sd
+    }
+}
 
 /// Which likelihood estimator (see the module doc).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +114,9 @@ pub struct Glmm {
     /// Importance samples per subject.
     pub samples: usize,
     pub estimator: GlmmEstimator,
+    pub prior: GlmmPrior,
+    /// θ's prior standard deviations (from `prior`).
+    prior_sd: Vec<f64>,
     /// `[T, n]` 0/1.
     y: Vec<f64>,
     /// `[T, n, p]`.
@@ -110,7 +147,19 @@ impl Glmm {
                 z.extend(row);
             }
         }
-        Self { subjects, observations, covariates: p, samples, estimator, y, z }
+        Self { subjects, observations, covariates: p, samples, estimator, prior: GlmmPrior::Report, prior_sd: GlmmPrior::Report.standard_deviations(p), y, z }
+    }
+
+    /// The same data and estimator under another prior on θ.
+    pub fn with_prior(mut self, prior: GlmmPrior) -> Self {
+        self.prior = prior;
+        self.prior_sd = prior.standard_deviations(self.covariates);
+        self
+    }
+
+    /// `log p(θ)` up to its constant.
+    pub fn log_prior(&self, theta: &[f64]) -> f64 {
+        -0.5 * theta.iter().zip(&self.prior_sd).map(|(t, sd)| (t / sd).powi(2)).sum::<f64>()
     }
 
     pub fn theta_dim(&self) -> usize {
@@ -122,10 +171,8 @@ impl Glmm {
         let (k, big_n) = (self.theta_dim(), self.samples);
         let (theta, u) = x.split_at(k);
         g.iter_mut().for_each(|v| *v = 0.0);
-        let mut total = -0.5 * theta.iter().map(|t| t * t).sum::<f64>() / (PRIOR_SD * PRIOR_SD);
-        for (gk, t) in g[..k].iter_mut().zip(theta) {
-            *gk = -t / (PRIOR_SD * PRIOR_SD);
-        }
+        let mut total = self.log_prior(theta);
+        self.log_prior_gradient(theta, &mut g[..k]);
         let mixture = Mixture::new(theta, self.covariates);
         let mut scratch = SubjectScratch::new(big_n, self.observations);
         let (g_theta, g_u) = g.split_at_mut(k);
@@ -157,10 +204,10 @@ impl Glmm {
         self.z[i * n * p..(i + 1) * n * p].iter().chain(&self.y[i * n..(i + 1) * n]).copied()
     }
 
-    /// Writes `∇ log p(θ)` (the N(0, 10²) priors) into `g`.
+    /// Writes `∇ log p(θ)` into `g`.
     pub fn log_prior_gradient(&self, theta: &[f64], g: &mut [f64]) {
-        for (gk, t) in g.iter_mut().zip(theta) {
-            *gk = -t / (PRIOR_SD * PRIOR_SD);
+        for ((gk, t), sd) in g.iter_mut().zip(theta).zip(&self.prior_sd) {
+            *gk = -t / (sd * sd);
         }
     }
 
@@ -322,11 +369,16 @@ mod tests {
     use super::*;
 
     /// Every coordinate of the gradient (θ and a few u) against central differences, for both
-    /// estimators, at a point away from the truth.
+    /// estimators and both priors, at a point away from the truth.
     #[test]
     fn gradient_matches_finite_differences() {
-        for estimator in [GlmmEstimator::PerSubject, GlmmEstimator::PerObservation] {
-            let glmm = Glmm::simulate(&GlmmTruth::default(), 6, 4, 5, estimator, 2);
+        let cases = [
+            (GlmmEstimator::PerSubject, GlmmPrior::Report),
+            (GlmmEstimator::PerObservation, GlmmPrior::Report),
+            (GlmmEstimator::PerSubject, GlmmPrior::WeaklyInformative),
+        ];
+        for (estimator, prior) in cases {
+            let glmm = Glmm::simulate(&GlmmTruth::default(), 6, 4, 5, estimator, 2).with_prior(prior);
             let mut rng = ChaCha8Rng::seed_from_u64(9);
             let mut x: Vec<f64> = GlmmTruth::default().theta().iter().map(|t| { let e: f64 = StandardNormal.sample(&mut rng); t + 0.3 * e }).collect();
             x.extend((0..glmm.subjects * glmm.samples).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
@@ -339,7 +391,7 @@ mod tests {
                 up[i] += h;
                 down[i] -= h;
                 let numeric = (glmm.value(&up).unwrap() - glmm.value(&down).unwrap()) / (2.0 * h);
-                assert!((numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()), "{estimator:?} coordinate {i}: {} vs {numeric}", g[i]);
+                assert!((numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()), "{estimator:?} {prior:?} coordinate {i}: {} vs {numeric}", g[i]);
             }
         }
     }
@@ -351,7 +403,7 @@ mod tests {
         let truth = GlmmTruth::default();
         let glmm = Glmm::simulate(&truth, 1, 6, 64, GlmmEstimator::PerSubject, 4);
         let theta = truth.theta();
-        let prior: f64 = -0.5 * theta.iter().map(|t| t * t).sum::<f64>() / (PRIOR_SD * PRIOR_SD);
+        let prior = glmm.log_prior(&theta);
         // Quadrature of ∫ Π_j g(Y_j | x) f(x) dx on a fine grid.
         let (lo, hi, cells) = (-8.0, 10.0, 20_000);
         let dx = (hi - lo) / cells as f64;

@@ -13,7 +13,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
-use super::chain::{run_pm_chain, summarize_theta, PmChainSettings};
+use super::chain::{run_pm_chain, summarize_theta, PmChainSettings, PmChainStart};
 use super::sv::{StochasticVolatility, SvTruth, SV_THETA_NAMES};
 use crate::describe_cpu;
 use crate::fixed_step_chains::Progress;
@@ -215,7 +215,7 @@ fn run_chain(
         target_accept: config.target_accept,
         training_states: 0,
     };
-    let output = run_pm_chain(&target, k, start, settings, &mut chain, progress, stop)
+    let output = run_pm_chain(&target, k, PmChainStart::Fresh(start), settings, &mut chain, progress, stop)
         .with_context(|| format!("data set {dataset}"))?;
     Ok(SvRun {
         dataset,
