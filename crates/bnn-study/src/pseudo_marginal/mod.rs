@@ -114,14 +114,17 @@ pub struct PmRun {
 impl PmRun {
     /// Per θ coordinate: posterior mean, sd, 5% and 95% quantiles.
     pub fn summary(&self) -> Vec<[f64; 4]> {
-        summarize_theta(&self.theta, self.truth.len())
+        self.alone().summary()
+    }
+
+    /// This run as a pool of one chain.
+    fn alone(&self) -> PooledRuns<'_> {
+        PooledRuns { chains: vec![self] }
     }
 
     /// The smallest bulk ESS over θ's coordinates.
     pub fn min_ess(&self) -> f64 {
-        (0..self.truth.len())
-            .map(|k| bnn_diagnostics::ess_bulk(&[self.theta.iter().map(|t| t[k]).collect::<Vec<f64>>()]))
-            .fold(f64::INFINITY, f64::min)
+        self.alone().min_ess()
     }
 
     /// True gradients (sampling and the HNN's training set) per effective sample of θ's worst
@@ -139,7 +142,7 @@ impl PmRun {
 
     /// θ coordinates whose 90% interval holds the truth.
     pub fn covered(&self) -> usize {
-        self.summary().iter().zip(&self.truth).filter(|(s, t)| s[2] <= **t && **t <= s[3]).count()
+        self.alone().covered()
     }
 }
 
