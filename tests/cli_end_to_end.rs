@@ -868,6 +868,61 @@ fn two_targets_run_through_the_whole_pipeline() {
     assert!(stderr(&o).contains("expects 1 target columns, the data has 2"), "{}", stderr(&o));
 }
 
+/// A learned σ per target: two targets with noise sd 0.05 and 0.5 (after standardization about
+/// 0.07 and 0.9 of each target's sd) get one log σ each (`log_sigma.1`, `log_sigma.2` in the
+/// draws), NUTS's posterior puts each near its own noise level, and MSD (exact, the Gauss–Newton
+/// metric with a Fisher block per log σ) runs the same model.
+#[test]
+fn a_learned_sigma_per_target_finds_each_targets_noise() {
+    let dir = temp_dir("learned-sigma-per-target");
+    let csv = dir.join("two.csv");
+    // Deterministic noise: a sum of four uniforms from a linear congruential generator, scaled to sd 1.
+    let mut state: u64 = 12345;
+    let mut normal = || {
+        let mut sum = 0.0;
+        for _ in 0..4 {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            sum += (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+        }
+        sum * 3f64.sqrt()
+    };
+    let mut text = String::from("y_b,x1,y_a,x2\n");
+    for i in 0..200 {
+        let (x1, x2) = ((i % 20) as f64 / 10.0 - 0.95, ((i * 7) % 19) as f64 / 9.0 - 1.0);
+        let y_a = (2.0 * x1).sin() + 0.05 * normal();
+        let y_b = x2 * x2 + 0.5 * normal();
+        text.push_str(&format!("{y_b},{x1},{y_a},{x2}\n"));
+    }
+    std::fs::write(&csv, text).unwrap();
+    let standardized_noise = |column: usize, sd: f64| {
+        let (_, rows) = read_csv(&csv);
+        let values: Vec<f64> = rows.iter().map(|r| r[column]).collect();
+        let mean = values.iter().sum::<f64>() / values.len() as f64;
+        sd / (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / values.len() as f64).sqrt()
+    };
+    let expected = [standardized_noise(2, 0.05), standardized_noise(0, 0.5)];
+    for (sampler, extra) in [("nuts", vec!["--max-depth", "6"]), ("msd", vec!["--sampler", "msd"])] {
+        let out = dir.join(sampler);
+        let mut args = vec![
+            "run", "--dataset", csv.to_str().unwrap(), "--target", "y_a", "--target", "y_b", "--likelihood", "learned-sigma",
+            "--hidden", "8", "--activation", "tanh", "--members", "2", "--epochs", "800", "--learning-rate", "0.01",
+            "--warmup", "150", "--draws", "150", "--seed", "3", "--out", out.to_str().unwrap(),
+        ];
+        args.extend(extra);
+        let o = bnn(&args);
+        assert!(o.status.success(), "{sampler}: {}", stderr(&o));
+        let (header, rows) = read_csv(&out.join("draws_chain_0.csv"));
+        let columns: Vec<usize> = (0..header.len()).filter(|&i| header[i].starts_with("log_sigma")).collect();
+        assert_eq!(columns.iter().map(|&i| header[i].as_str()).collect::<Vec<_>>(), ["log_sigma.1", "log_sigma.2"], "{sampler}");
+        for (target, (&column, truth)) in columns.iter().zip(expected).enumerate() {
+            let sigma = (rows.iter().map(|r| r[column]).sum::<f64>() / rows.len() as f64).exp();
+            // Within 40% of the generating noise (200 rows pin σ to a few percent; the rest is
+            // the fit's own error and a short chain).
+            assert!((sigma / truth - 1.0).abs() < 0.4, "{sampler}: target {target} σ {sigma} vs {truth}");
+        }
+    }
+}
+
 /// Several targets from a user's CSV: `--target` names them (repeated, in order, anywhere in the
 /// header), the rest are features; the run records them in `[data] target_columns` and
 /// `summary.json` reports each under its column name. A target list on data with fixed targets

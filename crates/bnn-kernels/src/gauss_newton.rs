@@ -279,10 +279,7 @@ pub fn posterior_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64
         pass.forward(spec, &x[n * d_in..(n + 1) * d_in], theta);
         values[n * outputs..(n + 1) * outputs].copy_from_slice(&pass.outputs);
     }
-    let log_sigma = match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(theta[log_sigma_offset]),
-        _ => None,
-    };
+    let log_sigma = learned_log_sigma(spec, theta);
     let input = HeadInput { outputs: &values, targets: y, rows, outputs_per_row: outputs, target_columns: spec.target_columns, log_sigma };
     let mut d_outputs = vec![0.0; rows * outputs];
     let head = likelihood::evaluate(spec.head, &input, Some(&mut d_outputs));
@@ -303,7 +300,9 @@ pub fn posterior_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64
         }
     }
     if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        gradient[log_sigma_offset] += head.d_log_sigma;
+        for (g, d) in gradient[log_sigma_offset..].iter_mut().zip(&head.d_log_sigma) {
+            *g += d;
+        }
     }
     for (i, &t) in theta.iter().enumerate() {
         let (q, b) = (prior.quadratic[i], prior.absolute[i]);
@@ -351,9 +350,7 @@ impl OutputPoint {
         assert_eq!(prior_precision.len(), spec.dim, "one prior precision per parameter");
         let log_sigma = learned_log_sigma(spec, &self.theta);
         let mut diagonal = prior_precision.to_vec();
-        if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-            diagonal[log_sigma_offset] += 2.0 * (self.jac.rows * spec.target_columns) as f64;
-        }
+        add_log_sigma_fisher(spec, self.jac.rows, &mut diagonal);
         let rows = curvature_rows(spec, &self.jac, log_sigma);
         MetricFactor::choose(&diagonal, rows, |rows| dense_metric(rows, &diagonal)).map_err(|e| e.to_string())
     }
@@ -362,7 +359,7 @@ impl OutputPoint {
 /// `B` with `BᵀB = Σ_n J_nᵀ Λ_n J_n`, `[r, D]`: `√Λ_kk J_nk` for the diagonal heads (rows with
 /// zero weight left out), `√p_k (J_nk − Σ_l p_l J_nl)` for the categorical head
 /// (`diag(p) − ppᵀ = AᵀA` with `A = diag(√p)(I − 1pᵀ)`).
-fn curvature_rows(spec: &KernelSpec, jac: &OutputJacobian, log_sigma: Option<f64>) -> Vec<f64> {
+fn curvature_rows(spec: &KernelSpec, jac: &OutputJacobian, log_sigma: Option<&[f64]>) -> Vec<f64> {
     let dim = spec.dim;
     let mut rows = Vec::new();
     let mut mixed = vec![0.0; dim];
@@ -416,7 +413,8 @@ pub fn riemannian_terms(
 /// product per row and output), and the head's, `J_nᵀ (∂Λ_n/∂f_nm) J_n · ∂_i f_nm`, contributing
 /// `Σ_m c_nm J_nm` with `c_nm = Σ_kl ∂Λ_n,kl/∂f_nm · M_n,lk`, `M_n = ½ J_n G⁻¹ J_nᵀ` (zero for a
 /// fixed σ; the scale outputs of the heteroscedastic head; the logits of the categorical head).
-/// A learned log σ `s` scales the weights' block by `e^{−2s}`: `∂_s = −2 e^{−2s} Σ_n tr(M_n)`.
+/// A learned log σ_k scales output k's part of the weights' block by `e^{−2s_k}`:
+/// `∂_{s_k} = −2 e^{−2s_k} Σ_n (M_n)_kk`.
 /// `O(N·K·D²)`: the solves `G⁻¹ J_nk`, like forming `G`.
 pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metric: &MetricFactor) -> Vec<f64> {
     let (dim, jac) = (spec.dim, &point.jac);
@@ -429,7 +427,8 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
     let mut m = vec![0.0; outputs * outputs];
     let mut gradient = vec![0.0; dim];
     let mut direction = vec![0.0; dim];
-    let mut trace_m = 0.0;
+    // Σ_n (M_n)_kk per output k (what a learned log σ_k's derivative needs).
+    let mut diagonal_m = vec![0.0; outputs];
     let mut pass = RowPass::new(spec);
     let d_in = spec.d_input();
     for n in 0..jac.rows {
@@ -442,7 +441,7 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
                     m[k * outputs + l] = 0.5 * dot(jac.row(n, k), &solved[l]);
                 }
             }
-            trace_m += m[k * outputs + k];
+            diagonal_m[k] += m[k * outputs + k];
         }
         pass.forward(spec, &x[n * d_in..(n + 1) * d_in], &point.theta);
         // v_nk = Σ_l Λ_kl G⁻¹J_nl with Λ = diag(d) − c cᵀ (c = p for the categorical head).
@@ -471,15 +470,17 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
         add_head_term(&mut gradient, spec, jac, n, values, &m);
     }
     if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        gradient[log_sigma_offset] += -2.0 * (-2.0 * point.theta[log_sigma_offset]).exp() * trace_m;
+        for (k, m) in diagonal_m.iter().enumerate() {
+            gradient[log_sigma_offset + k] += -2.0 * (-2.0 * point.theta[log_sigma_offset + k]).exp() * m;
+        }
     }
     gradient
 }
 
 /// `∇_θ ½ pᵀG⁻¹p` at fixed `p`, given `velocity = G⁻¹p`: `−½ uᵀ ∂_i G u`. With `a_n = J_n u`,
 /// per row that is `−H(w_n·f_n) u` with `w_n = Λ_n a_n` (one Hessian-vector product of a
-/// weighted output sum) and the head's term with `M_n = −½ a_n a_nᵀ`; a learned log σ gets
-/// `e^{−2s} Σ |a_n|²`. `O(N·K·D)`, no solves: what the fixed-point iteration for `p½`
+/// weighted output sum) and the head's term with `M_n = −½ a_n a_nᵀ`; a learned log σ_k gets
+/// `e^{−2s_k} Σ_n a_nk²`. `O(N·K·D)`, no solves: what the fixed-point iteration for `p½`
 /// re-evaluates at a fixed θ.
 pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, velocity: &[f64]) -> Vec<f64> {
     let (dim, jac) = (spec.dim, &point.jac);
@@ -489,7 +490,7 @@ pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, veloc
     let mut along = vec![0.0; outputs];
     let mut weights = vec![0.0; outputs];
     let mut m = vec![0.0; outputs * outputs];
-    let mut squares = 0.0;
+    let mut squares = vec![0.0; outputs];
     let mut pass = RowPass::new(spec);
     let d_in = spec.d_input();
     for n in 0..jac.rows {
@@ -498,7 +499,9 @@ pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, veloc
         for (k, a) in along.iter_mut().enumerate() {
             *a = dot(jac.row(n, k), velocity);
         }
-        squares += dot(&along, &along);
+        for (s, a) in squares.iter_mut().zip(&along) {
+            *s += a * a;
+        }
         let mixed = fisher.rank_one.as_ref().map_or(0.0, |c| dot(c, &along));
         for k in 0..outputs {
             weights[k] = -(fisher.diagonal[k] * along[k] - fisher.rank_one.as_ref().map_or(0.0, |c| c[k] * mixed));
@@ -515,7 +518,9 @@ pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, veloc
         add_head_term(&mut gradient, spec, jac, n, values, &m);
     }
     if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        gradient[log_sigma_offset] += (-2.0 * point.theta[log_sigma_offset]).exp() * squares;
+        for (k, s) in squares.iter().enumerate() {
+            gradient[log_sigma_offset + k] += (-2.0 * point.theta[log_sigma_offset + k]).exp() * s;
+        }
     }
     gradient
 }
@@ -535,10 +540,21 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(a, b)| a * b).sum()
 }
 
-fn learned_log_sigma(spec: &KernelSpec, theta: &[f64]) -> Option<f64> {
+/// θ's log σ per target column, for the learned-σ head.
+fn learned_log_sigma<'a>(spec: &KernelSpec, theta: &'a [f64]) -> Option<&'a [f64]> {
     match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(theta[log_sigma_offset]),
+        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
         _ => None,
+    }
+}
+
+/// The Fisher information of each learned log σ_t (2 per observation of column t) added to the
+/// metric's diagonal; nothing for the other heads.
+fn add_log_sigma_fisher(spec: &KernelSpec, rows: usize, diagonal: &mut [f64]) {
+    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+        for d in &mut diagonal[log_sigma_offset..log_sigma_offset + spec.target_columns] {
+            *d += 2.0 * rows as f64;
+        }
     }
 }
 
@@ -606,12 +622,12 @@ struct OutputFisher {
 }
 
 /// `Λ_n` for one row's `outputs`.
-fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: Option<f64>) -> OutputFisher {
+fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: Option<&[f64]>) -> OutputFisher {
     match head {
         KernelHead::Fixed { sigma } => OutputFisher { diagonal: vec![1.0 / (sigma * sigma); outputs.len()], rank_one: None },
         KernelHead::LearnedSigma { .. } => {
-            let precision = (-2.0 * log_sigma.unwrap_or(0.0)).exp();
-            OutputFisher { diagonal: vec![precision; outputs.len()], rank_one: None }
+            let log_sigma = log_sigma.expect("the learned-σ head reads log σ from θ");
+            OutputFisher { diagonal: log_sigma.iter().map(|s| (-2.0 * s).exp()).collect(), rank_one: None }
         }
         KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
             // y ~ N(μ, σ²): Fisher 1/σ² for μ and 2 for log σ, times (d log σ / d raw)².
@@ -631,8 +647,8 @@ fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: O
 }
 
 /// The Bayesian Gauss–Newton metric `Σ_n J_nᵀ Λ_n J_n + diag(prior_precision)`, dense
-/// `[dim, dim]` row major, at `theta` over the rows of `x`. With a learned σ, its coordinate
-/// gets the Fisher information of log σ (2 per observation) plus its prior's precision, and no
+/// `[dim, dim]` row major, at `theta` over the rows of `x`. With learned σ's, each log σ_t's
+/// coordinate gets its Fisher information (2 per observation) plus its prior's precision, and no
 /// coupling to the weights (the Fisher information of a Gaussian has none between μ and σ).
 ///
 /// # Panics
@@ -643,11 +659,9 @@ pub fn gauss_newton_metric(spec: &KernelSpec, x: &[f64], theta: &[f64], prior_pr
     metric_from_jacobian(spec, &jac, learned_log_sigma(spec, theta), prior_precision)
 }
 
-fn metric_from_jacobian(spec: &KernelSpec, jac: &OutputJacobian, log_sigma: Option<f64>, prior_precision: &[f64]) -> Vec<f64> {
+fn metric_from_jacobian(spec: &KernelSpec, jac: &OutputJacobian, log_sigma: Option<&[f64]>, prior_precision: &[f64]) -> Vec<f64> {
     let mut diagonal = prior_precision.to_vec();
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        diagonal[log_sigma_offset] += 2.0 * (jac.rows * spec.target_columns) as f64;
-    }
+    add_log_sigma_fisher(spec, jac.rows, &mut diagonal);
     dense_metric(&curvature_rows(spec, jac, log_sigma), &diagonal)
 }
 
@@ -788,14 +802,16 @@ mod tests {
     #[test]
     fn the_gradient_of_the_metric_terms_matches_differences_of_them() {
         // φ(θ) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p on tanh nets, every head: a fixed σ (only the
-        // network's curvature moves G), a learned σ (G's weight block scales with e^{−2s}), the
+        // network's curvature moves G), learned σ's (output k's part of G scales with e^{−2s_k}), the
         // heteroscedastic head with either link (Λ moves with the scale outputs) and the
         // categorical head (Λ = diag(p) − ppᵀ moves with all logits).
         for (head, outputs, targets) in every_head() {
             let spec = KernelSpec::dense(&[2, 4, outputs], KernelActivation::Tanh, head, targets);
             let mut theta = small_theta(spec.dim);
             if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+                // A different σ per output: each log σ_k scales only its own output's block.
                 theta[log_sigma_offset] = -0.7;
+                theta[log_sigma_offset + 1] = 0.4;
             }
             let prior: Vec<f64> = (0..spec.dim).map(|i| 0.5 + (i % 3) as f64).collect();
             // 7 rows: fewer curvature rows than parameters, the low-rank form; 20 rows: dense.
@@ -940,6 +956,34 @@ mod tests {
         for a in 0..ls {
             for b in 0..ls {
                 assert!((metric[a * spec.dim + b] - reference[a * ls + b]).abs() < 1e-12);
+            }
+        }
+    }
+
+    #[test]
+    fn each_learned_sigma_weights_only_its_own_output() {
+        // Two targets, σ₁ = 0.5 and σ₂ = 2: G = Σ_n Σ_k σ_k⁻² J_nk J_nkᵀ + I on the weights, and
+        // 2N + 1 on each log σ_k with no coupling.
+        let spec = KernelSpec::dense(&[2, 3, 2], KernelActivation::Tanh, KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2);
+        let KernelHead::LearnedSigma { log_sigma_offset: ls, .. } = spec.head else { unreachable!() };
+        assert_eq!(ls + 2, spec.dim);
+        let mut theta = small_theta(spec.dim);
+        theta[ls] = (0.5f64).ln();
+        theta[ls + 1] = (2.0f64).ln();
+        let x = small_inputs(7, 2);
+        let metric = gauss_newton_metric(&spec, &x, &theta, &vec![1.0; spec.dim]);
+        let jac = output_jacobian(&spec, &x, &theta);
+        for a in 0..spec.dim {
+            for b in 0..spec.dim {
+                let expected = if a >= ls || b >= ls {
+                    if a == b { 2.0 * 7.0 + 1.0 } else { 0.0 }
+                } else {
+                    let weights = (0..7)
+                        .map(|n| jac.row(n, 0)[a] * jac.row(n, 0)[b] / 0.25 + jac.row(n, 1)[a] * jac.row(n, 1)[b] / 4.0)
+                        .sum::<f64>();
+                    weights + if a == b { 1.0 } else { 0.0 }
+                };
+                assert!((metric[a * spec.dim + b] - expected).abs() < 1e-10, "G[{a}, {b}] = {} vs {expected}", metric[a * spec.dim + b]);
             }
         }
     }

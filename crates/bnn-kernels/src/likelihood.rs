@@ -5,10 +5,11 @@ use crate::spec::KernelHead;
 
 const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_8;
 
-/// Value of a head, and the derivative with respect to a sampled log σ (0 for other heads).
+/// Value of a head, and the derivatives with respect to the sampled log σ of each target
+/// column (empty for the other heads).
 pub(crate) struct HeadValue {
     pub log_likelihood: f64,
-    pub d_log_sigma: f64,
+    pub d_log_sigma: Vec<f64>,
 }
 
 /// The network's outputs and targets for one evaluation.
@@ -20,8 +21,8 @@ pub(crate) struct HeadInput<'a, R> {
     pub rows: usize,
     pub outputs_per_row: usize,
     pub target_columns: usize,
-    /// θ[log σ offset], for the learned-σ head.
-    pub log_sigma: Option<R>,
+    /// θ's log σ of each target column (`[T]`), for the learned-σ head.
+    pub log_sigma: Option<&'a [R]>,
 }
 
 /// Evaluates the head; when `d_outputs` is given it receives ∂ log p / ∂ outputs (`[N, K]`).
@@ -56,7 +57,7 @@ pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_ou
                 }
                 total += row_total.to_f64();
             }
-            HeadValue { log_likelihood: total - HALF_LOG_2PI * (n * t) as f64, d_log_sigma: 0.0 }
+            HeadValue { log_likelihood: total - HALF_LOG_2PI * (n * t) as f64, d_log_sigma: Vec::new() }
         }
         KernelHead::Fixed { sigma } => {
             let precision = R::from_f64(1.0 / (sigma * sigma));
@@ -64,20 +65,26 @@ pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_ou
             let count = (n * t) as f64;
             HeadValue {
                 log_likelihood: -0.5 * squares / (sigma * sigma) - count * (sigma.ln() + HALF_LOG_2PI),
-                d_log_sigma: 0.0,
+                d_log_sigma: Vec::new(),
             }
         }
         KernelHead::LearnedSigma { prior_mean, prior_sd, .. } => {
-            let s = input.log_sigma.expect("the learned-σ head reads log σ from θ").to_f64();
-            let precision = (-2.0 * s).exp();
-            let squares = residual_squares(out, y, d_outputs, R::from_f64(precision));
-            let count = (n * t) as f64;
-            let z = (s - prior_mean) / prior_sd;
-            let log_likelihood = -0.5 * squares * precision - count * (s + HALF_LOG_2PI)
-                - 0.5 * z * z
-                - prior_sd.ln()
-                - HALF_LOG_2PI;
-            let d_log_sigma = squares * precision - count - z / prior_sd;
+            // One σ per target column: σ_t² scales column t's residuals only.
+            let log_sigma = input.log_sigma.expect("the learned-σ head reads log σ from θ");
+            let precision: Vec<f64> = log_sigma.iter().map(|s| (-2.0 * s.to_f64()).exp()).collect();
+            let squares = column_residual_squares(out, y, t, d_outputs, &precision);
+            let count = n as f64;
+            let mut log_likelihood = 0.0;
+            let mut d_log_sigma = Vec::with_capacity(t);
+            for ((s, &precision), squares) in log_sigma.iter().zip(&precision).zip(squares) {
+                let s = s.to_f64();
+                let z = (s - prior_mean) / prior_sd;
+                log_likelihood += -0.5 * squares * precision - count * (s + HALF_LOG_2PI)
+                    - 0.5 * z * z
+                    - prior_sd.ln()
+                    - HALF_LOG_2PI;
+                d_log_sigma.push(squares * precision - count - z / prior_sd);
+            }
             HeadValue { log_likelihood, d_log_sigma }
         }
         KernelHead::Categorical => {
@@ -100,7 +107,7 @@ pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_ou
                     }
                 }
             }
-            HeadValue { log_likelihood: total, d_log_sigma: 0.0 }
+            HeadValue { log_likelihood: total, d_log_sigma: Vec::new() }
         }
     }
 }
@@ -126,6 +133,37 @@ fn residual_squares<R: Real>(out: &[R], y: &[R], d_outputs: Option<&mut [R]>, pr
         }
     }
     total
+}
+
+/// Σ_i (y_it − f_it)² per column t of `[N, T]` rows, writing `precision_t · (y − f)` into
+/// `d_outputs` when given. One column is [`residual_squares`] itself (same order, same bits).
+#[inline(always)]
+fn column_residual_squares<R: Real>(out: &[R], y: &[R], columns: usize, d_outputs: Option<&mut [R]>, precision: &[f64]) -> Vec<f64> {
+    if columns == 1 {
+        return vec![residual_squares(out, y, d_outputs, R::from_f64(precision[0]))];
+    }
+    let mut totals = vec![0.0f64; columns];
+    let scale: Vec<R> = precision.iter().map(|&p| R::from_f64(p)).collect();
+    match d_outputs {
+        Some(d) => {
+            for ((d, f), y) in d.chunks_exact_mut(columns).zip(out.chunks_exact(columns)).zip(y.chunks_exact(columns)) {
+                for t in 0..columns {
+                    let r = y[t] - f[t];
+                    totals[t] += (r * r).to_f64();
+                    d[t] = r * scale[t];
+                }
+            }
+        }
+        None => {
+            for (f, y) in out.chunks_exact(columns).zip(y.chunks_exact(columns)) {
+                for t in 0..columns {
+                    let r = y[t] - f[t];
+                    totals[t] += (r * r).to_f64();
+                }
+            }
+        }
+    }
+    totals
 }
 
 /// log clamp(softplus(raw), σ_min, σ_max) and its derivative (computed in f64: this link is

@@ -146,7 +146,7 @@ fn evaluate_one<R: Real>(
     }
     let k = spec.d_output();
     let log_sigma = match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(theta[log_sigma_offset]),
+        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
         _ => None,
     };
     let head_input = HeadInput {
@@ -164,7 +164,9 @@ fn evaluate_one<R: Real>(
     let head = likelihood::evaluate(spec.head, &head_input, Some(delta));
     gradient.fill(R::ZERO);
     if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        gradient[log_sigma_offset] = R::from_f64(head.d_log_sigma);
+        for (g, &d) in gradient[log_sigma_offset..].iter_mut().zip(&head.d_log_sigma) {
+            *g = R::from_f64(d);
+        }
     }
     for l in (0..=last).rev() {
         let layer = spec.layers[l];
@@ -460,10 +462,12 @@ mod tests {
                 KernelHead::Fixed { sigma } => (0..t)
                     .map(|j| -0.5 * ((yi[j] - h[j]) / sigma).powi(2) - sigma.ln() - half_log_2pi)
                     .sum(),
-                KernelHead::LearnedSigma { log_sigma_offset, .. } => {
-                    let s = theta[log_sigma_offset];
-                    (0..t).map(|j| -0.5 * ((yi[j] - h[j]) / s.exp()).powi(2) - s - half_log_2pi).sum()
-                }
+                KernelHead::LearnedSigma { log_sigma_offset, .. } => (0..t)
+                    .map(|j| {
+                        let s = theta[log_sigma_offset + j];
+                        -0.5 * ((yi[j] - h[j]) / s.exp()).powi(2) - s - half_log_2pi
+                    })
+                    .sum(),
                 KernelHead::Categorical => {
                     let lse = h.iter().map(|v| v.exp()).sum::<f64>().ln();
                     (0..t).map(|j| yi[j] * (h[j] - lse)).sum()
@@ -471,8 +475,10 @@ mod tests {
             };
         }
         if let KernelHead::LearnedSigma { log_sigma_offset, prior_mean, prior_sd } = spec.head {
-            let z = (theta[log_sigma_offset] - prior_mean) / prior_sd;
-            total += -0.5 * z * z - prior_sd.ln() - half_log_2pi;
+            for s in &theta[log_sigma_offset..log_sigma_offset + spec.target_columns] {
+                let z = (s - prior_mean) / prior_sd;
+                total += -0.5 * z * z - prior_sd.ln() - half_log_2pi;
+            }
         }
         total
     }

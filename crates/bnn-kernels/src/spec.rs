@@ -21,7 +21,8 @@ pub enum KernelHead {
     Heteroscedastic { softplus: bool, sigma_min: f64, sigma_max: f64 },
     /// y ~ N(f(x), σ²) with σ fixed.
     Fixed { sigma: f64 },
-    /// y ~ N(f(x), σ²), log σ is θ[`log_sigma_offset`] with a Normal(mean, sd) prior.
+    /// y_t ~ N(f_t(x), σ_t²), one σ per target column: log σ_t is θ[`log_sigma_offset` + t]
+    /// (`target_columns` consecutive values), each with a Normal(mean, sd) prior.
     LearnedSigma { log_sigma_offset: usize, prior_mean: f64, prior_sd: f64 },
     /// Σ_k y_k log softmax(f(x))_k with one-hot (or soft) label rows y.
     Categorical,
@@ -61,8 +62,8 @@ impl std::error::Error for KernelError {}
 
 impl KernelSpec {
     /// The layout of Burn's MLP module flattened in module order: each layer's weight
-    /// `[d_in, d_out]` then its bias, layer by layer; a learned log σ (whatever offset `head`
-    /// names) goes last. `widths` runs from inputs to outputs, e.g. `[8, 16, 16, 2]`.
+    /// `[d_in, d_out]` then its bias, layer by layer; a learned log σ per target column
+    /// (whatever offset `head` names) goes last. `widths` runs from inputs to outputs, e.g. `[8, 16, 16, 2]`.
     pub fn dense(widths: &[usize], activation: KernelActivation, head: KernelHead, target_columns: usize) -> Self {
         let mut offset = 0;
         let mut layers = Vec::new();
@@ -72,8 +73,8 @@ impl KernelSpec {
         }
         let head = match head {
             KernelHead::LearnedSigma { prior_mean, prior_sd, .. } => {
-                offset += 1;
-                KernelHead::LearnedSigma { log_sigma_offset: offset - 1, prior_mean, prior_sd }
+                offset += target_columns;
+                KernelHead::LearnedSigma { log_sigma_offset: offset - target_columns, prior_mean, prior_sd }
             }
             other => other,
         };
@@ -130,8 +131,8 @@ impl KernelSpec {
                 if k != t {
                     return fail(format!("{t} targets but {k} outputs"));
                 }
-                if log_sigma_offset >= self.dim {
-                    return fail(format!("log σ offset {log_sigma_offset} is outside θ (dimension {})", self.dim));
+                if log_sigma_offset + t > self.dim {
+                    return fail(format!("{t} log σ values from offset {log_sigma_offset} reach past θ (dimension {})", self.dim));
                 }
                 if !(prior_sd > 0.0 && prior_sd.is_finite() && prior_mean.is_finite()) {
                     return fail(format!("log σ prior N({prior_mean}, {prior_sd}) is not valid"));

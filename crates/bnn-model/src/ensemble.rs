@@ -99,7 +99,7 @@ fn draw_initial_parameters(layout: &ParameterLayout, rng: &mut ChaCha8Rng) -> Ve
 /// learned-σ head the log-σ prior term is included, as in the full-batch loss).
 fn mean_nll(config: &BnnConfig, network: &BnnModel, x: Tensor<2>, targets: &Tensor<2>, rows: usize) -> Tensor<1> {
     let outputs = network.forward(x).unsqueeze::<3>();
-    let log_sigma = network.log_sigma.as_ref().map(|p| p.val());
+    let log_sigma = network.log_sigma.as_ref().map(|p| p.val().unsqueeze::<2>());
     config.likelihood.log_likelihood(outputs, targets, log_sigma).neg().div_scalar(rows as f64)
 }
 

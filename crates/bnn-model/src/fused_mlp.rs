@@ -182,8 +182,11 @@ impl FusedMlp {
     fn metric_prior_precision(&self) -> Vec<f64> {
         let prior = &self.inner.prior;
         let mut precision = bnn_kernels::DiagonalPrior { quadratic: &prior.quadratic, absolute: &prior.absolute, constant: prior.constant }.metric_diagonal();
-        if let KernelHead::LearnedSigma { log_sigma_offset, prior_sd, .. } = self.inner.kernel.spec().head {
-            precision[log_sigma_offset] += 1.0 / (prior_sd * prior_sd);
+        let spec = self.inner.kernel.spec();
+        if let KernelHead::LearnedSigma { log_sigma_offset, prior_sd, .. } = spec.head {
+            for p in &mut precision[log_sigma_offset..log_sigma_offset + spec.target_columns] {
+                *p += 1.0 / (prior_sd * prior_sd);
+            }
         }
         precision
     }

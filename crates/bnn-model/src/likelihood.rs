@@ -46,7 +46,8 @@ pub enum Likelihood {
     },
     /// y ~ N(μ(x), σ²) with a fixed σ (the ReLU-HMC experiments of Dinh et al. use σ = 0.1).
     GaussianFixed { sigma: f64 },
-    /// y ~ N(μ(x), σ²) with log σ sampled as one extra parameter under a normal prior.
+    /// y_t ~ N(μ_t(x), σ_t²) with one log σ per target sampled as extra parameters, each under
+    /// the same normal prior.
     GaussianLearnedSigma {
         #[serde(default)]
         prior: LogSigmaPrior,
@@ -78,6 +79,11 @@ impl Likelihood {
         matches!(self, Likelihood::GaussianLearnedSigma { .. })
     }
 
+    /// How many log σ's the head samples for `n_targets` targets (one per target, or none).
+    pub fn log_sigma_count(&self, n_targets: usize) -> usize {
+        if self.has_log_sigma() { n_targets } else { 0 }
+    }
+
     pub fn is_regression(&self) -> bool {
         !matches!(self, Likelihood::Categorical { .. })
     }
@@ -102,13 +108,14 @@ impl Likelihood {
     /// Log likelihood of the whole data set for each of C parameter vectors.
     ///
     /// `outputs`: `[C, N, K]` network outputs; `targets`: `[N, T]` real targets, or `[N, K]`
-    /// one-hot labels for the categorical head; `log_sigma`: `[C]`, only for the learned-σ head.
+    /// one-hot labels for the categorical head; `log_sigma`: `[C, T]`, only for the learned-σ
+    /// head.
     /// Returns `[C]`.
     pub fn log_likelihood(
         &self,
         outputs: Tensor<3>,
         targets: &Tensor<2>,
-        log_sigma: Option<Tensor<1>>,
+        log_sigma: Option<Tensor<2>>,
     ) -> Tensor<1> {
         let [c, n, k] = outputs.dims();
         let y = targets.clone().unsqueeze::<3>();
@@ -135,16 +142,19 @@ impl Likelihood {
                     .sub_scalar((sigma.ln() + half_log_2pi) * (n * k) as f64)
             }
             Likelihood::GaussianLearnedSigma { prior } => {
-                let log_sd = log_sigma.expect("learned-σ likelihood needs log σ");
-                let sq = sum_chains((y - outputs).powi_scalar(2));
-                let count = (n * k) as f64;
-                let ll = sq.mul(log_sd.clone().mul_scalar(-2.0).exp()).mul_scalar(-0.5)
-                    - log_sd.clone().mul_scalar(count);
-                let ll = ll.sub_scalar(half_log_2pi * count);
+                let log_sd = log_sigma.expect("learned-σ likelihood needs log σ"); // [C, K]
+                // Σ over rows of each column's squared residuals, [C, K].
+                let sq = (y - outputs).powi_scalar(2).sum_dim(1).reshape([c, k]);
+                let per_column = sq.mul(log_sd.clone().mul_scalar(-2.0).exp()).mul_scalar(-0.5)
+                    - log_sd.clone().mul_scalar(n as f64);
                 // The prior on log σ belongs to the posterior; it is added here so that every
                 // head's extra parameters are handled in one place.
                 let z = log_sd.sub_scalar(prior.mean).div_scalar(prior.sd);
-                ll + z.powi_scalar(2).mul_scalar(-0.5).sub_scalar(prior.sd.ln() + half_log_2pi)
+                let per_column = per_column + z.powi_scalar(2).mul_scalar(-0.5);
+                per_column
+                    .sum_dim(1)
+                    .reshape([c])
+                    .sub_scalar((half_log_2pi * n as f64 + prior.sd.ln() + half_log_2pi) * k as f64)
             }
             Likelihood::Categorical { .. } => {
                 let log_p = activation::log_softmax(outputs, 2);

@@ -67,19 +67,19 @@ impl BnnConfig {
 
     /// Number of sampled parameters D.
     pub fn num_params(&self) -> usize {
-        self.mlp().num_params() + usize::from(self.likelihood.has_log_sigma())
+        self.mlp().num_params() + self.likelihood.log_sigma_count(self.n_targets)
     }
 
     pub fn init(&self, device: &Device) -> BnnModel {
         let log_sigma = self
             .likelihood
             .has_log_sigma()
-            .then(|| Param::from_tensor(Tensor::zeros([1], device)));
+            .then(|| Param::from_tensor(Tensor::zeros([self.n_targets], device)));
         BnnModel { network: self.mlp().init(device), log_sigma }
     }
 }
 
-/// Network weights plus the likelihood's own sampled parameters (a learned log σ).
+/// Network weights plus the likelihood's own sampled parameters (a learned log σ per target).
 #[derive(Module, Debug)]
 pub struct BnnModel {
     pub network: Mlp,

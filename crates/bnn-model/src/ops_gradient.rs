@@ -134,7 +134,7 @@ pub(crate) fn activate<B: Backend>(z: FloatTensor<B>, activation: KernelActivati
 }
 
 /// Log likelihood `[C]` and its gradient with respect to the outputs `[C, N, K]` (and to the
-/// learned log σ, `[C, 1]`, for that head).
+/// learned log σ's, `[C, K]`, for that head).
 pub(crate) fn head<B: Backend>(
     spec: &KernelSpec,
     out: FloatTensor<B>,
@@ -155,26 +155,25 @@ pub(crate) fn head<B: Backend>(
             (ll, B::float_mul_scalar(r, scalar(1.0 / (sigma * sigma))), None)
         }
         KernelHead::LearnedSigma { log_sigma_offset, prior_mean, prior_sd } => {
-            let log_sd = columns::<B>(theta, log_sigma_offset, 1); // [C, 1]
-            let precision = B::float_exp(B::float_mul_scalar(log_sd.clone(), scalar(-2.0))); // σ⁻²
+            // One σ per output column.
+            let log_sd = columns::<B>(theta, log_sigma_offset, k); // [C, K]
+            let precision = B::float_exp(B::float_mul_scalar(log_sd.clone(), scalar(-2.0))); // σ_k⁻²
             let r = B::float_sub(y.clone(), out);
-            let sq = sum_chains::<B>(B::float_mul(r.clone(), r.clone())); // [C]
-            let count = (n * k) as f64;
-            let precision_c = B::float_reshape(precision.clone(), Shape::new([c]));
-            let log_sd_c = B::float_reshape(log_sd.clone(), Shape::new([c]));
-            let standardized = B::float_div_scalar(B::float_sub_scalar(log_sd_c.clone(), scalar(prior_mean)), scalar(prior_sd));
-            let scaled_sq = B::float_mul(sq, precision_c);
-            let mut ll = B::float_mul_scalar(scaled_sq.clone(), scalar(-0.5));
-            ll = B::float_sub(ll, B::float_mul_scalar(log_sd_c, scalar(count)));
-            ll = B::float_sub(ll, B::float_mul_scalar(B::float_mul(standardized.clone(), standardized.clone()), scalar(0.5)));
-            ll = B::float_add_scalar(ll, scalar(-(half_log_2pi * count + prior_sd.ln() + half_log_2pi)));
-            // ∂/∂ log σ: Σ r²/σ² − N K − (log σ − m)/s²
+            let sq = B::float_reshape(B::float_sum_dim(B::float_mul(r.clone(), r.clone()), 1), Shape::new([c, k]));
+            let standardized = B::float_div_scalar(B::float_sub_scalar(log_sd.clone(), scalar(prior_mean)), scalar(prior_sd));
+            let scaled_sq = B::float_mul(sq, precision.clone());
+            let mut per_column = B::float_mul_scalar(scaled_sq.clone(), scalar(-0.5));
+            per_column = B::float_sub(per_column, B::float_mul_scalar(log_sd, scalar(n as f64)));
+            per_column = B::float_sub(per_column, B::float_mul_scalar(B::float_mul(standardized.clone(), standardized.clone()), scalar(0.5)));
+            let ll = B::float_reshape(B::float_sum_dim(per_column, 1), Shape::new([c]));
+            let ll = B::float_add_scalar(ll, scalar(-((half_log_2pi * n as f64 + prior_sd.ln() + half_log_2pi) * k as f64)));
+            // ∂/∂ log σ_k: Σ_n r_nk²/σ_k² − N − (log σ_k − m)/s²
             let g_log_sd = B::float_sub(
-                B::float_add_scalar(scaled_sq, scalar(-count)),
+                B::float_add_scalar(scaled_sq, scalar(-(n as f64))),
                 B::float_div_scalar(standardized, scalar(prior_sd)),
             );
-            let g_out = B::float_mul(r, B::float_reshape(precision, Shape::new([c, 1, 1])));
-            (ll, g_out, Some(B::float_reshape(g_log_sd, Shape::new([c, 1]))))
+            let g_out = B::float_mul(r, B::float_reshape(precision, Shape::new([c, 1, k])));
+            (ll, g_out, Some(g_log_sd))
         }
         KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
             let t = k / 2;
@@ -369,7 +368,7 @@ pub(crate) fn pieces_tile_theta(spec: &KernelSpec) -> bool {
         ranges.push((layer.bias_offset, layer.d_out));
     }
     if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        ranges.push((log_sigma_offset, 1));
+        ranges.push((log_sigma_offset, spec.target_columns));
     }
     ranges.sort();
     let mut next = 0;

@@ -273,7 +273,8 @@ impl MlpPosterior {
         fused.riemannian_density().map_err(|e| PosteriorError::Fused(e.to_string()))
     }
 
-    /// Position of the learned log σ in θ, when the likelihood has one.
+    /// Position of the first learned log σ in θ, when the likelihood has them (one per target,
+    /// consecutive).
     pub fn log_sigma_index(&self) -> Option<usize> {
         self.log_sigma_index
     }
@@ -314,10 +315,11 @@ impl MlpPosterior {
         h
     }
 
-    /// The learned log σ of each chain, `[C]`, when the likelihood has one.
-    fn log_sigma(&self, theta: &Tensor<2>) -> Option<Tensor<1>> {
+    /// The learned log σ's of each chain, `[C, T]`, when the likelihood has them.
+    fn log_sigma(&self, theta: &Tensor<2>) -> Option<Tensor<2>> {
         let c = theta.dims()[0];
-        self.log_sigma_index.map(|i| theta.clone().slice([0..c, i..i + 1]).reshape([c]))
+        let t = self.config.n_targets;
+        self.log_sigma_index.map(|i| theta.clone().slice([0..c, i..i + t]))
     }
 
     /// log prior of the network weights, `[C]` (the log σ prior is part of its likelihood head).

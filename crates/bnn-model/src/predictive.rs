@@ -16,9 +16,9 @@ pub enum PointPrediction {
 }
 
 impl Likelihood {
-    /// Host-side predictive of one point from its network outputs (`log_sigma` for the
-    /// learned-σ head).
-    pub fn point_prediction(&self, outputs: &[f64], log_sigma: Option<f64>) -> PointPrediction {
+    /// Host-side predictive of one point from its network outputs (`log_sigma`, one per
+    /// target, for the learned-σ head).
+    pub fn point_prediction(&self, outputs: &[f64], log_sigma: Option<&[f64]>) -> PointPrediction {
         match *self {
             Likelihood::GaussianHeteroscedastic { link } => {
                 let t = outputs.len() / 2;
@@ -38,8 +38,8 @@ impl Likelihood {
                 PointPrediction::Gaussian { mean: outputs.to_vec(), sd: vec![sigma; outputs.len()] }
             }
             Likelihood::GaussianLearnedSigma { .. } => {
-                let sd = log_sigma.expect("learned-σ head needs log σ").exp();
-                PointPrediction::Gaussian { mean: outputs.to_vec(), sd: vec![sd; outputs.len()] }
+                let log_sigma = log_sigma.expect("learned-σ head needs log σ");
+                PointPrediction::Gaussian { mean: outputs.to_vec(), sd: log_sigma.iter().map(|s| s.exp()).collect() }
             }
             Likelihood::Categorical { .. } => {
                 let max = outputs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -96,11 +96,12 @@ impl MlpPosterior {
         let d = self.layout_dim();
         let log_sigma_index = self.log_sigma_index();
         let likelihood = self.config().likelihood;
+        let targets = self.config().n_targets;
         self.outputs(draws, data)
             .into_iter()
             .enumerate()
             .map(|(i, rows)| {
-                let log_sigma = log_sigma_index.map(|j| draws[i * d + j]);
+                let log_sigma = log_sigma_index.map(|j| &draws[i * d + j..i * d + j + targets]);
                 rows.iter().map(|o| likelihood.point_prediction(o, log_sigma)).collect()
             })
             .collect()

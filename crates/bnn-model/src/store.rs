@@ -4,7 +4,7 @@
 //! A file holds one float32 tensor per module parameter, named by its path in [`BnnModel`]:
 //! `network.layers.{l}.weight` (`[d_in, d_out]`, Burn's and Flax's orientation; PyTorch's
 //! `nn.Linear` stores the transpose), `network.layers.{l}.bias` (`[d_out]`) and, for the
-//! learned-σ head, `log_sigma` (`[1]`). The model config is kept as JSON in the header's
+//! learned-σ head, `log_sigma` (`[T]`, one per target). The model config is kept as JSON in the header's
 //! metadata under `bnn_config`. In Python: `safetensors.numpy.load_file(path)`.
 
 use crate::flatten::{flatten, unflatten, LengthMismatch};

@@ -149,8 +149,8 @@ pub fn reference_log_likelihood(config: &BnnConfig, data: &HostData, theta: &[f6
                 }
             }
             Likelihood::GaussianLearnedSigma { .. } => {
-                let log_sd = theta[d_net];
                 for k in 0..t {
+                    let log_sd = theta[d_net + k];
                     let z = (y[k] - out[k]) / log_sd.exp();
                     ll += -0.5 * z * z - log_sd - half_log_2pi;
                 }
@@ -163,8 +163,10 @@ pub fn reference_log_likelihood(config: &BnnConfig, data: &HostData, theta: &[f6
         }
     }
     if let Likelihood::GaussianLearnedSigma { prior } = config.likelihood {
-        let z = (theta[d_net] - prior.mean) / prior.sd;
-        ll += -0.5 * z * z - prior.sd.ln() - half_log_2pi;
+        for log_sd in &theta[d_net..d_net + t] {
+            let z = (log_sd - prior.mean) / prior.sd;
+            ll += -0.5 * z * z - prior.sd.ln() - half_log_2pi;
+        }
     }
     ll
 }

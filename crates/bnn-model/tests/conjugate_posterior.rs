@@ -160,17 +160,27 @@ fn the_riemannian_potential_is_the_posteriors_log_density_for_every_head_and_pri
     let mut labels = data.clone();
     labels.y = data.y.iter().map(|y| if *y > 0.5 { 2.0 } else if *y > -0.5 { 1.0 } else { 0.0 }).collect();
     let device = common::devices().remove(0).1;
+    // Two targets (the second a different function of the inputs), for one σ per target.
+    let mut two_targets = data.clone();
+    two_targets.y = (0..data.rows).flat_map(|i| [data.y[i], 0.5 * data.y[i] - data.x[2 * i]]).collect();
+    two_targets.y_cols = 2;
     let cases = [
-        (Likelihood::GaussianFixed { sigma: 0.4 }, Prior::Normal { scale: 1.0 }),
-        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp }, Prior::Laplace { scale: 0.7 }),
-        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Softplus }, Prior::FanInNormal { scale: 1.0 }),
-        (Likelihood::GaussianLearnedSigma { prior: LogSigmaPrior::default() }, Prior::Normal { scale: 2.0 }),
-        (Likelihood::Categorical { classes: 3 }, Prior::Laplace { scale: 1.0 }),
+        (Likelihood::GaussianFixed { sigma: 0.4 }, Prior::Normal { scale: 1.0 }, 1),
+        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp }, Prior::Laplace { scale: 0.7 }, 1),
+        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Softplus }, Prior::FanInNormal { scale: 1.0 }, 1),
+        (Likelihood::GaussianLearnedSigma { prior: LogSigmaPrior::default() }, Prior::Normal { scale: 2.0 }, 1),
+        (Likelihood::GaussianLearnedSigma { prior: LogSigmaPrior::default() }, Prior::Normal { scale: 1.0 }, 2),
+        (Likelihood::Categorical { classes: 3 }, Prior::Laplace { scale: 1.0 }, 1),
     ];
-    for (likelihood, prior) in cases {
+    for (likelihood, prior, targets) in cases {
         let classification = matches!(likelihood, Likelihood::Categorical { .. });
-        let config = BnnConfig::new(2).with_hidden(vec![4]).with_activation(Activation::Tanh).with_likelihood(likelihood.clone()).with_prior(PriorSpec::uniform(prior));
-        let data = if classification { &labels } else { &data };
+        let config = BnnConfig::new(2)
+            .with_hidden(vec![4])
+            .with_activation(Activation::Tanh)
+            .with_n_targets(targets)
+            .with_likelihood(likelihood.clone())
+            .with_prior(PriorSpec::uniform(prior));
+        let data = if classification { &labels } else if targets == 2 { &two_targets } else { &data };
         let posterior = MlpPosterior::new(config, data, &device, DType::F32).unwrap();
         let dim = posterior.layout().dim();
         let theta: Vec<f64> = (0..dim).map(|i| ((i * 7 % 11) as f64 - 5.0) / 9.0).collect();

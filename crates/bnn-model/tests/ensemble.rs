@@ -79,7 +79,7 @@ fn reference_full_batch(config: &EnsembleConfig, model: &BnnConfig, train: &Host
     let (mut initial, mut last) = (f64::NAN, f64::NAN);
     for epoch in 0..config.epochs {
         let outputs = network.forward(data.x.clone()).unsqueeze::<3>();
-        let log_sigma = network.log_sigma.as_ref().map(|p| p.val());
+        let log_sigma = network.log_sigma.as_ref().map(|p| p.val().unsqueeze::<2>());
         let loss = model.likelihood.log_likelihood(outputs, &data.targets, log_sigma).neg().div_scalar(n);
         let value: f64 = loss.clone().into_data().iter::<f64>().next().unwrap();
         if epoch == 0 {

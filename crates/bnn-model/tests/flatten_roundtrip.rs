@@ -63,6 +63,13 @@ fn linear_model_and_learned_sigma_layouts() {
     assert_eq!(flatten(&model), values);
     assert_eq!(layout.coordinate_names()[4], "log_sigma[0]");
     assert_eq!(layout.coordinate_names()[1], "network.layers.0.weight[1,0]");
+    // Two targets: one log σ each, last.
+    let two = config.with_n_targets(2);
+    let layout = layout_of(&two.init(&device()));
+    assert_eq!(layout.dim(), two.num_params());
+    assert_eq!(layout.dim(), 3 * 2 + 2 + 2);
+    let names = layout.coordinate_names();
+    assert_eq!(names[names.len() - 2..], ["log_sigma[0]".to_string(), "log_sigma[1]".to_string()]);
 }
 
 #[test]

@@ -66,7 +66,7 @@ fn the_file_is_plain_safetensors() {
         ("network.layers.0.bias", vec![6]),
         ("network.layers.1.weight", vec![6, 2]),
         ("network.layers.1.bias", vec![2]),
-        ("log_sigma", vec![1]),
+        ("log_sigma", vec![2]),
     ];
     let tensors: Vec<&String> = header.keys().filter(|k| *k != "__metadata__").collect();
     assert_eq!(tensors.len(), expected.len(), "tensors in the file: {tensors:?}");
