@@ -923,6 +923,35 @@ fn a_learned_sigma_per_target_finds_each_targets_noise() {
     }
 }
 
+/// A classifier on a user's CSV: the label column stays as labels (only the features are
+/// standardized; they used to be standardized too, and the model refused them), and NUTS and MSD
+/// both sample the categorical head from the members, reaching the members' accuracy.
+#[test]
+fn a_categorical_csv_keeps_its_labels_for_nuts_and_msd() {
+    let dir = temp_dir("categorical-csv");
+    let csv = dir.join("classes.csv");
+    let mut text = String::from("a,b,label\n");
+    for i in 0..90 {
+        let (a, b) = ((i % 10) as f64 / 4.5 - 1.0, ((i * 7) % 9) as f64 / 4.0 - 1.0);
+        let label = if a + b < -0.5 { 0 } else if a - b < 0.3 { 1 } else { 2 };
+        text.push_str(&format!("{a},{b},{label}\n"));
+    }
+    std::fs::write(&csv, text).unwrap();
+    for sampler in ["nuts", "msd"] {
+        let out = dir.join(sampler);
+        let o = bnn(&[
+            "run", "--dataset", csv.to_str().unwrap(), "--likelihood", "categorical:3", "--hidden", "6", "--activation", "tanh",
+            "--members", "2", "--epochs", "800", "--sampler", sampler, "--warmup", "60", "--draws", "60", "--max-depth", "6",
+            "--seed", "2", "--out", out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{sampler}: {}", stderr(&o));
+        let summary = json(&out.join("summary.json"));
+        let accuracy = summary["accuracy"].as_f64().unwrap();
+        assert!(accuracy > 0.8, "{sampler}: {summary}");
+        assert!(summary["lppd"].as_f64().unwrap().is_finite(), "{sampler}: {summary}");
+    }
+}
+
 /// Several targets from a user's CSV: `--target` names them (repeated, in order, anywhere in the
 /// header), the rest are features; the run records them in `[data] target_columns` and
 /// `summary.json` reports each under its column name. A target list on data with fixed targets

@@ -114,10 +114,24 @@ impl Standardizer {
 
 /// Standardizes every part of `split` with statistics from `source`.
 pub fn standardize_split(split: &Split, source: StatsSource) -> Result<(StandardizedSplit, Standardizer), DataError> {
-    let standardizer = match source {
+    scale_split(split, source, false)
+}
+
+/// As [`standardize_split`] for the features only: the targets are class labels and stay as
+/// they are (the standardizer's target map is the identity).
+pub fn standardize_features_only(split: &Split, source: StatsSource) -> Result<(StandardizedSplit, Standardizer), DataError> {
+    scale_split(split, source, true)
+}
+
+fn scale_split(split: &Split, source: StatsSource, keep_targets: bool) -> Result<(StandardizedSplit, Standardizer), DataError> {
+    let mut standardizer = match source {
         StatsSource::TrainingSplit => Standardizer::fit_dataset(&split.train, "the training split")?,
         StatsSource::FullData => Standardizer::fit_dataset(&split.original_rows(), "the full dataset")?,
     };
+    if keep_targets {
+        standardizer.y_mean.fill(0.0);
+        standardizer.y_sd.fill(1.0);
+    }
     let standardized = StandardizedSplit {
         train: standardizer.transform_dataset(&split.train),
         valid: split.valid.as_ref().map(|v| standardizer.transform_dataset(v)),

@@ -77,7 +77,7 @@ impl DeiMcmc {
     /// generator or a CSV file).
     pub fn new(config: RunConfig, dir: impl Into<PathBuf>) -> Result<Self> {
         config.validate()?;
-        let data = prepare(&config.data.dataset, &Preparation::of(&config.data))?;
+        let data = prepare(&config.data.dataset, &Preparation::for_run(&config))?;
         Self::with_prepared(config, data, RunDir::new(dir))
     }
 
@@ -87,7 +87,7 @@ impl DeiMcmc {
     pub fn with_dataset(mut config: RunConfig, dataset: &Dataset, dir: impl Into<PathBuf>) -> Result<Self> {
         config.data.dataset = dataset.name.clone();
         config.validate()?;
-        let data = prepare_dataset(dataset, &Preparation::of(&config.data))?;
+        let data = prepare_dataset(dataset, &Preparation::for_run(&config))?;
         Self::with_prepared(config, data, RunDir::new(dir))
     }
 
@@ -95,7 +95,7 @@ impl DeiMcmc {
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self> {
         let dir = RunDir::new(dir);
         let config = dir.load_config()?;
-        let data = prepare(&config.data.dataset, &Preparation::of(&config.data))?;
+        let data = prepare(&config.data.dataset, &Preparation::for_run(&config))?;
         Self::with_prepared(config, data, dir)
     }
 

@@ -1,8 +1,9 @@
 //! From a dataset name, or rows in memory, to standardized train/test data ready for a posterior.
 
-use crate::run_config::{DataSection, Standardize};
+use crate::model_spec::parse_likelihood;
+use crate::run_config::{DataSection, RunConfig, Standardize};
 use anyhow::{bail, Context, Result};
-use bnn_data::{split_at_row, standardize_split, train_test_split, train_valid_test_split, CsvOptions, Dataset, DatasetSpec, Standardizer, StatsSource, TargetColumn};
+use bnn_data::{split_at_row, standardize_features_only, standardize_split, train_test_split, train_valid_test_split, CsvOptions, Dataset, DatasetSpec, Standardizer, StatsSource, TargetColumn};
 use bnn_model::HostData;
 
 /// Train and test data on the standardized scale, plus the map back to original units.
@@ -27,6 +28,8 @@ pub struct Preparation {
     pub generator_seed: u64,
     pub stats: StatsSource,
     pub csv: CsvOptions,
+    /// The targets are class labels: the features are standardized, the labels kept.
+    pub labels: bool,
 }
 
 impl Default for Preparation {
@@ -38,6 +41,7 @@ impl Default for Preparation {
             generator_seed: bnn_data::DEFAULT_GENERATOR_SEED,
             stats: StatsSource::TrainingSplit,
             csv: CsvOptions::default(),
+            labels: false,
         }
     }
 }
@@ -58,6 +62,13 @@ impl Preparation {
             csv: CsvOptions { target: TargetColumn::from_names(&data.target_columns), ..CsvOptions::default() },
             ..Preparation::default()
         }
+    }
+
+    /// [`Preparation::of`] the run's `[data]`, keeping the targets as labels when its model
+    /// is a classifier.
+    pub fn for_run(config: &RunConfig) -> Self {
+        let labels = parse_likelihood(&config.model.likelihood).is_ok_and(|l| !l.is_regression());
+        Self { labels, ..Self::of(&config.data) }
     }
 }
 
@@ -89,7 +100,7 @@ fn split_and_scale(dataset: &Dataset, predefined_train_rows: Option<usize>, how:
     if how.valid_fraction > 0.0 && split.valid.is_none() {
         anyhow::bail!("'{}' has a predefined train/test split; a validation split is not supported for it", dataset.name);
     }
-    let (scaled, standardizer) = standardize_split(&split, how.stats)?;
+    let (scaled, standardizer) = if how.labels { standardize_features_only(&split, how.stats)? } else { standardize_split(&split, how.stats)? };
     Ok(PreparedData {
         name: dataset.name.clone(),
         train: host(&scaled.train),

@@ -80,7 +80,7 @@ fn write_split(run: &Path, out: &Path) -> Result<()> {
         bail!("{} has no config.toml: not a run directory", run.display());
     }
     let config = dir.load_config()?;
-    let data = prepare(&config.data.dataset, &Preparation::of(&config.data))?;
+    let data = prepare(&config.data.dataset, &Preparation::for_run(&config))?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     write_atomic(&out.join("train.csv"), rows_csv(&data.train).as_bytes())?;
     write_atomic(&out.join("test.csv"), rows_csv(&data.test).as_bytes())?;
