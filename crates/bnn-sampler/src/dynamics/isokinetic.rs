@@ -71,25 +71,14 @@ fn kick_and_drift<const SCALED: bool>(
 ) -> f64 {
     let dim = velocity.len();
     let force = |g: f64, s: f64| if SCALED { g * s } else { g };
-    let mut square = [0.0; LANES];
-    let mut dot = [0.0; LANES];
-    let mut speed = [0.0; LANES];
-    let (gs, ss, us) = (gradient.chunks_exact(LANES), scale.chunks_exact(LANES), velocity.chunks_exact(LANES));
-    let tails = (gs.remainder(), ss.remainder(), us.remainder());
-    for ((g, s), u) in gs.zip(ss).zip(us) {
-        for k in 0..LANES {
-            let f = force(g[k], s[k]);
-            square[k] += f * f;
-            dot[k] += f * u[k];
-            speed[k] += u[k] * u[k];
-        }
+    let mut sums = KickSums { square: [0.0; LANES], dot: [0.0; LANES], speed: [0.0; LANES] };
+    let ((gs, g_tail), (ss, s_tail), (us, u_tail)) = (lanes(gradient), lanes(scale), lanes(velocity));
+    for ((g, s), u) in gs.iter().zip(ss).zip(us) {
+        sums.add::<SCALED>(g, s, u);
     }
-    for (k, ((&g, &s), &u)) in tails.0.iter().zip(tails.1).zip(tails.2).enumerate() {
-        let f = force(g, s);
-        square[k] += f * f;
-        dot[k] += f * u;
-        speed[k] += u * u;
-    }
+    // The tail as one zero-padded chunk: the padding adds exact zeros.
+    sums.add::<SCALED>(&padded(g_tail), &padded(s_tail), &padded(u_tail));
+    let KickSums { square, dot, speed } = sums;
     let square: f64 = square.iter().sum();
     let gradient_norm = square.sqrt();
     if gradient_norm == 0.0 || dim < 2 {
@@ -136,6 +125,25 @@ fn kick_and_drift<const SCALED: bool>(
     dims_minus_one * (delta - std::f64::consts::LN_2 + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
 }
 
+/// A kick's first pass: per lane, `|f|²`, `f·u` and `|u|²`.
+struct KickSums {
+    square: [f64; LANES],
+    dot: [f64; LANES],
+    speed: [f64; LANES],
+}
+
+impl KickSums {
+    #[inline(always)]
+    fn add<const SCALED: bool>(&mut self, g: &[f64; LANES], s: &[f64; LANES], u: &[f64; LANES]) {
+        for k in 0..LANES {
+            let f = if SCALED { g[k] * s[k] } else { g[k] };
+            self.square[k] += f * f;
+            self.dot[k] += f * u[k];
+            self.speed[k] += u[k] * u[k];
+        }
+    }
+}
+
 /// `position += t · scale ⊙ velocity` (`scale` unread unless `SCALED`).
 #[inline(always)]
 fn drift_position<const SCALED: bool>(position: &mut [f64], velocity: &[f64], scale: &[f64], t: f64) {
@@ -154,17 +162,30 @@ fn drift_position<const SCALED: bool>(position: &mut [f64], velocity: &[f64], sc
 #[inline(always)]
 fn squared_norm(vector: &[f64]) -> f64 {
     let mut partial = [0.0; LANES];
-    let chunks = vector.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for chunk in chunks {
+    let (chunks, tail) = lanes(vector);
+    for chunk in chunks.iter().chain([&padded(tail)]) {
         for k in 0..LANES {
             partial[k] += chunk[k] * chunk[k];
         }
     }
-    for (k, v) in tail.iter().enumerate() {
-        partial[k] += v * v;
-    }
     partial.iter().sum()
+}
+
+/// `values` as whole [`LANES`]-chunks and the rest. Typed chunks and a padded tail (instead of a
+/// tail loop indexing the partial sums by a run-time lane) let the compiler keep each array of
+/// partial sums in one vector register; with the tail loop it kept them as scalars and shuffled
+/// them into vectors and back on every chunk.
+#[inline(always)]
+fn lanes(values: &[f64]) -> (&[[f64; LANES]], &[f64]) {
+    values.as_chunks::<LANES>()
+}
+
+/// A tail of fewer than [`LANES`] values, zero-padded to a whole chunk.
+#[inline(always)]
+fn padded(tail: &[f64]) -> [f64; LANES] {
+    let mut chunk = [0.0; LANES];
+    chunk[..tail.len()].copy_from_slice(tail);
+    chunk
 }
 
 /// Divides `vector` by its norm (multiplying by the reciprocal).
@@ -188,12 +209,25 @@ pub fn refresh_velocity(velocity: &mut [f64], noise: &[f64], step_size: f64, tra
     bnn_kernels::dispatch!(mix_and_normalize(velocity, noise, keep, fresh))
 }
 
+/// The mix and its squared norm in one pass (the norm summed in [`squared_norm`]'s lanes and
+/// order, so the result is that of mixing, then [`scale_to_unit`], to the bit), then the scaling.
 #[inline(always)]
 fn mix_and_normalize(velocity: &mut [f64], noise: &[f64], keep: f64, fresh: f64) {
-    for (u, z) in velocity.iter_mut().zip(noise) {
-        *u = keep * *u + fresh * z;
+    let mut partial = [0.0; LANES];
+    let (us, u_tail) = velocity.as_chunks_mut::<LANES>();
+    let (zs, z_tail) = lanes(noise);
+    let mut tail = padded(u_tail);
+    let padded_noise = padded(z_tail);
+    for (u, z) in us.iter_mut().chain([&mut tail]).zip(zs.iter().chain([&padded_noise])) {
+        for k in 0..LANES {
+            u[k] = keep * u[k] + fresh * z[k];
+            partial[k] += u[k] * u[k];
+        }
     }
-    scale_to_unit(velocity);
+    let tail_len = u_tail.len();
+    u_tail.copy_from_slice(&tail[..tail_len]);
+    let inverse_norm = 1.0 / partial.iter().sum::<f64>().sqrt();
+    velocity.iter_mut().for_each(|v| *v *= inverse_norm);
 }
 
 /// Scales `noise` (standard normals) to a unit vector: a uniform direction on the sphere.
@@ -309,6 +343,17 @@ impl IsokineticPath {
         self.log_density = log_density;
     }
 
+    /// [`IsokineticPath::receive`] for an evaluation written into `gradient` itself (when
+    /// `evaluated`; else the path fails).
+    fn receive_in_place(&mut self, evaluated: bool, log_density: f64) {
+        self.evaluations += 1;
+        if !(evaluated && log_density.is_finite() && self.gradient.iter().all(|g| g.is_finite())) {
+            self.failed = true;
+            return;
+        }
+        self.log_density = log_density;
+    }
+
     /// The energy change of the path so far: kinetic change minus the gain in `log p`.
     pub fn energy_change(&self, initial_log_density: f64) -> f64 {
         self.kinetic_change - (self.log_density - initial_log_density)
@@ -347,6 +392,15 @@ pub fn integrate_paths<'a, L: LogDensity + ?Sized>(
             return;
         }
         let count = batch.waiting.len();
+        if count == 1 {
+            // One path (a chain run on its own thread): evaluate at its position and into its
+            // gradient directly, without the batch's two copies.
+            let path = &mut paths[batch.waiting[0]];
+            batch.values.resize(1, 0.0);
+            let evaluated = density.log_density_and_gradient(&path.position, &mut batch.values, &mut path.gradient).is_ok();
+            path.receive_in_place(evaluated, batch.values[0]);
+            continue;
+        }
         batch.positions.clear();
         for &k in &batch.waiting {
             batch.positions.extend_from_slice(&paths[k].position);
@@ -457,6 +511,22 @@ mod tests {
             assert!((a - b).abs() < 1e-12, "{once:?} vs {twice:?}");
         }
         assert!((k_once - k_twice).abs() < 1e-12, "{k_once} vs {k_twice}");
+    }
+
+    #[test]
+    fn the_one_pass_refresh_is_mixing_then_normalizing_to_the_bit() {
+        for dim in [5, 8, 37, 418] {
+            let start: Vec<f64> = (0..dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0).collect();
+            let noise: Vec<f64> = (0..dim).map(|i| ((i * 5 % 11) as f64 - 5.0) / 4.0).collect();
+            let (keep, fresh) = (0.93, 0.02);
+            let mut fused = start.clone();
+            mix_and_normalize(&mut fused, &noise, keep, fresh);
+            let mut plain: Vec<f64> = start.iter().zip(&noise).map(|(u, z)| keep * u + fresh * z).collect();
+            let norm_sq = (0..LANES).map(|k| plain.iter().skip(k).step_by(LANES).fold(0.0, |s, v| s + v * v)).sum::<f64>();
+            assert_eq!(norm_sq.to_bits(), squared_norm(&plain).to_bits(), "dim {dim}: the lanes' order");
+            scale_to_unit(&mut plain);
+            assert!(fused.iter().zip(&plain).all(|(a, b)| a.to_bits() == b.to_bits()), "dim {dim}");
+        }
     }
 
     #[test]
