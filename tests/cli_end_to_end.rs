@@ -693,6 +693,23 @@ fn study_pm_glmm_runs_at_toy_size() {
     assert!(rows.iter().filter(|r| r[3] == "pooled").all(|r| r[11].parse::<f64>().unwrap() >= 0.9), "{text}");
     let md = std::fs::read_to_string(pooled.join("pm_glmm.md")).unwrap();
     assert!(md.contains("max R-hat") && md.contains("weakly informative") && md.contains("pooled over 2 chains each"), "{md}");
+    // θ's own components as the importance density, on data set 3 alone: its rows name data set 3.
+    let mixture = dir.join("mixture");
+    let o = bnn(&[
+        "study", "pm-glmm", "--out", mixture.to_str().unwrap(), "--estimators", "per-subject", "--prior", "weakly-informative",
+        "--proposal", "mixture", "--first-dataset", "3", "--subjects", "40", "--samples", "8", "--warmup", "40", "--draws", "40",
+        "--datasets", "1", "--max-tree-depth", "6", "--threads", "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(mixture.join("runs.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = text.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 13, "{text}");
+    assert!(rows.iter().all(|r| r[2] == "3" && r[6].parse::<f64>().unwrap().is_finite()), "{text}");
+    assert!(std::fs::read_to_string(mixture.join("pm_glmm.md")).unwrap().contains("θ's own components"));
+    let o = bnn(&["study", "pm-glmm", "--out", dir.join("bad").to_str().unwrap(), "--proposal", "mixture", "--samples", "1"]);
+    assert!(!o.status.success() && stderr(&o).contains("at least 2 samples"), "{}", stderr(&o));
+    let o = bnn(&["study", "pm-glmm", "--out", dir.join("bad").to_str().unwrap(), "--proposal", "wide"]);
+    assert!(!o.status.success() && stderr(&o).contains("unknown proposal"), "{}", stderr(&o));
 }
 
 #[test]

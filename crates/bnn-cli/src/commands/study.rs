@@ -5,7 +5,7 @@ use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
-use bnn_study::pseudo_marginal::{run_pm_glmm, run_pm_sv, GlmmEstimator, GlmmPrior, PmGlmmConfig, PmSvConfig, SubjectHnnConfig};
+use bnn_study::pseudo_marginal::{run_pm_glmm, run_pm_sv, GlmmEstimator, GlmmPrior, GlmmProposal, PmGlmmConfig, PmSvConfig, SubjectHnnConfig};
 use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
@@ -94,9 +94,17 @@ pub struct PmGlmmArgs {
     /// log λ ~ N(0, 3²)).
     #[arg(long, default_value = "report")]
     pub prior: String,
+    /// The random effects' importance density: `fixed` (the report's N(0, 3²)) or `mixture`
+    /// (θ's own two components, weighted against their equal-share mixture: bounded weights
+    /// however narrow a component gets).
+    #[arg(long, default_value = "fixed")]
+    pub proposal: String,
     /// Simulated data sets per estimator.
     #[arg(long, default_value_t = 2)]
     pub datasets: usize,
+    /// Number of the first data set (data sets `first..first + datasets`, each from its own seed).
+    #[arg(long, default_value_t = 0)]
+    pub first_dataset: usize,
     /// Chains per data set (more than one: intervals pooled, R-hat reported).
     #[arg(long, default_value_t = 1)]
     pub chains: usize,
@@ -148,10 +156,17 @@ impl PmGlmmArgs {
             "weakly-informative" => GlmmPrior::WeaklyInformative,
             other => anyhow::bail!("unknown prior `{other}` (expected report or weakly-informative)"),
         };
+        let proposal = match self.proposal.as_str() {
+            "fixed" => GlmmProposal::Fixed,
+            "mixture" => GlmmProposal::Mixture,
+            other => anyhow::bail!("unknown proposal `{other}` (expected fixed or mixture)"),
+        };
         Ok(PmGlmmConfig {
             estimators,
             prior,
+            proposal,
             datasets: self.datasets,
+            first_dataset: self.first_dataset,
             chains: self.chains,
             subjects: self.subjects,
             observations: self.observations,

@@ -5,7 +5,8 @@
 //! i = 1..T, observations j = 1..n, β ∈ R^p; `θ = (β, μ₁, δ, log λ₁, log λ₂, logit w)` with μ₂ = μ₁ + e^δ and
 //! Gaussian priors: the report's N(0, 10²) on every coordinate, or a weakly informative one on
 //! log λ and logit w ([`GlmmPrior`]). The likelihood is estimated by importance sampling from `q = N(0, 3²)`,
-//! `X_il = 3 u_il`, l = 1..N. Two estimators:
+//! `X_il = 3 u_il`, l = 1..N (the report's), or from θ's own components ([`GlmmProposal`]). Two
+//! estimators:
 //! - **per subject** (the model's likelihood): `p̂_i = (1/N) Σ_l [Π_j g(Y_ij | X_il)] f(X_il) / q(X_il)`,
 //!   unbiased for `p(Y_i· | θ)`: the pseudo-marginal chain targets the posterior;
 //! - **per observation** (the report's Eq. before Alg. 3): `Π_j (1/N) Σ_l g(Y_ij | X_il) f(X_il) / q(X_il)`,
@@ -54,6 +55,27 @@ impl GlmmPrior {
             sd[p + 4] = 1.5;
         }
         sd
+    }
+}
+
+/// The importance density of the random effects (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GlmmProposal {
+    /// The report's `q = N(0, 3²)`, `X_il = 3 u_il`, whatever θ is.
+    #[default]
+    Fixed,
+    /// θ's own components: sample l from component `l mod 2` (`X_il = μ_k + λ_k^{−½} u_il`),
+    /// weighted against the equal-share mixture of the two (the balance heuristic), so `f/q ≤
+    /// 2 max(w, 1 − w)` whatever λ is.
+    Mixture,
+}
+
+impl GlmmProposal {
+    pub fn name(self) -> &'static str {
+        match self {
+            GlmmProposal::Fixed => "fixed",
+            GlmmProposal::Mixture => "mixture",
+        }
     }
 }
 
@@ -115,6 +137,7 @@ pub struct Glmm {
     pub samples: usize,
     pub estimator: GlmmEstimator,
     pub prior: GlmmPrior,
+    pub proposal: GlmmProposal,
     /// θ's prior standard deviations (from `prior`).
     prior_sd: Vec<f64>,
     /// `[T, n]` 0/1.
@@ -147,7 +170,24 @@ impl Glmm {
                 z.extend(row);
             }
         }
-        Self { subjects, observations, covariates: p, samples, estimator, prior: GlmmPrior::Report, prior_sd: GlmmPrior::Report.standard_deviations(p), y, z }
+        Self {
+            subjects,
+            observations,
+            covariates: p,
+            samples,
+            estimator,
+            prior: GlmmPrior::Report,
+            proposal: GlmmProposal::Fixed,
+            prior_sd: GlmmPrior::Report.standard_deviations(p),
+            y,
+            z,
+        }
+    }
+
+    /// The same data and estimator with another importance density.
+    pub fn with_proposal(mut self, proposal: GlmmProposal) -> Self {
+        self.proposal = proposal;
+        self
     }
 
     /// The same data and estimator under another prior on θ.
@@ -227,25 +267,37 @@ impl Glmm {
             *zb = row.iter().zip(beta).map(|(a, b)| a * b).sum();
         }
         // Per sample: log f(X) − log q(X), d/dX of it, and the mixture's θ-derivatives.
+        let halves = [big_n.div_ceil(2) as f64 / big_n as f64, (big_n / 2) as f64 / big_n as f64];
         for l in 0..big_n {
-            let xl = PROPOSAL_SD * ui[l];
-            let (d1, d2) = (xl - mix.mu1, xl - mix.mu2);
-            let a1 = mix.log_w + 0.5 * mix.lambda1.ln() - HALF_LOG_2PI - 0.5 * mix.lambda1 * d1 * d1;
-            let a2 = mix.log_1mw + 0.5 * mix.lambda2.ln() - HALF_LOG_2PI - 0.5 * mix.lambda2 * d2 * d2;
-            let top = a1.max(a2);
-            let log_f = top + ((a1 - top).exp() + (a2 - top).exp()).ln();
-            let (r1, r2) = ((a1 - log_f).exp(), (a2 - log_f).exp());
-            let log_q = -(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2);
+            // X and how it moves with u and with θ's mixture coordinates (μ₁, δ, log λ₁, log λ₂,
+            // logit w): X = 3u for the fixed density, X = μ_k + λ_k^{−½} u for the mixture's.
+            let (xl, dx_du, dx_dmix) = match self.proposal {
+                GlmmProposal::Fixed => (PROPOSAL_SD * ui[l], PROPOSAL_SD, [0.0; 5]),
+                GlmmProposal::Mixture if l % 2 == 0 => {
+                    let sd = (-0.5 * theta[p + 2]).exp();
+                    (mix.mu1 + sd * ui[l], sd, [1.0, 0.0, -0.5 * sd * ui[l], 0.0, 0.0])
+                }
+                GlmmProposal::Mixture => {
+                    let sd = (-0.5 * theta[p + 3]).exp();
+                    (mix.mu2 + sd * ui[l], sd, [1.0, mix.gap, 0.0, -0.5 * sd * ui[l], 0.0])
+                }
+            };
+            let (log_f, d_log_f, dmix_log_f) = mix.log_density(xl, mix.log_w, mix.log_1mw);
+            let (log_q, d_log_q, dmix_log_q) = match self.proposal {
+                GlmmProposal::Fixed => (-(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2), -xl / (PROPOSAL_SD * PROPOSAL_SD), [0.0; 5]),
+                GlmmProposal::Mixture => {
+                    let (log_q, d_log_q, mut dmix) = mix.log_density(xl, halves[0].ln(), halves[1].ln());
+                    dmix[4] = 0.0; // the shares are fixed, not w
+                    (log_q, d_log_q, dmix)
+                }
+            };
             s.log_ratio[l] = log_f - log_q;
-            s.d_ratio[l] = -(r1 * mix.lambda1 * d1 + r2 * mix.lambda2 * d2) + xl / (PROPOSAL_SD * PROPOSAL_SD);
-            // ∂/∂μ₁ and ∂/∂δ with μ₂ = μ₁ + e^δ.
-            s.d_mix[l] = [
-                r1 * mix.lambda1 * d1 + r2 * mix.lambda2 * d2,
-                r2 * mix.lambda2 * d2 * mix.gap,
-                r1 * (0.5 - 0.5 * mix.lambda1 * d1 * d1),
-                r2 * (0.5 - 0.5 * mix.lambda2 * d2 * d2),
-                r1 - mix.w,
-            ];
+            s.d_ratio[l] = d_log_f - d_log_q;
+            s.dx_du[l] = dx_du;
+            s.dx_dmix[l] = dx_dmix;
+            for m in 0..5 {
+                s.d_mix[l][m] = dmix_log_f[m] - dmix_log_q[m];
+            }
             for j in 0..n {
                 // Per sample and observation: Y η − log(1 + e^η) and Y − σ(η).
                 let eta = xl + s.zb[j];
@@ -282,9 +334,9 @@ impl Glmm {
                         *gb += omega * r * zz;
                     }
                 }
-                g_u[l] += omega * PROPOSAL_SD * d_x;
-                for (gm, d) in g_theta[p..p + 5].iter_mut().zip(s.d_mix[l]) {
-                    *gm += omega * d;
+                g_u[l] += omega * s.dx_du[l] * d_x;
+                for ((gm, d), dx) in g_theta[p..p + 5].iter_mut().zip(s.d_mix[l]).zip(s.dx_dmix[l]) {
+                    *gm += omega * (d + d_x * dx);
                 }
             }
         }
@@ -306,6 +358,28 @@ struct Mixture {
 }
 
 impl Mixture {
+    /// `log(a N(x; μ₁, λ₁⁻¹) + b N(x; μ₂, λ₂⁻¹))` for `log a = log_a`, `log b = log_b`, its
+    /// derivative in `x`, and its partials in (μ₁, δ, log λ₁, log λ₂, logit w) at fixed `x`
+    /// (the last as if `a = w`, `b = 1 − w`).
+    fn log_density(&self, x: f64, log_a: f64, log_b: f64) -> (f64, f64, [f64; 5]) {
+        let (d1, d2) = (x - self.mu1, x - self.mu2);
+        let a1 = log_a + 0.5 * self.lambda1.ln() - HALF_LOG_2PI - 0.5 * self.lambda1 * d1 * d1;
+        let a2 = log_b + 0.5 * self.lambda2.ln() - HALF_LOG_2PI - 0.5 * self.lambda2 * d2 * d2;
+        let top = a1.max(a2);
+        let value = top + ((a1 - top).exp() + (a2 - top).exp()).ln();
+        let (r1, r2) = ((a1 - value).exp(), (a2 - value).exp());
+        let d_x = -(r1 * self.lambda1 * d1 + r2 * self.lambda2 * d2);
+        // ∂/∂μ₁ and ∂/∂δ with μ₂ = μ₁ + e^δ.
+        let partials = [
+            r1 * self.lambda1 * d1 + r2 * self.lambda2 * d2,
+            r2 * self.lambda2 * d2 * self.gap,
+            r1 * (0.5 - 0.5 * self.lambda1 * d1 * d1),
+            r2 * (0.5 - 0.5 * self.lambda2 * d2 * d2),
+            r1 - self.w,
+        ];
+        (value, d_x, partials)
+    }
+
     fn new(theta: &[f64], p: usize) -> Self {
         Self {
             mu1: theta[p],
@@ -325,6 +399,9 @@ struct SubjectScratch {
     log_ratio: Vec<f64>,
     d_ratio: Vec<f64>,
     d_mix: Vec<[f64; 5]>,
+    /// ∂X/∂u and ∂X/∂(μ₁, δ, log λ₁, log λ₂, logit w) per sample.
+    dx_du: Vec<f64>,
+    dx_dmix: Vec<[f64; 5]>,
     zb: Vec<f64>,
     bernoulli: Vec<f64>,
     residual: Vec<f64>,
@@ -337,6 +414,8 @@ impl SubjectScratch {
             log_ratio: vec![0.0; samples],
             d_ratio: vec![0.0; samples],
             d_mix: vec![[0.0; 5]; samples],
+            dx_du: vec![0.0; samples],
+            dx_dmix: vec![[0.0; 5]; samples],
             zb: vec![0.0; observations],
             bernoulli: vec![0.0; samples * observations],
             residual: vec![0.0; samples * observations],
@@ -373,12 +452,14 @@ mod tests {
     #[test]
     fn gradient_matches_finite_differences() {
         let cases = [
-            (GlmmEstimator::PerSubject, GlmmPrior::Report),
-            (GlmmEstimator::PerObservation, GlmmPrior::Report),
-            (GlmmEstimator::PerSubject, GlmmPrior::WeaklyInformative),
+            (GlmmEstimator::PerSubject, GlmmPrior::Report, GlmmProposal::Fixed),
+            (GlmmEstimator::PerObservation, GlmmPrior::Report, GlmmProposal::Fixed),
+            (GlmmEstimator::PerSubject, GlmmPrior::WeaklyInformative, GlmmProposal::Fixed),
+            (GlmmEstimator::PerSubject, GlmmPrior::WeaklyInformative, GlmmProposal::Mixture),
+            (GlmmEstimator::PerObservation, GlmmPrior::Report, GlmmProposal::Mixture),
         ];
-        for (estimator, prior) in cases {
-            let glmm = Glmm::simulate(&GlmmTruth::default(), 6, 4, 5, estimator, 2).with_prior(prior);
+        for (estimator, prior, proposal) in cases {
+            let glmm = Glmm::simulate(&GlmmTruth::default(), 6, 4, 5, estimator, 2).with_prior(prior).with_proposal(proposal);
             let mut rng = ChaCha8Rng::seed_from_u64(9);
             let mut x: Vec<f64> = GlmmTruth::default().theta().iter().map(|t| { let e: f64 = StandardNormal.sample(&mut rng); t + 0.3 * e }).collect();
             x.extend((0..glmm.subjects * glmm.samples).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
@@ -391,18 +472,28 @@ mod tests {
                 up[i] += h;
                 down[i] -= h;
                 let numeric = (glmm.value(&up).unwrap() - glmm.value(&down).unwrap()) / (2.0 * h);
-                assert!((numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()), "{estimator:?} {prior:?} coordinate {i}: {} vs {numeric}", g[i]);
+                assert!((numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()), "{estimator:?} {prior:?} {proposal:?} coordinate {i}: {} vs {numeric}", g[i]);
             }
         }
     }
 
-    /// The per-subject estimator is unbiased: averaged over many u draws, p̂ of a small data set
-    /// matches the likelihood by quadrature over each subject's random effect.
+    /// The per-subject estimator is unbiased with either importance density: averaged over many
+    /// u draws, p̂ of a small data set matches the likelihood by quadrature over each subject's
+    /// random effect, at the truth and (for the θ-dependent density) at a narrow component.
     #[test]
     fn per_subject_estimator_is_unbiased() {
         let truth = GlmmTruth::default();
-        let glmm = Glmm::simulate(&truth, 1, 6, 64, GlmmEstimator::PerSubject, 4);
-        let theta = truth.theta();
+        let narrow = GlmmTruth { lambda: [150.0, 0.5], ..GlmmTruth::default() };
+        for (proposal, at) in [(GlmmProposal::Fixed, &truth), (GlmmProposal::Mixture, &truth), (GlmmProposal::Mixture, &narrow)] {
+            unbiased_at(proposal, &truth, at);
+        }
+    }
+
+    /// `E[p̂(θ)]` against quadrature, θ = `at`'s parameters, data from `truth`.
+    fn unbiased_at(proposal: GlmmProposal, truth: &GlmmTruth, at: &GlmmTruth) {
+        let glmm = Glmm::simulate(truth, 1, 6, 64, GlmmEstimator::PerSubject, 4).with_proposal(proposal);
+        let theta = at.theta();
+        let truth = at;
         let prior = glmm.log_prior(&theta);
         // Quadrature of ∫ Π_j g(Y_j | x) f(x) dx on a fine grid.
         let (lo, hi, cells) = (-8.0, 10.0, 20_000);
@@ -433,6 +524,38 @@ mod tests {
         let mean = estimates.iter().sum::<f64>() / draws as f64;
         let sd = (estimates.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (draws - 1) as f64).sqrt();
         let se = sd / (draws as f64).sqrt();
-        assert!((mean - exact).abs() < 5.0 * se, "E[p̂] = {mean} ± {se}, quadrature {exact}");
+        assert!((mean - exact).abs() < 5.0 * se, "{proposal:?}: E[p̂] = {mean} ± {se}, quadrature {exact}");
+    }
+
+    /// Why chains stuck with the report's density: where a component is narrow (λ₁ = e⁵, where
+    /// two of thirty chains froze in the ten-data-set study), few of the N(0, 3²) samples land in
+    /// it, and log p̂ over 200 subjects varies by several nats from one u to the next; a chain
+    /// that drew a lucky u there cannot leave it (every move of u loses those nats). θ's own
+    /// components keep the weights bounded, and the spread stays small there and at the truth.
+    #[test]
+    fn the_mixture_density_keeps_the_estimator_tight_where_a_component_is_narrow() {
+        let truth = GlmmTruth::default();
+        // Data set 9's chain 0 of that study: where it froze.
+        let stuck = [0.6552, -0.5813, 0.2801, -0.2055, -0.4804, 0.5215, 0.3139, -0.2360, -0.0615, 1.7408, 4.9746, 2.6038, 1.6854];
+        let spread = |proposal: GlmmProposal, theta: &[f64]| {
+            let glmm = Glmm::simulate(&truth, 200, 6, 32, GlmmEstimator::PerSubject, 9 * 7_919).with_proposal(proposal);
+            let theta = theta.to_vec();
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let values: Vec<f64> = (0..40)
+                .map(|_| {
+                    let mut x = theta.clone();
+                    x.extend((0..glmm.subjects * glmm.samples).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
+                    let u_term = -0.5 * x[theta.len()..].iter().map(|v| v * v).sum::<f64>();
+                    glmm.value(&x).unwrap() - glmm.log_prior(&theta) - u_term
+                })
+                .collect();
+            let mean = values.iter().sum::<f64>() / values.len() as f64;
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len() - 1) as f64).sqrt()
+        };
+        let (fixed_stuck, mixture_stuck) = (spread(GlmmProposal::Fixed, &stuck), spread(GlmmProposal::Mixture, &stuck));
+        let (fixed_truth, mixture_truth) = (spread(GlmmProposal::Fixed, &truth.theta()), spread(GlmmProposal::Mixture, &truth.theta()));
+        eprintln!("sd of log p̂ over u: fixed {fixed_stuck:.2} (narrow) / {fixed_truth:.2} (truth); mixture {mixture_stuck:.2} / {mixture_truth:.2}");
+        assert!(fixed_stuck > 3.0 * mixture_stuck, "fixed {fixed_stuck} vs mixture {mixture_stuck} at the narrow component");
+        assert!(mixture_stuck < 1.5 && mixture_truth < 1.5, "mixture: {mixture_stuck} / {mixture_truth}");
     }
 }

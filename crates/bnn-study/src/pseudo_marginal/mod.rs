@@ -30,7 +30,7 @@ use crate::fixed_step_chains::Progress;
 use crate::worker_pool::run_jobs;
 use crate::describe_cpu;
 pub use chain::{run_pm_chain, summarize_theta, PmChainOutput, PmChainSettings, PmChainStart};
-pub use glmm::{theta_names, Glmm, GlmmEstimator, GlmmPrior, GlmmTruth};
+pub use glmm::{theta_names, Glmm, GlmmEstimator, GlmmPrior, GlmmProposal, GlmmTruth};
 pub use hnn::{HnnDensity, SubjectHnn, SubjectHnnConfig};
 pub use sv::{StochasticVolatility, SvTruth, SV_THETA_NAMES};
 pub use sv_study::{run_pm_sv, PmSvConfig, PmSvReport, SvRun};
@@ -41,8 +41,12 @@ pub struct PmGlmmConfig {
     pub estimators: Vec<GlmmEstimator>,
     /// θ's prior (the report's N(0, 10²) everywhere, or weakly informative on log λ and logit w).
     pub prior: GlmmPrior,
-    /// Simulated data sets (each from its own seed, the same truth).
+    /// The random effects' importance density (the report's fixed N(0, 3²), or θ's components).
+    pub proposal: GlmmProposal,
+    /// Simulated data sets (each from its own seed, the same truth): numbers `first_dataset ..
+    /// first_dataset + datasets`, so a subset of a longer study can be run again alone.
     pub datasets: usize,
+    pub first_dataset: usize,
     /// Chains per data set and estimator. Chain 0 starts at θ = 0; the others at θ ~ N(0, I)
     /// with their own u, so that R-hat over them can show a chain stuck apart.
     pub chains: usize,
@@ -68,7 +72,9 @@ impl Default for PmGlmmConfig {
         Self {
             estimators: vec![GlmmEstimator::PerSubject, GlmmEstimator::PerObservation],
             prior: GlmmPrior::Report,
+            proposal: GlmmProposal::Fixed,
             datasets: 2,
+            first_dataset: 0,
             chains: 1,
             subjects: 500,
             observations: 6,
@@ -157,12 +163,15 @@ pub fn run_pm_glmm(config: &PmGlmmConfig, out: &Path, progress: &dyn Progress, s
     if config.estimators.is_empty() || config.datasets == 0 || config.chains == 0 || config.subjects == 0 || config.observations == 0 || config.samples == 0 || config.draws < 10 {
         bail!("the study needs an estimator, a data set, a chain, subjects, observations, importance samples and at least 10 draws");
     }
+    if config.proposal == GlmmProposal::Mixture && config.samples < 2 {
+        bail!("the mixture importance density draws alternate samples from the two components: it needs at least 2 samples per subject");
+    }
     if out.exists() && out.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
         bail!("{} is not empty; the study writes into a new or empty folder", out.display());
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let jobs: Vec<(GlmmEstimator, usize, usize)> =
-        config.estimators.iter().flat_map(|&e| (0..config.datasets).flat_map(move |d| (0..config.chains).map(move |c| (e, d, c)))).collect();
+        config.estimators.iter().flat_map(|&e| (config.first_dataset..config.first_dataset + config.datasets).flat_map(move |d| (0..config.chains).map(move |c| (e, d, c)))).collect();
     let hnn_jobs = if config.hnn.is_some() { jobs.iter().filter(|(e, _, _)| *e == GlmmEstimator::PerSubject).count() } else { 0 };
     let transitions = jobs.len() * (config.warmup + config.draws) + hnn_jobs * (config.hnn_warmup + config.draws);
     progress.stage("pseudo-marginal GLMM: transitions", transitions as u64);
@@ -181,7 +190,8 @@ pub fn run_pm_glmm(config: &PmGlmmConfig, out: &Path, progress: &dyn Progress, s
 fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, chain_index: usize, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<PmRun>> {
     let truth = GlmmTruth::default();
     let target = Glmm::simulate(&truth, config.subjects, config.observations, config.samples, estimator, config.seed.wrapping_add(dataset as u64 * 7_919))
-        .with_prior(config.prior);
+        .with_prior(config.prior)
+        .with_proposal(config.proposal);
     let (k, dim) = (target.theta_dim(), target.dim());
     // Chain 0: θ at the prior's centre (μ₂ = μ₁ + 1, an even mixture); later chains: θ ~ N(0, I).
     // u from its N(0, I). (Chain 0's streams are those of the one-chain study before `chains`.)
@@ -395,12 +405,19 @@ fn prior_description(prior: GlmmPrior) -> &'static str {
     }
 }
 
+fn proposal_description(proposal: GlmmProposal) -> &'static str {
+    match proposal {
+        GlmmProposal::Fixed => "the report's fixed N(0, 3²) (X = 3u)",
+        GlmmProposal::Mixture => "θ's own components (X = μ_k + λ_k^(−½) u, alternate samples per component, weighted against their equal-share mixture)",
+    }
+}
+
 fn write_markdown(out: &Path, config: &PmGlmmConfig, runs: &[PmRun]) -> Result<PathBuf> {
     let mut md = String::new();
     let truth = GlmmTruth::default();
     let _ = writeln!(md, "# Pseudo-marginal NUTS on the GLMM of the HNN report: our runs\n");
-    let _ = writeln!(md, "Machine: {}. T = {} subjects × n = {} observations, p = {} covariates, N = {} importance samples per subject (u ∈ R^{}); truth β = {:?}, μ = {:?}, λ = {:?}, w = {} (ours; covariates N(0, 1)). Prior: {}. {} chain(s) per (estimator, data set): {} warmup (dual averaging to {}, θ's diagonal metric from the middle half) + {} draws, tree depth ≤ {}.\n",
-        describe_cpu(), config.subjects, config.observations, truth.beta.len(), config.samples, config.subjects * config.samples, truth.beta, truth.mu, truth.lambda, truth.w,
+    let _ = writeln!(md, "Machine: {}. T = {} subjects × n = {} observations, p = {} covariates, N = {} importance samples per subject (u ∈ R^{}) from {}; truth β = {:?}, μ = {:?}, λ = {:?}, w = {} (ours; covariates N(0, 1)). Prior: {}. {} chain(s) per (estimator, data set): {} warmup (dual averaging to {}, θ's diagonal metric from the middle half) + {} draws, tree depth ≤ {}.\n",
+        describe_cpu(), config.subjects, config.observations, truth.beta.len(), config.samples, config.subjects * config.samples, proposal_description(config.proposal), truth.beta, truth.mu, truth.lambda, truth.w,
         prior_description(config.prior), config.chains, config.warmup, config.target_accept, config.draws, config.max_tree_depth);
     let _ = writeln!(md, "| estimator | gradients by | data set | chain | θ in 90% interval | log λ₁ mean (sd), truth {:.2} | log λ₂ mean (sd), truth {:.2} | logit w mean (sd), truth {:.2} | min ESS (θ) | true gradients in sampling | true gradients per ESS | true evaluations per ESS | divergent | accept | ε | sampling seconds |", truth.lambda[0].ln(), truth.lambda[1].ln(), (truth.w / (1.0 - truth.w)).ln());
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
