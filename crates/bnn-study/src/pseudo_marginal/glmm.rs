@@ -273,14 +273,8 @@ impl Glmm {
             // logit w): X = 3u for the fixed density, X = μ_k + λ_k^{−½} u for the mixture's.
             let (xl, dx_du, dx_dmix) = match self.proposal {
                 GlmmProposal::Fixed => (PROPOSAL_SD * ui[l], PROPOSAL_SD, [0.0; 5]),
-                GlmmProposal::Mixture if l % 2 == 0 => {
-                    let sd = (-0.5 * theta[p + 2]).exp();
-                    (mix.mu1 + sd * ui[l], sd, [1.0, 0.0, -0.5 * sd * ui[l], 0.0, 0.0])
-                }
-                GlmmProposal::Mixture => {
-                    let sd = (-0.5 * theta[p + 3]).exp();
-                    (mix.mu2 + sd * ui[l], sd, [1.0, mix.gap, 0.0, -0.5 * sd * ui[l], 0.0])
-                }
+                GlmmProposal::Mixture if l % 2 == 0 => (mix.mu1 + mix.sd1 * ui[l], mix.sd1, [1.0, 0.0, -0.5 * mix.sd1 * ui[l], 0.0, 0.0]),
+                GlmmProposal::Mixture => (mix.mu2 + mix.sd2 * ui[l], mix.sd2, [1.0, mix.gap, 0.0, -0.5 * mix.sd2 * ui[l], 0.0]),
             };
             let (log_f, d_log_f, dmix_log_f) = mix.log_density(xl, mix.log_w, mix.log_1mw);
             let (log_q, d_log_q, dmix_log_q) = match self.proposal {
@@ -352,6 +346,9 @@ struct Mixture {
     gap: f64,
     lambda1: f64,
     lambda2: f64,
+    /// `λ_k^{−½}`, the components' standard deviations.
+    sd1: f64,
+    sd2: f64,
     w: f64,
     log_w: f64,
     log_1mw: f64,
@@ -387,6 +384,8 @@ impl Mixture {
             gap: theta[p + 1].exp(),
             lambda1: theta[p + 2].exp(),
             lambda2: theta[p + 3].exp(),
+            sd1: (-0.5 * theta[p + 2]).exp(),
+            sd2: (-0.5 * theta[p + 3]).exp(),
             w: 1.0 / (1.0 + (-theta[p + 4]).exp()),
             log_w: -softplus(-theta[p + 4]),
             log_1mw: -softplus(theta[p + 4]),
