@@ -3,7 +3,7 @@
 use anyhow::Result;
 use bnn_model::GradientPath;
 use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, Standardize};
-use bnn_sampler::StepSizeSearch;
+use bnn_sampler::{MetricEstimate, StepSizeSearch};
 
 /// Whole recipes behind `--preset`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +112,10 @@ pub struct RunFlags {
     /// level at the target acceptance, a fresh momentum per try) [default: stan].
     #[arg(long, value_parser = parse_step_size_search)]
     pub step_size_search: Option<StepSizeSearch>,
+    /// Warmup metric estimate (NUTS, HMC): `draws` (Stan's regularized variance of the window's
+    /// positions) or `draws-and-gradients` (nutpie's sqrt(Var[θ] / Var[∇ log p])) [default: draws].
+    #[arg(long, value_parser = parse_metric_estimate)]
+    pub metric_estimate: Option<MetricEstimate>,
     /// NUTS: maximum tree depth [default: 10].
     #[arg(long)]
     pub max_depth: Option<usize>,
@@ -307,6 +311,7 @@ impl RunFlags {
         set(&mut s.early_stop_window, &f.early_stop_window);
         set(&mut s.early_stop_tolerance, &f.early_stop_tolerance);
         set(&mut s.step_size_search, &f.step_size_search);
+        set(&mut s.metric_estimate, &f.metric_estimate);
         set(&mut config.runtime.device, &f.device);
         if f.threads.is_some() {
             config.runtime.threads = f.threads;
@@ -406,6 +411,10 @@ mod tests {
         let flags = RunFlags { step_size_search: Some(StepSizeSearch::Target), ..RunFlags::default() };
         assert_eq!(flags.resolve().unwrap().sampler.sampler_config(None).warmup.step_size_search, StepSizeSearch::Target);
         assert!(parse_step_size_search("numpyro").is_err());
+        assert_eq!(default.warmup.metric_estimate, MetricEstimate::Draws);
+        let flags = RunFlags { metric_estimate: Some(MetricEstimate::DrawsAndGradients), ..RunFlags::default() };
+        assert_eq!(flags.resolve().unwrap().sampler.sampler_config(None).warmup.metric_estimate, MetricEstimate::DrawsAndGradients);
+        assert!(parse_metric_estimate("gradients").is_err());
     }
 
     #[test]
@@ -415,6 +424,14 @@ mod tests {
         assert_eq!(config.ensemble.patience, Some(4));
         assert!(config.ensemble.decoupled_weight_decay);
         assert_eq!(config.data.validation_fraction, 0.1);
+    }
+}
+
+fn parse_metric_estimate(value: &str) -> Result<MetricEstimate, String> {
+    match value {
+        "draws" => Ok(MetricEstimate::Draws),
+        "draws-and-gradients" | "draws_and_gradients" => Ok(MetricEstimate::DrawsAndGradients),
+        other => Err(format!("'{other}': expected draws or draws-and-gradients")),
     }
 }
 

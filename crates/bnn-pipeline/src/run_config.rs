@@ -3,7 +3,7 @@
 use crate::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
-use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig};
+use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MetricEstimate, MsdConfig, NutsConfig, RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig};
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -244,6 +244,10 @@ pub struct SamplerSection {
     /// momentum) or `target` (NumPyro's: level at the target acceptance, fresh momenta).
     #[config(default = "StepSizeSearch::Stan")]
     pub step_size_search: StepSizeSearch,
+    /// The warmup's metric estimate (NUTS, HMC): `draws` (Stan's regularized variance) or
+    /// `draws_and_gradients` (nutpie's `sqrt(Var[θ] / Var[∇ log p])`).
+    #[config(default = "MetricEstimate::Draws")]
+    pub metric_estimate: MetricEstimate,
 }
 
 /// MCLMC's starting decoherence length for BNN posteriors. BlackJAX's and MILE's `max(√D, 15)`
@@ -325,7 +329,7 @@ impl SamplerSection {
             }
         };
         let warmup = if self.adapt {
-            WarmupConfig::new().with_step_size_search(self.step_size_search)
+            WarmupConfig::new().with_step_size_search(self.step_size_search).with_metric_estimate(self.metric_estimate)
         } else {
             WarmupConfig::new().with_adapt_step_size(false).with_adapt_metric(false)
         };

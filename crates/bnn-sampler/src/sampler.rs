@@ -597,6 +597,7 @@ fn finish_transition<L: LogDensity + ?Sized>(
         } = chain;
         warmup.observe(
             &kernel.position,
+            &kernel.gradient,
             stats,
             params,
             |metric, step_size| {

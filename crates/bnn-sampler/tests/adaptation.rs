@@ -157,6 +157,36 @@ fn metric_adapts_to_posterior_variances() {
     }
 }
 
+/// nutpie's estimate from positions and gradients: on a Gaussian the gradient is linear in the
+/// position, so each window's `sqrt(Var[θ] / Var[∇])` is the variance itself, to rounding, even
+/// from a 200-iteration warmup whose last window holds 75 draws (Stan's estimate from the same
+/// draws is off by tens of percent). Fails if the ratio were inverted or not square-rooted.
+#[test]
+fn gradient_metric_estimate_is_exact_on_a_gaussian() {
+    let target = IidGaussian::log_spaced(10);
+    let warmup = WarmupConfig::new().with_metric_estimate(bnn_sampler::MetricEstimate::DrawsAndGradients);
+    let sampler = SamplerConfig::new(NutsConfig::new().into())
+        .with_warmup(warmup)
+        .with_num_warmup(200)
+        .with_num_draws(0)
+        .with_seed(802)
+        .init()
+        .unwrap();
+    let mut chains = sampler
+        .init_chains(&target, &uniform_starts(2, 10, 1.0, 802))
+        .unwrap();
+    let mut sink = bnn_sampler::CollectedDraws::new(2, 10);
+    sampler
+        .run(&target, &mut chains, &mut sink, &Default::default())
+        .unwrap();
+    for chain in &chains {
+        for (estimate, scale) in chain.params.metric.inverse_diag().iter().zip(&target.scales) {
+            let ratio = estimate / (scale * scale);
+            assert!((ratio - 1.0).abs() < 1e-6, "chain {}: variance ratio {ratio}", chain.chain);
+        }
+    }
+}
+
 #[test]
 fn frozen_step_size_and_metric_stay_fixed() {
     let target = IidGaussian::log_spaced(5);

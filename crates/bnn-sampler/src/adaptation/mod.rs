@@ -86,18 +86,19 @@ impl Tuner {
         self.iteration() >= self.num_warmup()
     }
 
-    /// Observes one warmup transition (its draw and statistics) and updates `params` for the
+    /// Observes one warmup transition (its draw, the gradient there, and statistics) and updates `params` for the
     /// next one. `search(metric, ε)` re-chooses a step size for a new metric (the heuristic of
     /// Hoffman & Gelman 2014, Alg. 4, or ε itself where the kernel has no use for it).
     pub fn observe(
         &mut self,
         position: &[f64],
+        gradient: &[f64],
         stats: &DrawStats,
         params: &mut TunedParams,
         search: impl FnOnce(&DiagonalMassMatrix, f64) -> f64,
     ) {
         match self {
-            Tuner::StanWindows(state) => state.observe(position, stats, &mut params.step_size, &mut params.metric, search),
+            Tuner::StanWindows(state) => state.observe(position, gradient, stats, &mut params.step_size, &mut params.metric, search),
             Tuner::Mclmc(state) => state.observe(position, stats, params),
             Tuner::Mams(state) => state.observe(position, stats, params),
         }

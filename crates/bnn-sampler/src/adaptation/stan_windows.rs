@@ -47,6 +47,26 @@ pub struct WarmupConfig {
     /// target acceptance with a fresh momentum per try.
     #[config(default = "StepSizeSearch::Stan")]
     pub step_size_search: StepSizeSearch,
+    /// How a slow window's draws become the metric: Stan's regularized variance of the
+    /// positions, or nutpie's `sqrt(Var[θ] / Var[∇ log p])` from positions and gradients.
+    #[config(default = "MetricEstimate::Draws")]
+    pub metric_estimate: MetricEstimate,
+}
+
+/// The estimator that turns a slow window's draws into the diagonal inverse mass matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetricEstimate {
+    /// Stan: the positions' sample variance, shrunk toward 10⁻³ while few draws are in
+    /// (`n/(n+5) σ² + 10⁻³ · 5/(n+5)`).
+    #[default]
+    Draws,
+    /// nutpie (Seyboldt's nuts-rs): `sqrt(Var[θ_i] / Var[∂_i log p])`, the diagonal that
+    /// minimizes the Fisher divergence to a Gaussian. On a Gaussian target it is the exact
+    /// variance however little of the posterior the window covered, since the gradient's spread
+    /// shrinks with the positions': a short warmup whose chains are still drifting (BNN chains
+    /// from ensemble members) gets the local scale instead of the drift's.
+    DrawsAndGradients,
 }
 
 impl WarmupConfig {
@@ -71,6 +91,31 @@ impl WarmupConfig {
     }
 }
 
+/// A window's inverse mass matrix. Stan's: the positions' variance shrunk toward 10⁻³ with
+/// weight `5/(n+5)`. With gradients (nutpie's): `sqrt(Var[θ_i] / Var[g_i])` where both are
+/// positive and finite, Stan's value for a coordinate where they are not (a coordinate the
+/// window never moved, or whose gradient never changed).
+fn metric_estimate(positions: &WelfordVariance, gradients: Option<&WelfordVariance>) -> Vec<f64> {
+    let n = positions.count() as f64;
+    let stan = |v: f64| (n / (n + 5.0)) * v + 1e-3 * (5.0 / (n + 5.0));
+    let position_variances = positions.variance();
+    match gradients {
+        None => position_variances.into_iter().map(stan).collect(),
+        Some(gradients) => position_variances
+            .into_iter()
+            .zip(gradients.variance())
+            .map(|(v, g)| {
+                let ratio = (v / g).sqrt();
+                if ratio.is_finite() && ratio > 0.0 {
+                    ratio
+                } else {
+                    stan(v)
+                }
+            })
+            .collect(),
+    }
+}
+
 /// Everything the warmup of one chain has learned so far; serializable so a checkpointed chain
 /// resumes its warmup exactly (window position, Welford sums, dual-averaging iterates).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -81,6 +126,10 @@ pub struct WarmupState {
     schedule: WindowSchedule,
     dual_averaging: DualAveraging,
     variances: WelfordVariance,
+    /// The window's gradient variances, kept only for `MetricEstimate::DrawsAndGradients`
+    /// (absent from checkpoints written before the option existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    gradient_variances: Option<WelfordVariance>,
 }
 
 impl WarmupState {
@@ -109,6 +158,7 @@ impl WarmupState {
                 initial_step_size,
             ),
             variances: WelfordVariance::new(dim),
+            gradient_variances: (config.metric_estimate == MetricEstimate::DrawsAndGradients).then(|| WelfordVariance::new(dim)),
         }
     }
 
@@ -133,15 +183,15 @@ impl WarmupState {
         &self.dual_averaging
     }
 
-    /// Observes one warmup transition (its draw and its statistics) and updates the step size
-    /// and the metric for the next one. At the end of a slow window the metric becomes the
-    /// regularized variance estimate (Stan: `n/(n+5) σ² + 10⁻³ · 5/(n+5)`, shrinking toward a
-    /// small multiple of the identity while few draws are in); the step size is then re-chosen by
-    /// `search(new_metric, ε)` and the dual averaging restarts from it. After the last warmup
-    /// iteration the step size becomes the averaged iterate `ε̄`.
+    /// Observes one warmup transition (its draw, the log density's gradient there, and its
+    /// statistics) and updates the step size and the metric for the next one. At the end of a
+    /// slow window the metric becomes the window's estimate (`MetricEstimate`); the step size is
+    /// then re-chosen by `search(new_metric, ε)` and the dual averaging restarts from it. After
+    /// the last warmup iteration the step size becomes the averaged iterate `ε̄`.
     pub fn observe(
         &mut self,
         position: &[f64],
+        gradient: &[f64],
         stats: &DrawStats,
         step_size: &mut f64,
         metric: &mut DiagonalMassMatrix,
@@ -157,16 +207,16 @@ impl WarmupState {
         }
         if self.adapt_metric && self.schedule.collects(iteration) {
             self.variances.add(position);
+            if let Some(gradients) = &mut self.gradient_variances {
+                gradients.add(gradient);
+            }
         }
         if self.adapt_metric && self.schedule.ends_window(iteration) {
-            let n = self.variances.count() as f64;
-            let regularized = self
-                .variances
-                .variance()
-                .into_iter()
-                .map(|v| (n / (n + 5.0)) * v + 1e-3 * (5.0 / (n + 5.0)))
-                .collect();
-            if let Ok(updated) = DiagonalMassMatrix::new(regularized) {
+            let estimate = metric_estimate(&self.variances, self.gradient_variances.as_ref());
+            if let Some(gradients) = &mut self.gradient_variances {
+                gradients.reset();
+            }
+            if let Ok(updated) = DiagonalMassMatrix::new(estimate) {
                 *metric = updated;
                 if self.adapt_step_size {
                     *step_size = search(metric, *step_size);
@@ -178,5 +228,46 @@ impl WarmupState {
         if self.adapt_step_size && self.is_finished() {
             *step_size = self.dual_averaging.averaged_step_size();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window of a chain that barely moves and drifts (the BNN case: 0.1% of the scale around a
+    /// point sliding away) on a Gaussian with scales 10⁻²…10²: the positions' variance is the
+    /// drift's, the gradients' ratio is each coordinate's variance to rounding.
+    #[test]
+    fn the_gradient_estimate_recovers_a_gaussians_variances_from_a_drifting_window() {
+        let scales = [1e-2, 1.0, 1e2];
+        let mut positions = WelfordVariance::new(3);
+        let mut gradients = WelfordVariance::new(3);
+        for t in 0..40 {
+            let wiggle = ((t * 7919) % 13) as f64 / 13.0 - 0.5;
+            let x: Vec<f64> = scales.iter().map(|s| s * (0.3 + 1e-3 * (wiggle + 0.05 * t as f64))).collect();
+            let g: Vec<f64> = x.iter().zip(&scales).map(|(x, s)| -x / (s * s)).collect();
+            positions.add(&x);
+            gradients.add(&g);
+        }
+        let with_gradients = metric_estimate(&positions, Some(&gradients));
+        let stan = metric_estimate(&positions, None);
+        for ((estimate, stan), s) in with_gradients.iter().zip(&stan).zip(&scales) {
+            assert!((estimate / (s * s) - 1.0).abs() < 1e-9, "{estimate} for scale {s}");
+            assert!((stan / (s * s)).abs() < 1e-3 || *s < 1.0, "Stan's estimate {stan} should be the drift's, far below {}", s * s);
+        }
+    }
+
+    /// A coordinate whose gradient never changed (or that never moved) falls back to Stan's value.
+    #[test]
+    fn the_gradient_estimate_falls_back_where_the_ratio_is_undefined() {
+        let mut positions = WelfordVariance::new(2);
+        let mut gradients = WelfordVariance::new(2);
+        for t in 0..10 {
+            positions.add(&[t as f64, 1.0]);
+            gradients.add(&[-0.5, -(t as f64)]);
+        }
+        let stan = metric_estimate(&positions, None);
+        assert_eq!(metric_estimate(&positions, Some(&gradients)), stan);
     }
 }
