@@ -254,7 +254,10 @@ mod tests {
         let stan = metric_estimate(&positions, None);
         for ((estimate, stan), s) in with_gradients.iter().zip(&stan).zip(&scales) {
             assert!((estimate / (s * s) - 1.0).abs() < 1e-9, "{estimate} for scale {s}");
-            assert!((stan / (s * s)).abs() < 1e-3 || *s < 1.0, "Stan's estimate {stan} should be the drift's, far below {}", s * s);
+            // Stan's is the drift's (plus its 10⁻³ shrinkage, which dominates the smallest scale).
+            if *s >= 1.0 {
+                assert!(stan / (s * s) < 1e-3, "Stan's estimate {stan} should be far below {}", s * s);
+            }
         }
     }
 
