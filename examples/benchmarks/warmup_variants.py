@@ -13,13 +13,13 @@ def summarize(run):
     chains = sorted(glob.glob(f"{run}/draws_chain_*.csv"))
     if not chains:
         sys.exit(f"error: no draws in {run}")
-    divergent, accept, gradients = [], [], 0
+    divergent, accept, gradients, draws = [], [], 0, 0
     for path in chains:
         rows = list(csv.DictReader(open(path)))
+        draws += len(rows)
         divergent.append(sum(int(r["divergent__"]) for r in rows))
         accept.append(statistics.mean(float(r["accept_stat__"]) for r in rows))
         gradients += sum(int(r["n_leapfrog__"]) for r in rows)
-    draws = sum(1 for path in chains for _ in open(path)) - len(chains)
     summary = json.load(open(f"{run}/summary.json"))
     return dict(divergent=sum(divergent), draws=draws, worst=max(divergent),
                 over_half=sum(d > draws / len(chains) / 2 for d in divergent),

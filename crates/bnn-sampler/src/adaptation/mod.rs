@@ -86,8 +86,8 @@ impl Tuner {
         self.iteration() >= self.num_warmup()
     }
 
-    /// Observes one warmup transition (its draw, the gradient there, and statistics) and updates `params` for the
-    /// next one. `search(metric, ε)` re-chooses a step size for a new metric (the heuristic of
+    /// Observes one warmup transition (its draw, the gradient there, and statistics) and updates
+    /// `params` for the next one. `search(metric, ε)` re-chooses a step size for a new metric (the heuristic of
     /// Hoffman & Gelman 2014, Alg. 4, or ε itself where the kernel has no use for it).
     pub fn observe(
         &mut self,

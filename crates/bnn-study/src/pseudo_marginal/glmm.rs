@@ -267,7 +267,8 @@ impl Glmm {
             *zb = row.iter().zip(beta).map(|(a, b)| a * b).sum();
         }
         // Per sample: log f(X) − log q(X), d/dX of it, and the mixture's θ-derivatives.
-        let halves = [big_n.div_ceil(2) as f64 / big_n as f64, (big_n / 2) as f64 / big_n as f64];
+        // The mixture density's fixed shares: samples alternate between the components.
+        let log_halves = [(big_n.div_ceil(2) as f64 / big_n as f64).ln(), ((big_n / 2) as f64 / big_n as f64).ln()];
         for l in 0..big_n {
             // X and how it moves with u and with θ's mixture coordinates (μ₁, δ, log λ₁, log λ₂,
             // logit w): X = 3u for the fixed density, X = μ_k + λ_k^{−½} u for the mixture's.
@@ -280,7 +281,7 @@ impl Glmm {
             let (log_q, d_log_q, dmix_log_q) = match self.proposal {
                 GlmmProposal::Fixed => (-(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2), -xl / (PROPOSAL_SD * PROPOSAL_SD), [0.0; 5]),
                 GlmmProposal::Mixture => {
-                    let (log_q, d_log_q, mut dmix) = mix.log_density(xl, halves[0].ln(), halves[1].ln());
+                    let (log_q, d_log_q, mut dmix) = mix.log_density(xl, log_halves[0], log_halves[1]);
                     dmix[4] = 0.0; // the shares are fixed, not w
                     (log_q, d_log_q, dmix)
                 }
