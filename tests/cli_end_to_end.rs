@@ -1011,3 +1011,52 @@ fn csv_target_columns_pick_several_targets_by_name() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("listed twice"), "{}", stderr(&o));
 }
+
+/// The Table 3 example (`crates/bnn-cli/examples/table3.rs`) at toy size on yacht: it runs `bnn
+/// run` with the paper's settings and a tiny budget, writes both tables with the budget each run
+/// had, reuses a finished run (saying so when its budget differs) and refuses bad flags.
+#[test]
+fn table3_example_at_toy_size() {
+    if bnn_data::require_data_dir("table3_example_at_toy_size").is_none() {
+        return;
+    }
+    // `cargo test` builds the examples beside the binary: target/<profile>/examples/table3.
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bnn"));
+    let example = bin.parent().unwrap().join("examples").join("table3");
+    assert!(example.is_file(), "{} was not built (cargo test builds examples)", example.display());
+    let dir = temp_dir("table3");
+    let out = dir.join("t3");
+    let table3 = |extra: &[&str]| {
+        let mut args = vec!["--out", out.to_str().unwrap(), "--datasets", "yacht", "--splits", "1", "--warmup", "6", "--max-depth", "3"];
+        args.extend(extra);
+        Command::new(&example).args(&args).output().expect("the table3 example runs")
+    };
+    let o = table3(&["--draws", "6", "--extra", "--epochs 40"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("== yacht split 0: bnn run"), "{}", stderr(&o));
+    let table = std::fs::read_to_string(out.join("table3.md")).unwrap();
+    assert_eq!(table, stdout(&o));
+    // The dataset row: budget, the paper's numbers beside ours, divergences counted over 12 × 6 draws.
+    let row = table.lines().find(|l| l.starts_with("| yacht | 1 |")).unwrap_or_else(|| panic!("{table}"));
+    assert!(row.contains("| 6 + 6, depth 3 |") && row.contains("| 3.08 |") && row.contains("| 2.55 |") && row.contains(" of 72 ("), "{row}");
+    let run = table.lines().find(|l| l.starts_with("| yacht | 0 |")).unwrap_or_else(|| panic!("{table}"));
+    assert!(run.contains("| 6 + 6, depth 3 |") && run.contains(" of 6 |"), "{run}");
+    let summary = json(&out.join("yacht-split0").join("summary.json"));
+    let lppd = format!("{:.3}", summary["lppd"].as_f64().unwrap());
+    assert!(run.contains(&format!("| {lppd} |")), "{run} lacks the summary's LPPD {lppd}");
+    // Asked again with another budget: the finished run is reused, named, and keeps its own budget.
+    let o = table3(&["--draws", "8"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("== yacht"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("note: reusing") && stderr(&o).contains("(6 + 6, depth 3), not the one asked for (6 + 8, depth 3)"), "{}", stderr(&o));
+    assert!(stdout(&o).contains("| 6 + 6, depth 3 |"), "{}", stdout(&o));
+    for (args, message) in [
+        (vec!["--draws", "many"], "--draws takes a whole number"),
+        (vec!["--datasets", "mnist"], "mnist is not in Table 3"),
+        (vec!["--large-draws"], "--large-draws needs a value"),
+    ] {
+        let o = table3(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+    }
+}
