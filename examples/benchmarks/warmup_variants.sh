@@ -6,7 +6,7 @@
 #   examples/benchmarks/warmup_variants.sh grad "--metric-estimate draws-and-gradients"
 #   python3 examples/benchmarks/warmup_variants.py grad
 #
-# usage: warmup_variants.sh NAME "FLAGS" [DATASET] [SPLITS] [SEED_INDICES]
+# usage: [WARMUP=100] warmup_variants.sh NAME "FLAGS" [DATASET] [SPLITS] [SEED_INDICES]
 # Writes runs/warmup-variants/NAME/<dataset>-split<s>-seed<k>/ (a finished run is kept, not redone).
 set -euo pipefail
 name=${1:?"a name for the variant"}; flags=${2:-}; dataset=${3:-yacht}; splits=${4:-"0 1 2"}; seeds=${5:-"0 1 2"}
@@ -22,6 +22,6 @@ for split in $splits; do for k in $seeds; do
   echo "== $out: $flags" >&2
   # shellcheck disable=SC2086
   "$bnn" run --dataset "$dataset" --split-seed "$split" --seed "$seed" --hidden 16,16 --activation relu \
-    --likelihood hetero --prior normal:1 --members 12 --chains 12 --standardize full --warmup 100 \
+    --likelihood hetero --prior normal:1 --members 12 --chains 12 --standardize full --warmup "${WARMUP:-100}" \
     --draws 1000 --max-depth 10 --learning-rate 0.01 $flags --out "$out" > "$out.log" 2>&1
 done; done

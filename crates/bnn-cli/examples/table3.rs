@@ -23,7 +23,7 @@
 
 mod support;
 
-use bnn_pipeline::{RunConfig, RunDir};
+use bnn_pipeline::{AcceptanceDrift, RunConfig, RunDir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -127,6 +127,8 @@ struct ChainStats {
     divergent: usize,
     accept: f64,
     step_size: f64,
+    /// (acceptance statistic, divergent) per draw.
+    transitions: Vec<(f64, bool)>,
 }
 
 fn main() {
@@ -218,13 +220,15 @@ fn chain_stats(path: &Path) -> Result<ChainStats, String> {
     let column = |name: &str| header.iter().position(|h| *h == name).ok_or(format!("{} has no {name} column", path.display()));
     let (divergent, accept, step) = (column("divergent__")?, column("accept_stat__")?, column("stepsize__")?);
     let last = divergent.max(accept).max(step);
-    let mut stats = ChainStats { draws: 0, divergent: 0, accept: 0.0, step_size: f64::NAN };
+    let mut stats = ChainStats { draws: 0, divergent: 0, accept: 0.0, step_size: f64::NAN, transitions: Vec::new() };
     for line in lines.filter(|l| !l.is_empty()) {
         let fields: Vec<&str> = line.splitn(last + 2, ',').collect();
         let value = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).ok_or(format!("{}: a row without a number in column {i}", path.display()));
+        let (diverged, accept) = (value(divergent)? != 0.0, value(accept)?);
         stats.draws += 1;
-        stats.divergent += (value(divergent)? != 0.0) as usize;
-        stats.accept += value(accept)?;
+        stats.divergent += diverged as usize;
+        stats.accept += accept;
+        stats.transitions.push((accept, diverged));
         stats.step_size = value(step)?;
     }
     stats.accept /= stats.draws.max(1) as f64;
@@ -283,7 +287,7 @@ fn dataset_table(o: &Options, runs: &[Run]) -> String {
 /// One row per run: where the time went and how the chains behaved.
 fn run_table(runs: &[Run]) -> String {
     let mut text = String::from(
-        "| dataset | split | budget | minutes: ensemble / warmup / sampling | gradients (M) | divergent draws | chains > 50% divergent | worst chain | acceptance (min–max) | step size (min–max) | cov. 90% | calibration error | DEI LPPD | DE LPPD |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| dataset | split | budget | minutes: ensemble / warmup / sampling | gradients (M) | divergent draws | chains > 50% divergent | worst chain | acceptance (min–max) | acceptance first → last tenth | step size (min–max) | cov. 90% | calibration error | DEI LPPD | DE LPPD |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {
         let s = &r.summary;
@@ -297,8 +301,10 @@ fn run_table(runs: &[Run]) -> String {
         };
         let (accept_min, accept_max) = range(|c| c.accept);
         let (step_min, step_max) = range(|c| c.step_size);
+        let transitions: Vec<Vec<(f64, bool)>> = r.chains.iter().map(|c| c.transitions.clone()).collect();
+        let drift = AcceptanceDrift::of_chains(&transitions).map_or("–".to_string(), |d| format!("{:.2} → {:.2}", d.accept_first_tenth, d.accept_last_tenth));
         text += &format!(
-            "| {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.2} | {divergent} of {draws} | {over_half} | {worst} of {} | {:.2} ({accept_min:.2}–{accept_max:.2}) | {step_min:.1e}–{step_max:.1e} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+            "| {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.2} | {divergent} of {draws} | {over_half} | {worst} of {} | {:.2} ({accept_min:.2}–{accept_max:.2}) | {drift} | {step_min:.1e}–{step_max:.1e} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
             r.dataset,
             r.split,
             budget(&r.config),

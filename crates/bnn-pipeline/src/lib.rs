@@ -48,7 +48,7 @@ pub use predictions::Predictions;
 pub use prepared_data::{prepare, prepare_dataset, PreparedData, Preparation};
 pub use progress::{ChainIteration, Progress, ProgressEvent, Silent, Stage};
 pub use run_config::{Algorithm, DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection, SamplerSection, SamplingIdentity, Standardize};
-pub use run_diagnostics::{GroupSummary, RunDiagnostics, SamplerWarnings, CRHAT_WARN, ESS_WARN, RHAT_WARN};
+pub use run_diagnostics::{AcceptanceDrift, GroupSummary, RunDiagnostics, SamplerWarnings, CRHAT_WARN, ESS_WARN, RHAT_WARN};
 pub use run_dir::{write_atomic, write_json, RunDir};
 pub use sampling::Sampling;
 pub use shard::{config_hash, data_hash, Shard, ShardManifest};

@@ -45,6 +45,54 @@ pub struct SamplerWarnings {
     /// NUTS's maximum tree depth from the run's config.
     pub max_depth: Option<usize>,
     pub draws: usize,
+    /// Acceptance and divergences early and late in the draws, when chains have 20 or more.
+    pub drift: Option<AcceptanceDrift>,
+}
+
+/// The mean acceptance statistic and the divergent draws in the first and in the last tenth of
+/// every chain's draws, pooled over chains. A fall from the first tenth to the last means the
+/// chains moved after warmup into regions where the adapted step size is too large (measured on
+/// Table 3's runs: yacht 0.77 → 0.42, divergences 4× as frequent), which no step-size rule fixes
+/// at the end of warmup; a longer warmup or a higher target acceptance does.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AcceptanceDrift {
+    pub accept_first_tenth: f64,
+    pub accept_last_tenth: f64,
+    pub divergent_first_tenth: usize,
+    pub divergent_last_tenth: usize,
+    /// Draws in each tenth, over all chains.
+    pub draws_per_tenth: usize,
+}
+
+impl AcceptanceDrift {
+    /// A fall in mean acceptance larger than this is reported.
+    pub const WARN_FALL: f64 = 0.1;
+
+    pub fn warns(&self) -> bool {
+        self.accept_first_tenth - self.accept_last_tenth > Self::WARN_FALL
+    }
+
+    /// Pools the chains' (acceptance, divergent) sequences; `None` when a chain has fewer than
+    /// 20 draws (a tenth of them would be too few to compare).
+    pub fn of_chains(chains: &[Vec<(f64, bool)>]) -> Option<Self> {
+        if chains.is_empty() || chains.iter().any(|c| c.len() < 20) {
+            return None;
+        }
+        let mut drift = Self::default();
+        let (mut first, mut last) = (0.0, 0.0);
+        for chain in chains {
+            let tenth = chain.len() / 10;
+            let (head, tail) = (&chain[..tenth], &chain[chain.len() - tenth..]);
+            first += head.iter().map(|d| d.0).sum::<f64>();
+            last += tail.iter().map(|d| d.0).sum::<f64>();
+            drift.divergent_first_tenth += head.iter().filter(|d| d.1).count();
+            drift.divergent_last_tenth += tail.iter().filter(|d| d.1).count();
+            drift.draws_per_tenth += tenth;
+        }
+        drift.accept_first_tenth = first / drift.draws_per_tenth as f64;
+        drift.accept_last_tenth = last / drift.draws_per_tenth as f64;
+        Some(drift)
+    }
 }
 
 /// Everything `bnn diagnose` reports.
@@ -151,6 +199,13 @@ impl RunDiagnostics {
         if !self.stuck_chains.is_empty() {
             warnings["chains_not_moving"] = json!(self.stuck_chains);
         }
+        if let Some(drift) = sampler.drift {
+            warnings["acceptance_drift"] = json!({
+                "accept_first_tenth": drift.accept_first_tenth, "accept_last_tenth": drift.accept_last_tenth,
+                "divergent_first_tenth": drift.divergent_first_tenth, "divergent_last_tenth": drift.divergent_last_tenth,
+                "draws_per_tenth": drift.draws_per_tenth, "warns": drift.warns(),
+            });
+        }
         Ok(json!({
             "parameters": parameters,
             "groups": serde_json::to_value(&self.groups)?,
@@ -223,6 +278,7 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
     let mut names: Vec<String> = Vec::new();
     let mut values: Vec<Vec<Vec<f64>>> = Vec::new();
     let mut stats = SamplerWarnings { max_depth: RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == Algorithm::Nuts).map(|c| c.sampler.max_depth), ..SamplerWarnings::default() };
+    let mut chain_transitions: Vec<Vec<(f64, bool)>> = Vec::new();
     for (chain, path) in files.iter().enumerate() {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut lines = text.lines();
@@ -231,6 +287,8 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
         let keep: Vec<usize> = (0..header.len()).filter(|&i| !header[i].ends_with("__") || header[i] == "lp__").collect();
         let divergent = header.iter().position(|h| *h == "divergent__");
         let depth = header.iter().position(|h| *h == "treedepth__");
+        let accept = header.iter().position(|h| *h == "accept_stat__");
+        let mut transitions = Vec::new();
         let chain_names: Vec<String> = keep.iter().map(|&i| header[i].to_string()).collect();
         if chain == 0 {
             names = chain_names;
@@ -250,11 +308,22 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
                 values[p][chain].push(v);
             }
             stats.draws += 1;
-            stats.divergences += usize::from(divergent.is_some_and(|i| cells[i].trim() != "0"));
+            let diverged = divergent.is_some_and(|i| cells[i].trim() != "0");
+            stats.divergences += usize::from(diverged);
+            if let Some(i) = accept {
+                let a: f64 = cells[i].trim().parse().map_err(|_| anyhow!("{} line {}: accept_stat__ '{}' is not a number", path.display(), line_no + 2, cells[i]))?;
+                transitions.push((a, diverged));
+            }
             if let (Some(i), Some(max)) = (depth, stats.max_depth) {
                 stats.max_tree_depth_hits += usize::from(cells[i].trim().parse::<usize>().is_ok_and(|d| d >= max));
             }
         }
+        if accept.is_some() {
+            chain_transitions.push(transitions);
+        }
+    }
+    if chain_transitions.len() == files.len() {
+        stats.drift = AcceptanceDrift::of_chains(&chain_transitions);
     }
     if values.is_empty() {
         bail!("{} has no parameter columns", files[0].display());
@@ -388,6 +457,39 @@ mod tests {
         assert_eq!((diagnostics.truncated_to, diagnostics.draws), (Some(6), 6));
         assert_eq!(diagnostics.names, ["lp__", "w.1", "b.1"]);
         assert_eq!(diagnostics.sampler.as_ref().map(|s| s.draws), Some(13));
+    }
+
+    #[test]
+    fn acceptance_falling_after_warmup_is_measured_per_tenth_and_warned() {
+        // Chain 0 (30 draws): acceptance 0.9 at first, 0.5 at the end with 2 of its last 3
+        // draws divergent; chain 1 (20 draws) steady at 0.8.
+        let falling: Vec<(f64, bool)> = (0..30).map(|d| if d < 15 { (0.9, false) } else { (0.5, d >= 28) }).collect();
+        let steady = vec![(0.8, false); 20];
+        let drift = AcceptanceDrift::of_chains(&[falling.clone(), steady.clone()]).unwrap();
+        assert_eq!(drift.draws_per_tenth, 5);
+        assert!((drift.accept_first_tenth - (3.0 * 0.9 + 2.0 * 0.8) / 5.0).abs() < 1e-12, "{drift:?}");
+        assert!((drift.accept_last_tenth - (3.0 * 0.5 + 2.0 * 0.8) / 5.0).abs() < 1e-12, "{drift:?}");
+        assert_eq!((drift.divergent_first_tenth, drift.divergent_last_tenth), (0, 2));
+        assert!(drift.warns());
+        assert!(!AcceptanceDrift::of_chains(&[steady.clone(), steady.clone()]).unwrap().warns());
+        // A chain with fewer than 20 draws has too few per tenth to compare.
+        assert_eq!(AcceptanceDrift::of_chains(&[falling, vec![(0.8, false); 19]]), None);
+
+        // Read from a run directory and written into the JSON's warnings.
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::from("lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,w.1\n");
+        for d in 0..40 {
+            let (accept, divergent) = if d < 20 { (0.85, 0) } else { (0.4, d % 2) };
+            text += &format!("{},{accept},0.1,3,7,{divergent},1.0,{}\n", -1.0 - 0.01 * d as f64, (d as f64 * 0.7).sin());
+        }
+        std::fs::write(dir.path().join("draws_chain_0.csv"), &text).unwrap();
+        let diagnostics = RunDiagnostics::of_run_dir(dir.path()).unwrap();
+        let json = diagnostics.to_json().unwrap();
+        let drift = &json["warnings"]["acceptance_drift"];
+        assert_eq!(drift["accept_first_tenth"], 0.85, "{drift}");
+        assert_eq!(drift["accept_last_tenth"], 0.4, "{drift}");
+        assert_eq!((drift["divergent_first_tenth"].as_u64(), drift["divergent_last_tenth"].as_u64()), (Some(0), Some(2)), "{drift}");
+        assert_eq!(drift["warns"], true, "{drift}");
     }
 
     #[test]

@@ -97,6 +97,12 @@ pub fn print(d: &RunDiagnostics, top: usize) {
     if sampler.divergences > 0 {
         println!("warning: {} of {} draws ended in a divergence (raise --target-accept or use a smooth activation)", sampler.divergences, sampler.draws);
     }
+    if let Some(drift) = sampler.drift.filter(|d| d.warns()) {
+        println!(
+            "warning: the mean acceptance fell from {:.2} in the first tenth of the draws to {:.2} in the last (divergent draws {} → {} of {}): the chains moved after warmup to where the step size is too large; a longer --warmup or a higher --target-accept adapts to it",
+            drift.accept_first_tenth, drift.accept_last_tenth, drift.divergent_first_tenth, drift.divergent_last_tenth, drift.draws_per_tenth
+        );
+    }
     if sampler.max_tree_depth_hits > 0 {
         println!(
             "warning: {} of {} draws hit the maximum tree depth {} (trajectories were cut short; common for BNN posteriors)",
