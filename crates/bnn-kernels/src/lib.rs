@@ -16,6 +16,7 @@ pub mod gauss_newton;
 pub mod metric_factor;
 mod likelihood;
 mod mlp;
+mod one_hidden_layer;
 mod real;
 pub mod simd;
 mod spec;

@@ -2,6 +2,7 @@
 
 use crate::activation;
 use crate::likelihood::{self, HeadInput};
+use crate::one_hidden_layer;
 use crate::real::Real;
 use crate::spec::{KernelError, KernelHead, KernelLayer, KernelSpec};
 use gemm::Parallelism;
@@ -10,10 +11,15 @@ use gemm::Parallelism;
 /// deltas). Keeping one per thread removes all allocation from the hot path.
 #[derive(Debug, Default)]
 pub struct Workspace<R> {
-    pre: Vec<Vec<R>>,
+    pub(crate) pre: Vec<Vec<R>>,
     post: Vec<Vec<R>>,
-    delta: Vec<R>,
+    pub(crate) delta: Vec<R>,
     delta_below: Vec<R>,
+    /// The one-hidden-layer pass's hidden pre- and post-activations (`[rows, padded width]`)
+    /// and its weights padded to whole blocks.
+    pub(crate) hidden_pre: Vec<R>,
+    pub(crate) hidden_post: Vec<R>,
+    pub(crate) output_columns: Vec<R>,
 }
 
 impl<R: Real> Workspace<R> {
@@ -28,6 +34,9 @@ impl<R: Real> Workspace<R> {
         let widest = spec.layers.iter().map(|l| l.d_out.max(l.d_in)).max().unwrap_or(0);
         self.delta.resize(rows * widest, R::ZERO);
         self.delta_below.resize(rows * widest, R::ZERO);
+        if one_hidden_layer::applies(spec) {
+            one_hidden_layer::prepare(self, spec, rows);
+        }
     }
 }
 
@@ -113,6 +122,23 @@ fn evaluate_chains<R: Real>(
 /// One chain: forward, head, backward. Returns the log likelihood.
 #[inline(always)]
 fn evaluate_one<R: Real>(
+    spec: &KernelSpec,
+    data: KernelData<'_, R>,
+    theta: &[R],
+    gradient: Option<&mut [R]>,
+    ws: &mut Workspace<R>,
+) -> f64 {
+    if one_hidden_layer::applies(spec) {
+        one_hidden_layer::evaluate_one(spec, data, theta, gradient, ws)
+    } else {
+        evaluate_layers(spec, data, theta, gradient, ws)
+    }
+}
+
+/// Any MLP, layer after layer: the matrix products go to `gemm` or, for unit dimensions, to
+/// direct loops.
+#[inline(always)]
+fn evaluate_layers<R: Real>(
     spec: &KernelSpec,
     data: KernelData<'_, R>,
     theta: &[R],
@@ -367,7 +393,7 @@ fn small_matmul<R: Real>(
 /// Σ a_i b_i with 16 independent partial sums, so that the loop vectorizes without reassociating
 /// a single running sum (which the compiler may not do for floats).
 #[inline(always)]
-fn dot<R: Real>(a: &[R], b: &[R]) -> R {
+pub(crate) fn dot<R: Real>(a: &[R], b: &[R]) -> R {
     const LANES: usize = 16;
     let mut partial = [R::ZERO; LANES];
     let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
@@ -381,7 +407,17 @@ fn dot<R: Real>(a: &[R], b: &[R]) -> R {
     for (x, y) in a_rest.iter().zip(b_rest) {
         sum += *x * *y;
     }
-    partial.iter().fold(sum, |acc, &v| acc + v)
+    // The partial sums pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): four dependent additions
+    // instead of a running sum's sixteen, which made the fold the slowest part of a 50-wide
+    // dot product (profiled on the 1-50-1 nets, one dot per data row).
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            partial[l] = partial[l] + partial[l + width];
+        }
+    }
+    partial[0] + sum
 }
 
 #[cfg(test)]
@@ -564,6 +600,94 @@ mod tests {
         }
     }
 
+    /// The one-hidden-layer pass's shapes: one input, hidden widths with and without a partial
+    /// last block of 16, one output (fixed or learned σ) or two (heteroscedastic, two classes).
+    fn one_hidden_specs(head: KernelHead, activation: KernelActivation) -> Vec<KernelSpec> {
+        let (out, targets) = match head {
+            KernelHead::Heteroscedastic { .. } => (2, 1),
+            KernelHead::Categorical => (2, 2),
+            _ => (1, 1),
+        };
+        [5, 16, 50].iter().map(|&width| spec(&[1, width, out], activation, head, targets)).collect()
+    }
+
+    #[test]
+    fn one_hidden_layer_pass_matches_naive_and_finite_differences() {
+        for head in heads() {
+            for activation in ACTIVATIONS {
+                for spec in one_hidden_specs(head, activation) {
+                    assert!(crate::one_hidden_layer::applies(&spec));
+                    let what = format!("{head:?} {activation:?} 1-{}-{}", spec.layers[0].d_out, spec.layers[1].d_out);
+                    // Parameters scaled as 1/√width keep the log likelihood of a wide net near
+                    // that of a narrow one (at -4e5 the finite differences' rounding, not the
+                    // kernel, would set the error).
+                    let mut p = problem(&spec, 19, 2, 9);
+                    let scale = (5.0 / spec.layers[0].d_out as f64).sqrt();
+                    p.thetas.iter_mut().for_each(|t| *t *= scale);
+                    assert_matches_naive(&spec, &p, &what);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_hidden_layer_pass_gives_the_general_pass_bits_with_one_output() {
+        // With one output the fused pass does the general pass's arithmetic in the same order:
+        // the same f32 bits, value and gradient, for every activation and hidden width.
+        for head in [KernelHead::Fixed { sigma: 0.1 }, KernelHead::LearnedSigma { log_sigma_offset: usize::MAX, prior_mean: 0.2, prior_sd: 0.7 }] {
+            for activation in ACTIVATIONS {
+                for spec in one_hidden_specs(head, activation) {
+                    let p = problem(&spec, 80, 3, 21);
+                    let cast = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
+                    let (x, y, thetas) = (cast(&p.x), cast(&p.y), cast(&p.thetas));
+                    let data = KernelData { x: &x, y: &y, rows: p.rows };
+                    let kernel = MlpKernel::new(spec.clone()).unwrap();
+                    let mut fused = vec![0.0; p.chains];
+                    let mut g_fused = vec![0.0f32; p.chains * spec.dim];
+                    kernel.evaluate(data, &thetas, &mut fused, Some(&mut g_fused), &mut Workspace::default()).unwrap();
+                    let mut ws = Workspace::default();
+                    ws.prepare(&spec, p.rows);
+                    let d = spec.dim;
+                    for c in 0..p.chains {
+                        let mut g = vec![0.0f32; d];
+                        let value = evaluate_layers(&spec, data, &thetas[c * d..(c + 1) * d], Some(&mut g), &mut ws);
+                        let what = format!("{head:?} {activation:?} 1-{}-1 chain {c}", spec.layers[0].d_out);
+                        assert_eq!(value.to_bits(), fused[c].to_bits(), "{what}: value");
+                        assert_eq!(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), g_fused[c * d..(c + 1) * d].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}: gradient");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn one_hidden_layer_pass_agrees_with_the_general_pass_with_two_outputs() {
+        // Two outputs per row: the general pass sums the output layer in gemm's order, so the
+        // two agree to rounding (f64), not to the bit.
+        for head in [KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-6, sigma_max: 1e6 }, KernelHead::Categorical] {
+            for activation in ACTIVATIONS {
+                for spec in one_hidden_specs(head, activation) {
+                    let p = problem(&spec, 80, 2, 23);
+                    let (fused, g_fused) = run::<f64>(&spec, &p);
+                    let mut ws = Workspace::default();
+                    ws.prepare(&spec, p.rows);
+                    let d = spec.dim;
+                    let data = KernelData { x: &p.x, y: &p.y, rows: p.rows };
+                    for c in 0..p.chains {
+                        let mut g = vec![0.0; d];
+                        let value = evaluate_layers(&spec, data, &p.thetas[c * d..(c + 1) * d], Some(&mut g), &mut ws);
+                        let what = format!("{head:?} {activation:?} 1-{}-2 chain {c}", spec.layers[0].d_out);
+                        assert!((value - fused[c]).abs() <= 1e-12 * value.abs().max(1.0), "{what}: {value} vs {}", fused[c]);
+                        let scale = g.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                        for (i, (a, b)) in g.iter().zip(&g_fused[c * d..(c + 1) * d]).enumerate() {
+                            assert!((a - b).abs() <= 1e-12 * scale, "{what} coordinate {i}: {a} vs {b}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn f32_kernel_agrees_with_f64_to_1e5() {
         for head in heads() {
@@ -599,12 +723,14 @@ mod tests {
         // activation and head by head, in f32 (the sampling precision).
         for head in heads() {
             for activation in ACTIVATIONS {
-                // Widths of 20 and 17 leave vector tails on every level.
-                let spec = match head {
+                // Widths of 20 and 17 leave vector tails on every level; the one-hidden-layer
+                // pass has its own loops.
+                let deep = match head {
                     KernelHead::Heteroscedastic { .. } => spec(&[3, 20, 17, 4], activation, head, 2),
                     KernelHead::Categorical => spec(&[3, 20, 17, 3], activation, head, 3),
                     _ => spec(&[3, 20, 17, 2], activation, head, 2),
                 };
+                for spec in std::iter::once(deep).chain(one_hidden_specs(head, activation)) {
                 let p = problem(&spec, 61, 3, 11);
                 let cast = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
                 let (x, y, thetas) = (cast(&p.x), cast(&p.y), cast(&p.thetas));
@@ -619,13 +745,14 @@ mod tests {
                 let what = format!("{activation:?} {head:?} at {}", crate::instruction_set());
                 assert_eq!(dispatched.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), baseline.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}: values");
                 assert_eq!(g_dispatched.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), g_baseline.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}: gradients");
+                }
             }
         }
     }
 
     #[test]
     fn value_only_matches_value_with_gradient() {
-        let spec = spec_for(KernelHead::Fixed { sigma: 0.1 }, KernelActivation::Sigmoid);
+        for spec in [spec_for(KernelHead::Fixed { sigma: 0.1 }, KernelActivation::Sigmoid), spec(&[1, 50, 1], KernelActivation::Sigmoid, KernelHead::Fixed { sigma: 0.1 }, 1)] {
         let p = problem(&spec, 30, 2, 3);
         let kernel = MlpKernel::new(spec.clone()).unwrap();
         let x: Vec<f32> = p.x.iter().map(|&v| v as f32).collect();
@@ -639,6 +766,7 @@ mod tests {
         kernel.evaluate(data, &th, &mut a, None, &mut ws).unwrap();
         kernel.evaluate(data, &th, &mut b, Some(&mut g), &mut ws).unwrap();
         assert_eq!(a, b);
+        }
     }
 
     #[test]

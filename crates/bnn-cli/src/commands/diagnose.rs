@@ -99,7 +99,7 @@ pub fn print(d: &RunDiagnostics, top: usize) {
     }
     if let Some(drift) = sampler.drift.filter(|d| d.warns()) {
         println!(
-            "warning: the mean acceptance fell from {:.2} in the first tenth of the draws to {:.2} in the last (divergent draws {} → {} of {}): the chains moved after warmup to where the step size is too large; a longer --warmup or a higher --target-accept adapts to it",
+            "warning: the mean acceptance fell from {:.2} in the first tenth of the draws to {:.2} in the last (divergent draws {} → {} of {}): the chains moved after warmup to where the step size is too large; a longer --warmup or a higher --target-accept reduces the divergences",
             drift.accept_first_tenth, drift.accept_last_tenth, drift.divergent_first_tenth, drift.divergent_last_tenth, drift.draws_per_tenth
         );
     }
