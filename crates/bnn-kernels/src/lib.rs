@@ -17,6 +17,7 @@ pub mod metric_factor;
 mod likelihood;
 mod mlp;
 mod one_hidden_layer;
+mod prior_terms;
 mod real;
 pub mod simd;
 mod spec;

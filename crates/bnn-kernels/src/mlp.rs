@@ -394,7 +394,7 @@ fn small_matmul<R: Real>(
 /// a single running sum (which the compiler may not do for floats).
 #[inline(always)]
 pub(crate) fn dot<R: Real>(a: &[R], b: &[R]) -> R {
-    const LANES: usize = 16;
+    const LANES: usize = 16; // the halving below assumes 16
     let mut partial = [R::ZERO; LANES];
     let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (a_rest, b_rest) = (a_chunks.remainder(), b_chunks.remainder());
@@ -410,14 +410,10 @@ pub(crate) fn dot<R: Real>(a: &[R], b: &[R]) -> R {
     // The partial sums pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): four dependent additions
     // instead of a running sum's sixteen, which made the fold the slowest part of a 50-wide
     // dot product (profiled on the 1-50-1 nets, one dot per data row).
-    let mut width = LANES;
-    while width > 1 {
-        width /= 2;
-        for l in 0..width {
-            partial[l] = partial[l] + partial[l + width];
-        }
-    }
-    partial[0] + sum
+    let eight: [R; 8] = std::array::from_fn(|l| partial[l] + partial[l + 8]);
+    let four: [R; 4] = std::array::from_fn(|l| eight[l] + eight[l + 4]);
+    let two: [R; 2] = std::array::from_fn(|l| four[l] + four[l + 2]);
+    (two[0] + two[1]) + sum
 }
 
 #[cfg(test)]

@@ -307,40 +307,10 @@ impl FusedMlp {
     /// Without Laplace terms (every b = 0, the usual Gaussian priors) the |θ| sums are skipped:
     /// adding those zeros changes no bit, and their sign branches cost a microsecond per chain
     /// of a 150-parameter net (mispredicted on random signs).
-    fn add_prior<R: Real>(&self, thetas: &[R], values: &mut [f64], gradients: Option<&mut [R]>, from: impl Fn(f64) -> R) {
+    fn add_prior<R: Real>(&self, thetas: &[R], values: &mut [f64], gradients: Option<&mut [R]>) {
         let prior = &self.inner.prior;
-        let d = self.dim();
-        let laplace = self.inner.prior_has_laplace;
-        for (value, theta) in values.iter_mut().zip(thetas.chunks_exact(d)) {
-            let mut penalty = 0.0;
-            if laplace {
-                for ((&t, &q), &b) in theta.iter().zip(&prior.quadratic).zip(&prior.absolute) {
-                    let t = t.to_f64();
-                    penalty += 0.5 * q * t * t + b * t.abs();
-                }
-            } else {
-                for (&t, &q) in theta.iter().zip(&prior.quadratic) {
-                    let t = t.to_f64();
-                    penalty += 0.5 * q * t * t;
-                }
-            }
-            *value += prior.constant - penalty;
-        }
-        if let Some(gradients) = gradients {
-            for (gradient, theta) in gradients.chunks_exact_mut(d).zip(thetas.chunks_exact(d)) {
-                if laplace {
-                    for (((g, &t), &q), &b) in gradient.iter_mut().zip(theta).zip(&prior.quadratic).zip(&prior.absolute) {
-                        let t = t.to_f64();
-                        let sign = if t > 0.0 { 1.0 } else if t < 0.0 { -1.0 } else { 0.0 };
-                        *g = from(g.to_f64() - q * t - b * sign);
-                    }
-                } else {
-                    for ((g, &t), &q) in gradient.iter_mut().zip(theta).zip(&prior.quadratic) {
-                        *g = from(g.to_f64() - q * t.to_f64());
-                    }
-                }
-            }
-        }
+        let diagonal = bnn_kernels::DiagonalPrior { quadratic: &prior.quadratic, absolute: &prior.absolute, constant: prior.constant };
+        diagonal.add_log_density(self.inner.prior_has_laplace, thetas, values, gradients);
     }
 
     fn dim(&self) -> usize {
@@ -358,7 +328,7 @@ impl FusedMlp {
                 let thetas = theta.as_slice::<f64>().expect("checked dtype");
                 let mut grads = with_gradient.then(|| vec![0.0f64; c * d]);
                 let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
-                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F64, |v| v);
+                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F64);
                 grads.map(|g| TensorData::new(g, [c, d]))
             }
             _ => {
@@ -372,7 +342,7 @@ impl FusedMlp {
                 };
                 let mut grads = with_gradient.then(|| vec![0.0f32; c * d]);
                 let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
-                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F32, |v| v as f32);
+                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F32);
                 grads.map(|g| TensorData::new(g, [c, d]).convert_dtype(theta.dtype()))
             }
         };
@@ -407,7 +377,7 @@ impl FusedMlp {
         match dtype {
             DType::F64 => {
                 let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
-                self.evaluate_chains(data, positions, values, gradients, Terms::Posterior, &WORKSPACE_F64, |v| v);
+                self.evaluate_chains(data, positions, values, gradients, Terms::Posterior, &WORKSPACE_F64);
             }
             DType::F32 => HOST_BUFFERS_F32.with_borrow_mut(|(thetas, grads)| {
                 thetas.clear();
@@ -417,12 +387,12 @@ impl FusedMlp {
                     Some(gradients) => {
                         grads.clear();
                         grads.resize(positions.len(), 0.0);
-                        self.evaluate_chains(data, thetas, values, Some(grads), Terms::Posterior, &WORKSPACE_F32, |v| v as f32);
+                        self.evaluate_chains(data, thetas, values, Some(grads), Terms::Posterior, &WORKSPACE_F32);
                         for (g, &h) in gradients.iter_mut().zip(grads.iter()) {
                             *g = h as f64;
                         }
                     }
-                    None => self.evaluate_chains(data, thetas, values, None, Terms::Posterior, &WORKSPACE_F32, |v| v as f32),
+                    None => self.evaluate_chains(data, thetas, values, None, Terms::Posterior, &WORKSPACE_F32),
                 }
                 // The autodiff path stores the values in an f32 tensor before the sampler reads them.
                 for v in values.iter_mut() {
@@ -447,7 +417,6 @@ impl FusedMlp {
         gradients: Option<&mut [R]>,
         terms: Terms,
         workspace: &'static LocalKey<RefCell<Workspace<R>>>,
-        from: fn(f64) -> R,
     ) {
         let (c, d) = (values.len(), self.dim());
         let run = |values: &mut [f64], thetas: &[R], mut gradients: Option<&mut [R]>| {
@@ -455,7 +424,7 @@ impl FusedMlp {
                 .with_borrow_mut(|ws| self.inner.kernel.evaluate(data, thetas, values, gradients.as_deref_mut(), ws))
                 .expect("shapes were validated when the operation was built");
             if terms == Terms::Posterior {
-                self.add_prior(thetas, values, gradients, from);
+                self.add_prior(thetas, values, gradients);
             }
         };
         let threads = rayon::current_num_threads();
