@@ -15,8 +15,8 @@ pub struct Workspace<R> {
     post: Vec<Vec<R>>,
     pub(crate) delta: Vec<R>,
     delta_below: Vec<R>,
-    /// The one-hidden-layer pass's hidden pre- and post-activations (`[rows, padded width]`)
-    /// and its weights padded to whole blocks.
+    /// The one-hidden-layer pass's hidden pre- and post-activations (`[rows, H]` and one
+    /// block more) and its output weights by column, padded to whole blocks.
     pub(crate) hidden_pre: Vec<R>,
     pub(crate) hidden_post: Vec<R>,
     pub(crate) output_columns: Vec<R>,
@@ -142,7 +142,7 @@ fn evaluate_layers<R: Real>(
     spec: &KernelSpec,
     data: KernelData<'_, R>,
     theta: &[R],
-    gradient: Option<&mut [R]>,
+    mut gradient: Option<&mut [R]>,
     ws: &mut Workspace<R>,
 ) -> f64 {
     let n = data.rows;
@@ -170,30 +170,8 @@ fn evaluate_layers<R: Real>(
             activation::forward(spec.activation, pre, &mut rest[0]);
         }
     }
-    let k = spec.d_output();
-    let log_sigma = match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
-        _ => None,
-    };
-    let head_input = HeadInput {
-        outputs: &ws.pre[last],
-        targets: data.y,
-        rows: n,
-        outputs_per_row: k,
-        target_columns: spec.target_columns,
-        log_sigma,
-    };
-    let Some(gradient) = gradient else {
-        return likelihood::evaluate(spec.head, &head_input, None).log_likelihood;
-    };
-    let delta = &mut ws.delta[..n * k];
-    let head = likelihood::evaluate(spec.head, &head_input, Some(delta));
-    gradient.fill(R::ZERO);
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        for (g, &d) in gradient[log_sigma_offset..].iter_mut().zip(&head.d_log_sigma) {
-            *g = R::from_f64(d);
-        }
-    }
+    let log_likelihood = apply_head(spec, data, theta, ws, gradient.as_deref_mut());
+    let Some(gradient) = gradient else { return log_likelihood };
     for l in (0..=last).rev() {
         let layer = spec.layers[l];
         // Below the output layer, the pass that made this delta (layer l + 1's) already summed
@@ -227,6 +205,29 @@ fn evaluate_layers<R: Real>(
             let weight_grad = (under.d_in == 1).then_some((under_input, weight_grad));
             activation::backward_with_sums(spec.activation, &ws.pre[l - 1], &ws.post[l - 1], below, layer.d_in, bias_grad, weight_grad);
             std::mem::swap(&mut ws.delta, &mut ws.delta_below);
+        }
+    }
+    log_likelihood
+}
+
+/// The likelihood head on the last layer's outputs (`ws.pre[last]`, `[rows, outputs]`): the log
+/// likelihood, and when a gradient buffer is given, the head's δ in `ws.delta` and the gradient
+/// zeroed but for a learned log σ's coordinates, for the backward pass to fill.
+pub(crate) fn apply_head<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], ws: &mut Workspace<R>, gradient: Option<&mut [R]>) -> f64 {
+    let (n, k, last) = (data.rows, spec.d_output(), spec.layers.len() - 1);
+    let log_sigma = match spec.head {
+        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
+        _ => None,
+    };
+    let head_input = HeadInput { outputs: &ws.pre[last][..n * k], targets: data.y, rows: n, outputs_per_row: k, target_columns: spec.target_columns, log_sigma };
+    let Some(gradient) = gradient else {
+        return likelihood::evaluate(spec.head, &head_input, None).log_likelihood;
+    };
+    let head = likelihood::evaluate(spec.head, &head_input, Some(&mut ws.delta[..n * k]));
+    gradient.fill(R::ZERO);
+    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+        for (g, &d) in gradient[log_sigma_offset..].iter_mut().zip(&head.d_log_sigma) {
+            *g = R::from_f64(d);
         }
     }
     head.log_likelihood

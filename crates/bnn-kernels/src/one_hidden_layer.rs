@@ -10,10 +10,9 @@
 //! same order: the two give the same bits (tested).
 
 use crate::activation::{with_activation, Elementwise};
-use crate::likelihood::{self, HeadInput};
-use crate::mlp::{dot, Workspace};
+use crate::mlp::{apply_head, dot, Workspace};
 use crate::real::Real;
-use crate::spec::{KernelHead, KernelSpec};
+use crate::spec::KernelSpec;
 use crate::KernelData;
 
 /// Hidden units per block: one AVX-512 vector of f32, two AVX2 ones.
@@ -49,7 +48,7 @@ fn evaluate<R: Real, A: Elementwise<R>, const K: usize>(
     spec: &KernelSpec,
     data: KernelData<'_, R>,
     theta: &[R],
-    gradient: Option<&mut [R]>,
+    mut gradient: Option<&mut [R]>,
     ws: &mut Workspace<R>,
 ) -> f64 {
     let (hidden, output) = (spec.layers[0], spec.layers[1]);
@@ -86,23 +85,9 @@ fn evaluate<R: Real, A: Elementwise<R>, const K: usize>(
             *o = dot(row, &columns[j * padded..j * padded + h]) + b1[j];
         }
     }
-    let log_sigma = match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
-        _ => None,
-    };
-    let head_input = HeadInput { outputs: &ws.pre[1][..n * K], targets: data.y, rows: n, outputs_per_row: K, target_columns: spec.target_columns, log_sigma };
-    let Some(gradient) = gradient else {
-        return likelihood::evaluate(spec.head, &head_input, None).log_likelihood;
-    };
-    let delta = &mut ws.delta[..n * K];
-    let head = likelihood::evaluate(spec.head, &head_input, Some(delta));
-    let delta = &ws.delta[..n * K];
-    gradient.fill(R::ZERO);
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        for (g, &d) in gradient[log_sigma_offset..].iter_mut().zip(&head.d_log_sigma) {
-            *g = R::from_f64(d);
-        }
-    }
+    let log_likelihood = apply_head(spec, data, theta, ws, gradient.as_deref_mut());
+    let Some(gradient) = gradient else { return log_likelihood };
+    let (delta, columns) = (&ws.delta[..n * K], &ws.output_columns[..K * padded]);
     // ∂b₁ = column sums of δ, row after row.
     for row in delta.chunks_exact(K) {
         for (g, &d) in gradient[output.bias_offset..output.bias_offset + K].iter_mut().zip(row) {
@@ -149,5 +134,5 @@ fn evaluate<R: Real, A: Elementwise<R>, const K: usize>(
             }
         }
     }
-    head.log_likelihood
+    log_likelihood
 }
