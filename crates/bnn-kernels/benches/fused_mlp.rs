@@ -16,6 +16,7 @@ fn main() {
         ("cos2x-sigmoid", spec(&[1, 50, 1], KernelActivation::Sigmoid, fixed, 1), 80),
         ("cos2x-relu", spec(&[1, 50, 1], KernelActivation::Relu, fixed, 1), 80),
         ("concrete", spec(&[8, 16, 16, 2], KernelActivation::Tanh, hetero, 1), 824),
+        ("yacht", spec(&[6, 16, 16, 2], KernelActivation::Relu, hetero, 1), 277),
         ("protein", spec(&[9, 16, 16, 2], KernelActivation::Relu, hetero, 1), 36584),
     ];
     // Cargo passes `--bench`; other arguments filter the problems by name.

@@ -149,7 +149,23 @@ pub(crate) use with_activation;
 /// `post[i] = act(pre[i])`.
 #[inline(always)]
 pub(crate) fn forward<R: Real>(activation: KernelActivation, pre: &[R], post: &mut [R]) {
-    with_activation!(activation, |act| pre.iter().zip(post.iter_mut()).for_each(|(&a, h)| *h = act.value(a)))
+    with_activation!(activation, |act| {
+        for (&a, h) in pre.iter().zip(post.iter_mut()) {
+            *h = act.value(a);
+        }
+    })
+}
+
+/// `grad[i] = grad[i] · act'(pre[i])` (from `pre` or `post = act(pre)`, whichever is cheaper).
+#[inline(always)]
+pub(crate) fn backward<R: Real>(activation: KernelActivation, pre: &[R], post: &[R], grad: &mut [R]) {
+    // Plain loops, not `for_each`: its `fold` may stay out of line, compiled without the
+    // dispatched instruction set (measured: 20× slower tanh, software FMAs).
+    with_activation!(activation, |act| {
+        for ((g, &a), &h) in grad.iter_mut().zip(pre).zip(post) {
+            *g = act.scale(*g, a, h);
+        }
+    })
 }
 
 /// `grad[i, :] *= act'(pre[i, :])` row by row (rows of `width`), adding each finished row to

@@ -5,7 +5,9 @@
 //! dominated by scalar `tanh`/`exp` calls, per-operation allocation and autodiff graph
 //! bookkeeping, not by arithmetic (profile in issue 6: 60% of the concrete gradient in libm's
 //! `tanhf`). Here the activations use vectorizable polynomial approximations (relative error
-//! below 1e-6 in f32), the matrix products go to the `gemm` crate, and all buffers are reused.
+//! below 1e-6 in f32), nets with layers up to 64 units wide run a feature-major pass of our own
+//! (`narrow_layers`; one input and one hidden layer: `one_hidden_layer`), wider ones send their
+//! matrix products to the `gemm` crate, and all buffers are reused.
 //!
 //! The kernels know nothing about Burn: `bnn-model` wraps them as a backend-extension operation
 //! with a handwritten backward, so the gradient still flows through Burn's autodiff.
@@ -16,6 +18,7 @@ pub mod gauss_newton;
 pub mod metric_factor;
 mod likelihood;
 mod mlp;
+mod narrow_layers;
 mod one_hidden_layer;
 mod prior_terms;
 mod real;

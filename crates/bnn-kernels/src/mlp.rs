@@ -2,6 +2,7 @@
 
 use crate::activation;
 use crate::likelihood::{self, HeadInput};
+use crate::narrow_layers;
 use crate::one_hidden_layer;
 use crate::real::Real;
 use crate::spec::{KernelError, KernelHead, KernelLayer, KernelSpec};
@@ -20,6 +21,8 @@ pub struct Workspace<R> {
     pub(crate) hidden_pre: Vec<R>,
     pub(crate) hidden_post: Vec<R>,
     pub(crate) output_columns: Vec<R>,
+    /// The narrow-layer pass's feature-major buffers.
+    pub(crate) narrow: narrow_layers::Buffers<R>,
 }
 
 impl<R: Real> Workspace<R> {
@@ -130,6 +133,8 @@ fn evaluate_one<R: Real>(
 ) -> f64 {
     if one_hidden_layer::applies(spec) {
         one_hidden_layer::evaluate_one(spec, data, theta, gradient, ws)
+    } else if narrow_layers::applies(spec) {
+        narrow_layers::evaluate_one(spec, data, theta, gradient, ws)
     } else {
         evaluate_layers(spec, data, theta, gradient, ws)
     }
@@ -213,6 +218,7 @@ fn evaluate_layers<R: Real>(
 /// The likelihood head on the last layer's outputs (`ws.pre[last]`, `[rows, outputs]`): the log
 /// likelihood, and when a gradient buffer is given, the head's δ in `ws.delta` and the gradient
 /// zeroed but for a learned log σ's coordinates, for the backward pass to fill.
+#[inline(always)]
 pub(crate) fn apply_head<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], ws: &mut Workspace<R>, gradient: Option<&mut [R]>) -> f64 {
     let (n, k, last) = (data.rows, spec.d_output(), spec.layers.len() - 1);
     let log_sigma = match spec.head {
@@ -686,6 +692,63 @@ mod tests {
     }
 
     #[test]
+    fn narrow_layer_pass_agrees_with_the_general_pass() {
+        // Every net with layers ≤ 64 wide goes to the feature-major pass (checked against the
+        // naive evaluation above); here the general (gemm) pass, called directly, gives the same
+        // values and gradients to rounding in f64: widths that leave partial groups of four
+        // units, rows that leave a partial block of 16, one and several target columns.
+        for head in heads() {
+            for activation in ACTIVATIONS {
+                let (out, targets) = match head {
+                    KernelHead::Heteroscedastic { .. } => (4, 2),
+                    KernelHead::Categorical => (3, 3),
+                    _ => (2, 2),
+                };
+                let shapes = [vec![3, 7, 5, out], vec![6, 16, 16, out], vec![2, 13, out]];
+                for (widths, rows) in shapes.iter().zip([37, 16, 5]) {
+                    let mut spec = spec(widths, activation, head, targets);
+                    if let KernelHead::Heteroscedastic { .. } = head {
+                        // One target column as well: the layout the head reads in place.
+                        if widths[1] == 16 {
+                            spec = super::tests::spec(&[6, 16, 16, 2], activation, head, 1);
+                        }
+                    }
+                    assert!(crate::narrow_layers::applies(&spec) && !crate::one_hidden_layer::applies(&spec));
+                    let p = problem(&spec, rows, 2, 31);
+                    let (narrow, g_narrow) = run::<f64>(&spec, &p);
+                    let mut ws = Workspace::default();
+                    ws.prepare(&spec, p.rows);
+                    let d = spec.dim;
+                    let data = KernelData { x: &p.x, y: &p.y, rows: p.rows };
+                    for c in 0..p.chains {
+                        let mut g = vec![0.0; d];
+                        let value = evaluate_layers(&spec, data, &p.thetas[c * d..(c + 1) * d], Some(&mut g), &mut ws);
+                        let what = format!("{head:?} {activation:?} {widths:?} rows {rows} chain {c}");
+                        assert!((value - narrow[c]).abs() <= 1e-12 * value.abs().max(1.0), "{what}: {value} vs {}", narrow[c]);
+                        let scale = g.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+                        for (i, (a, b)) in g.iter().zip(&g_narrow[c * d..(c + 1) * d]).enumerate() {
+                            assert!((a - b).abs() <= 1e-12 * scale, "{what} coordinate {i}: {a} vs {b}");
+                        }
+                        let mut value_only = [0.0];
+                        let kernel = MlpKernel::new(spec.clone()).unwrap();
+                        kernel.evaluate(data, &p.thetas[c * d..(c + 1) * d], &mut value_only, None, &mut Workspace::default()).unwrap();
+                        assert_eq!(value_only[0].to_bits(), narrow[c].to_bits(), "{what}: value without gradient");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn wide_nets_take_the_general_pass() {
+        let spec = spec(&[3, 70, 5, 1], KernelActivation::Tanh, KernelHead::Fixed { sigma: 0.3 }, 1);
+        assert!(!crate::narrow_layers::applies(&spec) && !crate::one_hidden_layer::applies(&spec));
+        let mut p = problem(&spec, 9, 1, 4);
+        p.thetas.iter_mut().for_each(|t| *t *= 0.3);
+        assert_matches_naive(&spec, &p, "3-70-5-1 tanh");
+    }
+
+    #[test]
     fn f32_kernel_agrees_with_f64_to_1e5() {
         for head in heads() {
             for activation in ACTIVATIONS {
@@ -727,7 +790,13 @@ mod tests {
                     KernelHead::Categorical => spec(&[3, 20, 17, 3], activation, head, 3),
                     _ => spec(&[3, 20, 17, 2], activation, head, 2),
                 };
-                for spec in std::iter::once(deep).chain(one_hidden_specs(head, activation)) {
+                // 70 units: the general (gemm) pass; 20-17: the narrow-layer pass.
+                let wide = match head {
+                    KernelHead::Heteroscedastic { .. } => spec(&[3, 70, 4], activation, head, 2),
+                    KernelHead::Categorical => spec(&[3, 70, 3], activation, head, 3),
+                    _ => spec(&[3, 70, 2], activation, head, 2),
+                };
+                for spec in [deep, wide].into_iter().chain(one_hidden_specs(head, activation)) {
                 let p = problem(&spec, 61, 3, 11);
                 let cast = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
                 let (x, y, thetas) = (cast(&p.x), cast(&p.y), cast(&p.thetas));

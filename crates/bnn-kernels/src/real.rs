@@ -30,6 +30,9 @@ pub trait Real:
     fn sigmoid(self) -> Self;
     fn ln(self) -> Self;
     fn max(self, other: Self) -> Self;
+    /// self · a + b rounded once (an FMA instruction where the level has one, libm's
+    /// correctly rounded software version otherwise: the same bits on every level).
+    fn mul_add(self, a: Self, b: Self) -> Self;
     fn min(self, other: Self) -> Self;
 }
 
@@ -63,6 +66,10 @@ impl Real for f32 {
     #[inline(always)]
     fn max(self, other: Self) -> Self {
         f32::max(self, other)
+    }
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f32::mul_add(self, a, b)
     }
     #[inline(always)]
     fn min(self, other: Self) -> Self {
@@ -105,6 +112,10 @@ impl Real for f64 {
     #[inline(always)]
     fn max(self, other: Self) -> Self {
         f64::max(self, other)
+    }
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f64::mul_add(self, a, b)
     }
     #[inline(always)]
     fn min(self, other: Self) -> Self {

@@ -5,11 +5,17 @@
 //! the compiler vectorizes the loops with those instructions, and picks one at run time
 //! (feature detection is cached by the standard library). Every level computes the same
 //! IEEE operations in the same order, and the fused multiply-adds are explicit (`mul_add`, one
-//! rounding on every level), so our loops give the same bits at every level. The matrix
-//! products go to the `gemm` crate, which picks its own FMA microkernels wherever the CPU has
-//! FMA (AVX-512 machines included; `BNN_KERNEL_ISA` does not reach it): results are bit-identical
-//! per machine, whatever the level or thread count, and may differ in the last bits between a
-//! CPU with FMA and one without.
+//! rounding on every level), so our loops give the same bits at every level (the narrow-layer pass, whose products are our
+//! own multiply-adds, gives the same bits on every x86-64 CPU, with or without FMA). The matrix
+//! products of nets wider than 64 units go to the `gemm` crate, which picks its own FMA
+//! microkernels wherever the CPU has FMA (AVX-512 machines included; `BNN_KERNEL_ISA` does not
+//! reach it): results are bit-identical per machine, whatever the level or thread count, and may
+//! differ in the last bits between a CPU with FMA and one without.
+//!
+//! Every function a kernel calls must be `#[inline(always)]` (or a plain loop): one left out of
+//! line is compiled for the baseline target, where each `mul_add` becomes a call to libm's
+//! `fmaf` (measured: a likelihood head left out of line cost a quarter of a 6-16-16-2 gradient;
+//! an iterator's `for_each` left out of line made a tanh layer 20× slower).
 
 /// `dispatch!(function(args...))`: calls `function` compiled for the best available level.
 /// Exported for other crates' hot loops (the microcanonical samplers' velocity updates).
