@@ -49,6 +49,8 @@ def parse_args():
     p.add_argument("--target-accept", type=float, default=0.8)
     p.add_argument("--step-size-search", default="stan", choices=["stan", "target"],
                    help="our warmup's step-size search (NumPyro's own is the 'target' kind at 0.8)")
+    p.add_argument("--metric-estimate", default="draws", choices=["draws", "draws-and-gradients"],
+                   help="how our metric windows estimate the diagonal metric (NumPyro's is 'draws')")
     p.add_argument("--threads", type=int, default=2, help="our worker threads (NumPyro uses every core)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
@@ -64,7 +66,7 @@ def run_ours(a, run_dir):
                "--hidden", a.hidden, "--activation", a.activation, "--members", str(a.members),
                "--epochs", str(a.epochs), "--learning-rate", str(a.learning_rate), "--warmup", str(a.warmup),
                "--draws", str(a.draws), "--max-depth", str(a.max_depth), "--target-accept", str(a.target_accept),
-               "--step-size-search", a.step_size_search, "--seed", str(a.seed), "--threads", str(a.threads), "--out", run_dir]
+               "--step-size-search", a.step_size_search, "--metric-estimate", a.metric_estimate, "--seed", str(a.seed), "--threads", str(a.threads), "--out", run_dir]
         print("running:", " ".join(cmd), file=sys.stderr)
         subprocess.run(cmd, check=True)
     with open(os.path.join(run_dir, "sampling.json")) as f:
