@@ -663,29 +663,39 @@ mod tests {
         }
     }
 
+    /// The dispatched pass (`run`, f64) against the general pass called directly: values and
+    /// gradients equal to rounding (the general pass sums products in gemm's order), and the
+    /// value without a gradient equal to the bit.
+    fn assert_general_pass_agrees(spec: &KernelSpec, p: &Problem, what: &str) {
+        let (dispatched, g_dispatched) = run::<f64>(spec, p);
+        let mut ws = Workspace::default();
+        ws.prepare(spec, p.rows);
+        let d = spec.dim;
+        let data = KernelData { x: &p.x, y: &p.y, rows: p.rows };
+        let kernel = MlpKernel::new(spec.clone()).unwrap();
+        for c in 0..p.chains {
+            let theta = &p.thetas[c * d..(c + 1) * d];
+            let mut g = vec![0.0; d];
+            let value = evaluate_layers(spec, data, theta, Some(&mut g), &mut ws);
+            let what = format!("{what} chain {c}");
+            assert!((value - dispatched[c]).abs() <= 1e-12 * value.abs().max(1.0), "{what}: {value} vs {}", dispatched[c]);
+            let scale = g.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+            for (i, (a, b)) in g.iter().zip(&g_dispatched[c * d..(c + 1) * d]).enumerate() {
+                assert!((a - b).abs() <= 1e-12 * scale, "{what} coordinate {i}: {a} vs {b}");
+            }
+            let mut value_only = [0.0];
+            kernel.evaluate(data, theta, &mut value_only, None, &mut Workspace::default()).unwrap();
+            assert_eq!(value_only[0].to_bits(), dispatched[c].to_bits(), "{what}: value without gradient");
+        }
+    }
+
     #[test]
     fn one_hidden_layer_pass_agrees_with_the_general_pass_with_two_outputs() {
-        // Two outputs per row: the general pass sums the output layer in gemm's order, so the
-        // two agree to rounding (f64), not to the bit.
         for head in [KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-6, sigma_max: 1e6 }, KernelHead::Categorical] {
             for activation in ACTIVATIONS {
                 for spec in one_hidden_specs(head, activation) {
-                    let p = problem(&spec, 80, 2, 23);
-                    let (fused, g_fused) = run::<f64>(&spec, &p);
-                    let mut ws = Workspace::default();
-                    ws.prepare(&spec, p.rows);
-                    let d = spec.dim;
-                    let data = KernelData { x: &p.x, y: &p.y, rows: p.rows };
-                    for c in 0..p.chains {
-                        let mut g = vec![0.0; d];
-                        let value = evaluate_layers(&spec, data, &p.thetas[c * d..(c + 1) * d], Some(&mut g), &mut ws);
-                        let what = format!("{head:?} {activation:?} 1-{}-2 chain {c}", spec.layers[0].d_out);
-                        assert!((value - fused[c]).abs() <= 1e-12 * value.abs().max(1.0), "{what}: {value} vs {}", fused[c]);
-                        let scale = g.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-                        for (i, (a, b)) in g.iter().zip(&g_fused[c * d..(c + 1) * d]).enumerate() {
-                            assert!((a - b).abs() <= 1e-12 * scale, "{what} coordinate {i}: {a} vs {b}");
-                        }
-                    }
+                    let what = format!("{head:?} {activation:?} 1-{}-2", spec.layers[0].d_out);
+                    assert_general_pass_agrees(&spec, &problem(&spec, 80, 2, 23), &what);
                 }
             }
         }
@@ -694,9 +704,8 @@ mod tests {
     #[test]
     fn narrow_layer_pass_agrees_with_the_general_pass() {
         // Every net with layers ≤ 64 wide goes to the feature-major pass (checked against the
-        // naive evaluation above); here the general (gemm) pass, called directly, gives the same
-        // values and gradients to rounding in f64: widths that leave partial groups of four
-        // units, rows that leave a partial block of 16, one and several target columns.
+        // naive evaluation above): widths that leave partial groups of four units, rows that
+        // leave a partial block of 16 (or none), one and several target columns.
         for head in heads() {
             for activation in ACTIVATIONS {
                 let (out, targets) = match head {
@@ -704,36 +713,14 @@ mod tests {
                     KernelHead::Categorical => (3, 3),
                     _ => (2, 2),
                 };
-                let shapes = [vec![3, 7, 5, out], vec![6, 16, 16, out], vec![2, 13, out]];
-                for (widths, rows) in shapes.iter().zip([37, 16, 5]) {
-                    let mut spec = spec(widths, activation, head, targets);
-                    if let KernelHead::Heteroscedastic { .. } = head {
-                        // One target column as well: the layout the head reads in place.
-                        if widths[1] == 16 {
-                            spec = super::tests::spec(&[6, 16, 16, 2], activation, head, 1);
-                        }
-                    }
+                let mut specs = vec![(spec(&[3, 7, 5, out], activation, head, targets), 37), (spec(&[2, 13, out], activation, head, targets), 5)];
+                // Yacht's shape: one target column, which the heteroscedastic head reads in place.
+                let (yacht_out, yacht_targets) = if out == 4 { (2, 1) } else { (out, targets) };
+                specs.push((spec(&[6, 16, 16, yacht_out], activation, head, yacht_targets), 16));
+                for (spec, rows) in specs {
                     assert!(crate::narrow_layers::applies(&spec) && !crate::one_hidden_layer::applies(&spec));
-                    let p = problem(&spec, rows, 2, 31);
-                    let (narrow, g_narrow) = run::<f64>(&spec, &p);
-                    let mut ws = Workspace::default();
-                    ws.prepare(&spec, p.rows);
-                    let d = spec.dim;
-                    let data = KernelData { x: &p.x, y: &p.y, rows: p.rows };
-                    for c in 0..p.chains {
-                        let mut g = vec![0.0; d];
-                        let value = evaluate_layers(&spec, data, &p.thetas[c * d..(c + 1) * d], Some(&mut g), &mut ws);
-                        let what = format!("{head:?} {activation:?} {widths:?} rows {rows} chain {c}");
-                        assert!((value - narrow[c]).abs() <= 1e-12 * value.abs().max(1.0), "{what}: {value} vs {}", narrow[c]);
-                        let scale = g.iter().fold(1.0f64, |m, v| m.max(v.abs()));
-                        for (i, (a, b)) in g.iter().zip(&g_narrow[c * d..(c + 1) * d]).enumerate() {
-                            assert!((a - b).abs() <= 1e-12 * scale, "{what} coordinate {i}: {a} vs {b}");
-                        }
-                        let mut value_only = [0.0];
-                        let kernel = MlpKernel::new(spec.clone()).unwrap();
-                        kernel.evaluate(data, &p.thetas[c * d..(c + 1) * d], &mut value_only, None, &mut Workspace::default()).unwrap();
-                        assert_eq!(value_only[0].to_bits(), narrow[c].to_bits(), "{what}: value without gradient");
-                    }
+                    let what = format!("{head:?} {activation:?} {:?} rows {rows}", spec.layers);
+                    assert_general_pass_agrees(&spec, &problem(&spec, rows, 2, 31), &what);
                 }
             }
         }
