@@ -42,9 +42,10 @@ pub(crate) struct Buffers<R> {
     /// δ of the layer being back-propagated and of the one below, `[units, padded rows]`.
     delta: Vec<R>,
     delta_below: Vec<R>,
-    /// Row-major outputs and δ for the heads that read rows (categorical, several targets).
+    /// Row-major outputs for the heads that read rows (categorical, several targets), and the
+    /// head's scratch: their row-major δ, or the heteroscedastic head's per-row terms.
     head_outputs: Vec<R>,
-    head_delta: Vec<R>,
+    head_scratch: Vec<R>,
 }
 
 fn padded(rows: usize) -> usize {
@@ -118,10 +119,10 @@ fn evaluate<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], gr
     let outputs = &b.pre[last][..k * np];
     let delta = &mut b.delta[..k * np];
     let Some(gradient) = gradient else {
-        return head(spec, data, theta, outputs, n, np, delta, false, &mut b.head_outputs, &mut b.head_delta, &b.targets, None);
+        return head(spec, data, theta, outputs, n, np, delta, false, &mut b.head_outputs, &mut b.head_scratch, &b.targets, None);
     };
     gradient.fill(R::ZERO);
-    let log_likelihood = head(spec, data, theta, outputs, n, np, delta, true, &mut b.head_outputs, &mut b.head_delta, &b.targets, Some(&mut *gradient));
+    let log_likelihood = head(spec, data, theta, outputs, n, np, delta, true, &mut b.head_outputs, &mut b.head_scratch, &b.targets, Some(&mut *gradient));
     for l in (0..=last).rev() {
         let layer = spec.layers[l];
         let input: &[R] = if l == 0 { &b.inputs } else { &b.post[l - 1] };
@@ -288,14 +289,14 @@ fn head<R: Real>(
     delta: &mut [R],
     with_delta: bool,
     row_outputs: &mut Vec<R>,
-    row_delta: &mut Vec<R>,
+    scratch: &mut Vec<R>,
     column_targets: &[R],
     gradient: Option<&mut [R]>,
 ) -> f64 {
     let (k, t) = (spec.d_output(), spec.target_columns);
     if let KernelHead::Heteroscedastic { softplus: false, sigma_min, sigma_max } = spec.head {
         let targets = if t == 1 { &data.y[..n] } else { column_targets };
-        return heteroscedastic(outputs, targets, t, n, np, R::from_f64(sigma_min.ln()), R::from_f64(sigma_max.ln()), delta, row_delta);
+        return heteroscedastic(outputs, targets, t, n, np, R::from_f64(sigma_min.ln()), R::from_f64(sigma_max.ln()), delta, scratch);
     }
     // The other heads read rows: with one output per row the layouts coincide; otherwise the
     // outputs go through a row-major copy (a small part of the cost of these rarer heads).
@@ -324,11 +325,11 @@ fn head<R: Real>(
         delta[n..].fill(R::ZERO);
         value
     } else {
-        row_delta.resize(n * k, R::ZERO);
-        let value = likelihood::evaluate(spec.head, &input, Some(row_delta));
+        scratch.resize(n * k, R::ZERO);
+        let value = likelihood::evaluate(spec.head, &input, Some(scratch));
         for (j, unit) in delta.chunks_exact_mut(np).enumerate() {
             for (i, d) in unit[..n].iter_mut().enumerate() {
-                *d = row_delta[i * k + j];
+                *d = scratch[i * k + j];
             }
             unit[n..].fill(R::ZERO);
         }
