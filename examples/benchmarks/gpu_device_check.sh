@@ -13,6 +13,8 @@
 #   bash examples/benchmarks/gpu_device_check.sh   (PART=gpu: bench, batched run, wgpu tests;
 #   PART=cpu: fused vs NumPyro on this CPU; default both, within DEADLINE seconds)
 #   SMALL=1: a dry run at toy size on any Vulkan (Mesa's lavapipe).
+#   BLOCK_ROWS="32 128": the device kernel's rows per block to bench besides the default, then the
+#   tensor program at the same C; W, D, DEPTH, RUNCH, RUN_CAP: the batched run's size and limit.
 # Results land in $OUT (default: gpu-out/): the bench JSON, the run's summary, the test logs and
 # the NumPyro comparison on this machine's CPU (AVX-512 if it has it, then forced AVX2).
 set -u
@@ -46,14 +48,24 @@ else CH=1,64,1024,4096; EV=""; RUNCH=${RUNCH:-1024}; W=${W:-100}; D=${D:-100}; D
 if [ "$PART" != cpu ] && [ "${SKIP_BENCH:-0}" != 1 ]; then
 echo "== wgpu bench (concrete)"
 VK_LOADER_DEBUG=error timeout $(cap 120) $BIN/bnn bench --device wgpu --problem concrete --chains $CH --versus-cpu $EV --json "$OUT/bench_wgpu_concrete.json" 2>&1 > /dev/null | grep -v XDG_RUNTIME | head -20
-echo "rc=$?"; cat "$OUT/bench_wgpu_concrete.json" 2>/dev/null | head -80
+echo "rc=$?"; cat "$OUT/bench_wgpu_concrete.json" 2>/dev/null | grep -E '"(chains|us_per_chain_grad|chain_grads_per_second|speedup[a-z_]*|cpu_[a-z_]*|gradient[a-z_]*)"' | head -40
+# The device kernel's rows per block (threads per cube), and the tensor program as the baseline.
+if [ "$SMALL" != 1 ]; then BCH=1024,4096; BEV="--evals 30 --repeats 3"; else BCH=16; BEV="$EV"; fi
+for rows in ${BLOCK_ROWS:-32 128}; do
+    echo "== device kernel, $rows rows per block"
+    BNN_DEVICE_BLOCK_ROWS=$rows timeout $(cap 60) $BIN/bnn bench --device wgpu --problem concrete --chains $BCH $BEV --json "$OUT/bench_rows$rows.json" > /dev/null 2>&1
+    echo "rc=$?"; grep -E '"(chains|us_per_chain_grad)"' "$OUT/bench_rows$rows.json" 2>/dev/null | paste - - | head
+done
+echo "== tensor program (the previous wgpu path)"
+timeout $(cap 60) $BIN/bnn bench --device wgpu --problem concrete --gradient tensor-ops --chains ${BCH%%,*} $BEV --json "$OUT/bench_tensor_ops.json" > /dev/null 2>&1
+echo "rc=$?"; grep -E '"(chains|us_per_chain_grad)"' "$OUT/bench_tensor_ops.json" 2>/dev/null | paste - - | head
 fi
 if [ "$PART" != cpu ]; then
 
 echo "== batched run, $RUNCH chains on wgpu (members trained on the CPU)"
 rm -rf /tmp/run-gpu; mkdir -p /tmp/run-gpu/ensemble; cp .gpu/ensemble-concrete/* /tmp/run-gpu/ensemble/
 start=$SECONDS
-timeout $(cap 200) $BIN/bnn run --device wgpu --batched true --chains $RUNCH \
+timeout $(cap ${RUN_CAP:-240}) $BIN/bnn run --device wgpu --batched true --chains $RUNCH \
     --dataset concrete --split-seed 0 --members 12 --epochs $EP --warmup $W --draws $D --max-depth $DEPTH \
     --checkpoint-every 0 --out /tmp/run-gpu > "$OUT/run.log" 2>&1
 echo "rc=$? wall $(( SECONDS - start )) s"; grep -v '^ \|^layer' "$OUT/run.log" | tail -25
@@ -62,7 +74,7 @@ echo "rc=$? wall $(( SECONDS - start )) s"; grep -v '^ \|^layer' "$OUT/run.log" 
 echo "== wgpu tests (bnn-model test binaries; ndarray and flex run too)"
 for t in fused_gradient gradient_check posterior_values conjugate_posterior; do
     [ -x $BIN/$t ] || continue
-    filter=""; [ "$SMALL" = 1 ] && { [ $t = fused_gradient ] && filter=wgpu_kernels_cover || continue; }
+    filter=""; [ "$SMALL" = 1 ] && { [ $t = fused_gradient ] && filter=device_kernel_agrees || continue; }
     timeout $(cap 40) $BIN/$t --test-threads 8 $filter > "$OUT/test_$t.log" 2>&1
     echo "$t rc=$? $(grep -E '^test result' "$OUT/test_$t.log") skipped: $(grep -c 'skipping' "$OUT/test_$t.log")"
 done

@@ -48,6 +48,11 @@ pub enum FusedProgram {
     HostKernel,
     /// Batched tensor operations of the device's backend with a handwritten backward (any device).
     TensorOps,
+    /// One CubeCL kernel per call for the whole density and gradient, one cube per chain
+    /// (the `cube_network` module; wgpu and the other CubeCL runtimes). A model it does not cover
+    /// (the learned-σ head; a net whose θ and row tables exceed the device's shared memory) runs
+    /// the tensor program instead.
+    DeviceKernel,
 }
 
 /// The model and training data the fused operation evaluates, shared by every call.
@@ -156,12 +161,20 @@ impl FusedMlp {
         Ok(Self { inner: Arc::new(inner), program: FusedProgram::HostKernel, max_tensor_bytes: None })
     }
 
-    /// Chooses the program; [`FusedProgram::HostKernel`] on a device without it is an error.
+    /// Chooses the program; [`FusedProgram::HostKernel`] on a device without it is an error, as
+    /// is [`FusedProgram::DeviceKernel`] off the CubeCL devices. Where the device kernel does not
+    /// cover the model (the learned-σ head; θ and a block of rows beyond 16 KiB of shared memory
+    /// even at 16 rows per block) the operation runs the tensor program instead.
     pub fn with_program(mut self, program: FusedProgram, device: &Device) -> Result<Self, KernelError> {
         if program == FusedProgram::HostKernel && !Self::host_kernel_runs_on(device) {
             return Err(KernelError(format!("the host kernel runs on the flex and ndarray devices, not on {device:?}")));
         }
-        self.program = program;
+        let cube = matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_));
+        if program == FusedProgram::DeviceKernel && !cube {
+            return Err(KernelError(format!("the device kernel runs on the CubeCL devices (wgpu), not on {device:?}")));
+        }
+        let covered = crate::cube_network::covers(self.inner.kernel.spec());
+        self.program = if program == FusedProgram::DeviceKernel && !covered { FusedProgram::TensorOps } else { program };
         Ok(self)
     }
 
@@ -235,13 +248,29 @@ impl FusedMlp {
         matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Flex(_) | DispatchDevice::NdArray(_))
     }
 
-    /// The program a device uses by default: the host kernel where it runs, else tensor ops.
+    /// The program a device uses by default: the host kernel where it runs, the device kernel
+    /// on the CubeCL devices, else tensor ops.
     pub fn default_program(device: &Device) -> FusedProgram {
         if Self::host_kernel_runs_on(device) {
             FusedProgram::HostKernel
+        } else if matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_)) {
+            FusedProgram::DeviceKernel
         } else {
             FusedProgram::TensorOps
         }
+    }
+
+    /// On a CubeCL device: the device kernel when chosen and it covers the model and device,
+    /// else the tensor program.
+    fn evaluate_cube(&self, theta: FloatTensor<Cube>, terms: Terms, with_gradient: bool) -> (FloatTensor<Cube>, Option<FloatTensor<Cube>>) {
+        if self.program == FusedProgram::DeviceKernel {
+            let data = self.device_tensors::<Cube>(&theta.device(), theta.dtype());
+            let spec = self.inner.kernel.spec();
+            if let Some(result) = crate::cube_network::evaluate(spec, &data, self.inner.prior.constant, theta.clone(), terms, with_gradient) {
+                return result;
+            }
+        }
+        self.evaluate_tensor_ops::<Cube>(theta, terms, with_gradient)
     }
 
     /// The device copies of data and prior for backend `B`, uploaded on first use.
@@ -542,16 +571,17 @@ cpu_backend!(NdArray);
 impl ops_gradient::FusedStages for Flex {}
 impl ops_gradient::FusedStages for NdArray {}
 
-/// The CubeCL runtimes (wgpu, CUDA, ...) have no host kernel: always the tensor program.
+/// The CubeCL runtimes (wgpu, CUDA, ...) have no host kernel: the device kernel or the tensor
+/// program.
 impl FusedMlpBackend for Cube {
     fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self> {
-        call.model.evaluate_tensor_ops::<Self>(theta, call.terms, false).0
+        call.model.evaluate_cube(theta, call.terms, false).0
     }
 }
 
 impl FusedMlpGradient for Cube {
     fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (value, gradient) = call.model.evaluate_tensor_ops::<Self>(theta, call.terms, true);
+        let (value, gradient) = call.model.evaluate_cube(theta, call.terms, true);
         (value, gradient.expect("asked for the gradient"))
     }
 }

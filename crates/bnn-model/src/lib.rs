@@ -16,6 +16,7 @@ pub mod module_posterior;
 pub mod observations;
 mod ops_gradient;
 mod cube_kernels;
+mod cube_network;
 pub mod posterior;
 pub mod predictive;
 pub mod prior;

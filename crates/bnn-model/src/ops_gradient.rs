@@ -34,6 +34,26 @@ pub(crate) struct DeviceTensors<B: Backend> {
 }
 
 impl<B: Backend> DeviceTensors<B> {
+    /// Training rows N.
+    pub(crate) fn rows(&self) -> usize {
+        self.x.shape()[1]
+    }
+
+    /// Inputs `[1, N, d_in]` and targets `[1, N, T]`.
+    pub(crate) fn data_tensors(&self) -> (FloatTensor<B>, FloatTensor<B>) {
+        (self.x.clone(), self.y.clone())
+    }
+
+    /// The prior's quadratic and (when any is non-zero) absolute-value coefficients, `[1, D]`.
+    pub(crate) fn prior_tensors(&self) -> (FloatTensor<B>, Option<FloatTensor<B>>) {
+        (self.prior_quadratic.clone(), self.prior_absolute.clone())
+    }
+
+    /// Whether any coordinate has a Laplace (|θ|) term.
+    pub(crate) fn has_laplace(&self) -> bool {
+        self.prior_absolute.is_some()
+    }
+
     /// Uploads host data (`x`: `rows × d_in`, `y`: `rows × columns`, row major).
     pub(crate) fn upload(
         x: &[f64],

@@ -88,7 +88,8 @@ impl From<DataShapeError> for PosteriorError {
 #[serde(rename_all = "snake_case")]
 pub enum GradientPath {
     /// The fused operation with a handwritten backward ([`crate::fused_mlp`]): the host kernel
-    /// on the CPU backends (Flex, NdArray), batched tensor operations on wgpu.
+    /// on the CPU backends (Flex, NdArray), one kernel per call on wgpu
+    /// ([`crate::fused_mlp::FusedProgram::DeviceKernel`]; the tensor program where it does not apply).
     #[default]
     Auto,
     /// The fused operation as batched backend tensor operations on every device (on the CPU
@@ -235,11 +236,12 @@ impl MlpPosterior {
         self.fused.is_some()
     }
 
-    /// What computes the gradient: "host_kernel", "tensor_ops" or "plain" (Burn's graph).
+    /// What computes the gradient: "host_kernel", "device_kernel", "tensor_ops" or "plain" (Burn's graph).
     pub fn gradient_program(&self) -> &'static str {
         match self.fused.as_ref().map(FusedMlp::program) {
             Some(FusedProgram::HostKernel) => "host_kernel",
             Some(FusedProgram::TensorOps) => "tensor_ops",
+            Some(FusedProgram::DeviceKernel) => "device_kernel",
             None => "plain",
         }
     }

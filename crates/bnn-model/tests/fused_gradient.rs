@@ -55,7 +55,10 @@ fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &
                         .with_prior(prior);
                     let data = random_data(40, 3, 1, &likelihood, 100 + a as u64);
                     let fused = MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap().with_gradient_path(path);
-                    assert_eq!(fused.gradient_program(), expected_program, "{name} {path:?}");
+                    // The device kernel leaves the learned-σ head to the tensor program.
+                    let learned_sigma = matches!(likelihood, bnn_model::Likelihood::GaussianLearnedSigma { .. });
+                    let expected = if expected_program == "device_kernel" && learned_sigma { "tensor_ops" } else { expected_program };
+                    assert_eq!(fused.gradient_program(), expected, "{name} {path:?} {likelihood:?}");
                     let plain = MlpPosterior::new(config.clone(), &data, &device, dtype)
                         .unwrap()
                         .with_gradient_path(GradientPath::Plain);
@@ -103,8 +106,108 @@ fn tensor_ops_program_matches_the_plain_autodiff_path_on_the_cpu() {
 
 #[test]
 fn tensor_ops_program_matches_the_plain_autodiff_path_on_wgpu() {
-    // The default on wgpu is the tensor-operation program; its shaders work in f32.
-    check_against_plain(DeviceName::Wgpu, GradientPath::Auto, "tensor_ops", &[(DType::F32, 1e-5)]);
+    // The tensor-operation program on wgpu (its shaders work in f32).
+    check_against_plain(DeviceName::Wgpu, GradientPath::TensorOps, "tensor_ops", &[(DType::F32, 1e-5)]);
+}
+
+#[test]
+fn device_kernel_matches_the_plain_autodiff_path_on_wgpu() {
+    // The default on wgpu: one kernel per call (40 rows: one block with rows past the end).
+    check_against_plain(DeviceName::Wgpu, GradientPath::Auto, "device_kernel", &[(DType::F32, 1e-5)]);
+}
+
+/// Largest coordinate difference over the reference's largest coordinate.
+fn gradient_error(g: &[f64], reference: &[f64]) -> f64 {
+    let scale = reference.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    g.iter().zip(reference).fold(0.0f64, |m, (a, b)| m.max((a - b).abs())) / scale
+}
+
+#[test]
+fn device_kernel_agrees_with_the_tensor_program_over_several_row_blocks() {
+    // 150 rows = blocks of 64, 64 and 22; widths 7 and 5 leave partial groups of four units;
+    // two targets (four outputs for the heteroscedastic heads). Values alone (no gradient)
+    // and the log likelihood without the prior go through the kernel too. A chain's numbers
+    // are the same bits alone as in a batch, and on a second call.
+    let device = match DeviceName::Wgpu.device() {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("skipping wgpu: {e}");
+            return;
+        }
+    };
+    for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
+        if matches!(likelihood, bnn_model::Likelihood::GaussianLearnedSigma { .. }) {
+            continue;
+        }
+        for (a, activation) in [Activation::Tanh, Activation::Silu, Activation::LeakyRelu].into_iter().enumerate() {
+            let config = BnnConfig::new(3)
+                .with_hidden(vec![7, 5])
+                .with_activation(activation)
+                .with_n_targets(2)
+                .with_likelihood(likelihood)
+                .with_prior(priors()[a % 2].clone());
+            let data = random_data(150, 3, 2, &likelihood, 50 + l as u64);
+            let build = |path| MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap().with_gradient_path(path);
+            let kernel = build(GradientPath::Auto);
+            assert_eq!(kernel.gradient_program(), "device_kernel");
+            let (kernel, tensor_ops) = (AutodiffLogDensity::new(kernel), AutodiffLogDensity::new(build(GradientPath::TensorOps)));
+            let (d, chains) = (kernel.dim(), 9);
+            let thetas = random_theta(chains * d, 0.7, 300 + 10 * l as u64 + a as u64);
+            let (kv, kg) = evaluate(&kernel, &thetas, chains);
+            let (tv, tg) = evaluate(&tensor_ops, &thetas, chains);
+            let what = format!("{activation} {likelihood:?}");
+            for c in 0..chains {
+                let rel = ((kv[c] - tv[c]) / tv[c]).abs();
+                assert!(rel <= 1e-5, "{what} chain {c}: value {} vs {} (rel {rel:e})", kv[c], tv[c]);
+                let err = gradient_error(&kg[c * d..(c + 1) * d], &tg[c * d..(c + 1) * d]);
+                assert!(err <= 1e-5, "{what} chain {c}: gradient error {err:e}");
+            }
+            let mut values = vec![0.0; chains];
+            kernel.log_density(&thetas, &mut values).unwrap();
+            for c in 0..chains {
+                assert!(((values[c] - kv[c]) / kv[c]).abs() <= 1e-6, "{what} chain {c}: value-only {} vs {}", values[c], kv[c]);
+            }
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            let (again_v, again_g) = evaluate(&kernel, &thetas, chains);
+            assert_eq!((bits(&again_v), bits(&again_g)), (bits(&kv), bits(&kg)), "{what}: a second call");
+            let (one_v, one_g) = evaluate(&kernel, &thetas[2 * d..3 * d], 1);
+            assert_eq!((bits(&one_v), bits(&one_g)), (bits(&kv[2..3]), bits(&kg[2 * d..3 * d])), "{what}: chain 2 alone");
+            // Log likelihood alone (the predictive code's call): the tensor program's numbers.
+            let t = burn::tensor::Tensor::<2>::from_data(burn::tensor::TensorData::new(thetas.clone(), [chains, d]), (&device, DType::F32));
+            let posterior = build(GradientPath::Auto);
+            let reference = build(GradientPath::TensorOps);
+            let a: Vec<f64> = posterior.log_likelihood(&t).into_data().iter::<f64>().collect();
+            let b: Vec<f64> = reference.log_likelihood(&t).into_data().iter::<f64>().collect();
+            for (x, y) in a.iter().zip(&b) {
+                assert!(((x - y) / y).abs() <= 1e-5, "{what}: log likelihood {x} vs {y}");
+            }
+        }
+    }
+}
+
+#[test]
+fn device_kernel_covers_more_chains_than_one_grid_axis() {
+    // One cube per chain: 66,000 chains exceed wgpu's 65,535 cubes per axis, so the launch
+    // spreads over two axes. Chains on both sides of the boundary must match themselves alone.
+    let device = match DeviceName::Wgpu.device() {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("skipping wgpu: {e}");
+            return;
+        }
+    };
+    let likelihood = bnn_model::Likelihood::GaussianFixed { sigma: 0.3 };
+    let config = BnnConfig::new(1).with_hidden(vec![3]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let data = random_data(5, 1, 1, &likelihood, 4);
+    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
+    let (d, chains) = (density.dim(), 66_000);
+    let thetas = random_theta(chains * d, 0.5, 23);
+    let (values, grads) = evaluate(&density, &thetas, chains);
+    for c in [0, 65_534, 65_535, 65_536, chains - 1] {
+        let (v, g) = evaluate(&density, &thetas[c * d..(c + 1) * d], 1);
+        assert_eq!(values[c].to_bits(), v[0].to_bits(), "chain {c}: {} in the batch vs {} alone", values[c], v[0]);
+        assert_eq!(g, grads[c * d..(c + 1) * d], "chain {c}: gradient");
+    }
 }
 
 #[test]
@@ -258,3 +361,5 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
         }
     }
 }
+
+

@@ -1,0 +1,577 @@
+//! The whole MLP log density and its gradient as one CubeCL kernel (wgpu and the other GPU
+//! runtimes): one cube per chain, one launch per call.
+//!
+//! Why: the tensor program of [`crate::ops_gradient`] issues a few dozen kernels per call and
+//! moves every `[C, N, width]` activation through device memory. On an H100 it cost ~2 ms per
+//! call at any C ≤ 64 and ~10 µs per chain-gradient beyond (concrete, 16-16 tanh): 0.2 TFLOP/s,
+//! far from the card (examples/benchmarks/h100/README.md). Here a cube keeps its chain's θ and
+//! the running gradient in shared memory and walks the training rows in blocks of R rows:
+//!
+//! 1. **row phase** (thread r = row r of the block): forward through every layer, the head's
+//!    log likelihood and ∂/∂output, then δ back through the layers. Each thread touches only its
+//!    row's columns of the block's activation (`A`) and δ (`D`) tables, so no barrier is needed;
+//!    weights are read from shared memory at one address per warp (a broadcast).
+//! 2. **gradient phase** (thread t = parameters t, t + R, …): ∂W[i, j] += Σ_rows A[·, i] D[·, j]
+//!    (a bias reads the table's column of ones). Each parameter has one owner, so the sums need
+//!    no atomics and come out in the same order on every run.
+//!
+//! The tables store a row's columns at stride `A`/`D` width rounded up to an odd number: row
+//! threads of a warp then hit 32 different banks, and the gradient phase reads consecutive
+//! columns. Shared memory holds 2D + R (A + D + 1) values; a net too large for the device's
+//! shared memory (or the learned-σ head) goes to the tensor program instead.
+
+use crate::ops_gradient::DeviceTensors;
+use crate::terms::Terms;
+use bnn_kernels::{KernelActivation, KernelHead, KernelSpec};
+use burn::backend::Cube;
+use burn::tensor::{DType, Shape};
+use burn_cubecl::cubecl;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+
+/// Comptime codes of the hidden activations (as in [`crate::cube_kernels`]).
+const TANH: u32 = 0;
+const SIGMOID: u32 = 1;
+const RELU: u32 = 2;
+const LEAKY_RELU: u32 = 3;
+const SILU: u32 = 4;
+const TRUNC_RELU: u32 = 5;
+
+/// Comptime codes of the heads.
+const FIXED: u32 = 0;
+const HETERO_EXP: u32 = 1;
+const HETERO_SOFTPLUS: u32 = 2;
+const CATEGORICAL: u32 = 3;
+
+/// Rows per block (= threads per cube), largest first: the first whose tables fit the device's
+/// shared memory. `BNN_DEVICE_BLOCK_ROWS` (a power of two, 16–256) fixes it instead, to compare
+/// block sizes on a card.
+const ROWS_PER_BLOCK: [u32; 4] = [128, 64, 32, 16];
+
+/// The shared memory every WebGPU device offers a workgroup (WebGPU's minimum
+/// `maxComputeWorkgroupStorageSize`): a model whose f32 tables fit it runs the kernel on any
+/// device, so whether it applies is known when the posterior is built.
+pub(crate) const GUARANTEED_SHARED_BYTES: usize = 16_384;
+
+/// Whether the kernel covers `spec` in f32 on every device.
+pub(crate) fn covers(spec: &KernelSpec) -> bool {
+    NetworkPlan::new(spec, Terms::Posterior, true, true, GUARANTEED_SHARED_BYTES, 4).is_some()
+}
+
+fn block_rows_override() -> Option<u32> {
+    let rows = std::env::var("BNN_DEVICE_BLOCK_ROWS").ok()?.parse::<u32>().ok()?;
+    (rows.is_power_of_two() && (16..=256).contains(&rows)).then_some(rows)
+}
+
+/// One layer as the kernel is compiled for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PlannedLayer {
+    d_in: u32,
+    d_out: u32,
+    /// Offsets of the `[d_in, d_out]` row-major weight and of the bias in θ.
+    weight: u32,
+    bias: u32,
+    /// Column of the layer's input in the `A` table (0 is the column of ones).
+    a_in: u32,
+    /// Column of its activated output in `A` (hidden layers).
+    a_out: u32,
+    /// Column of its δ in the `D` table (also φ'(z) in between, and the outputs of the last layer).
+    d_col: u32,
+}
+
+/// Everything the kernel's loops and offsets need, fixed at compile time (one kernel per model).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct NetworkPlan {
+    layers: Vec<PlannedLayer>,
+    params: u32,
+    d_input: u32,
+    a_stride: u32,
+    d_stride: u32,
+    rows_per_block: u32,
+    activation: u32,
+    head: u32,
+    /// Target columns T (regression) or classes K (categorical).
+    targets: u32,
+    with_gradient: bool,
+    posterior: bool,
+    laplace: bool,
+}
+
+impl NetworkPlan {
+    /// The plan for `spec` with the first block size whose shared memory fits `max_shared_bytes`,
+    /// or `None` when the kernel does not cover the model.
+    pub(crate) fn new(spec: &KernelSpec, terms: Terms, laplace: bool, with_gradient: bool, max_shared_bytes: usize, value_bytes: usize) -> Option<Self> {
+        let head = match spec.head {
+            KernelHead::Fixed { .. } => FIXED,
+            KernelHead::Heteroscedastic { softplus: false, .. } => HETERO_EXP,
+            KernelHead::Heteroscedastic { softplus: true, .. } => HETERO_SOFTPLUS,
+            KernelHead::Categorical => CATEGORICAL,
+            KernelHead::LearnedSigma { .. } => return None,
+        };
+        let activation = match spec.activation {
+            KernelActivation::Tanh => TANH,
+            KernelActivation::Sigmoid => SIGMOID,
+            KernelActivation::Relu => RELU,
+            KernelActivation::LeakyRelu { .. } => LEAKY_RELU,
+            KernelActivation::Silu => SILU,
+            KernelActivation::TruncRelu => TRUNC_RELU,
+            KernelActivation::Identity => 6,
+        };
+        let d_input = spec.d_input();
+        let last = spec.layers.len().checked_sub(1)?;
+        let mut layers = Vec::with_capacity(spec.layers.len());
+        let (mut a_next, mut d_next) = (1 + d_input, 0);
+        let mut a_in = 1;
+        for (l, layer) in spec.layers.iter().enumerate() {
+            let a_out = if l < last { a_next } else { 0 };
+            if l < last {
+                a_next += layer.d_out;
+            }
+            layers.push(PlannedLayer {
+                d_in: u32::try_from(layer.d_in).ok()?,
+                d_out: u32::try_from(layer.d_out).ok()?,
+                weight: u32::try_from(layer.weight_offset).ok()?,
+                bias: u32::try_from(layer.bias_offset).ok()?,
+                a_in: a_in as u32,
+                a_out: a_out as u32,
+                d_col: d_next as u32,
+            });
+            a_in = a_out;
+            d_next += layer.d_out;
+        }
+        let odd = |n: usize| n | 1;
+        let (a_stride, d_stride) = (odd(a_next), odd(d_next));
+        let fits = |r: u32| (2 * spec.dim + r as usize * (a_stride + d_stride + 1)) * value_bytes <= max_shared_bytes;
+        let rows_per_block = match block_rows_override() {
+            Some(r) if fits(r) => r,
+            _ => ROWS_PER_BLOCK.into_iter().find(|&r| fits(r))?,
+        };
+        Some(Self {
+            layers,
+            params: u32::try_from(spec.dim).ok()?,
+            d_input: d_input as u32,
+            a_stride: a_stride as u32,
+            d_stride: d_stride as u32,
+            rows_per_block,
+            activation,
+            head,
+            targets: spec.target_columns as u32,
+            with_gradient,
+            posterior: terms == Terms::Posterior,
+            laplace: laplace && terms == Terms::Posterior,
+        })
+    }
+}
+
+#[cube]
+fn logistic<F: Float>(z: F) -> F {
+    // The same formula as the other paths' sigmoid: (tanh(z/2) + 1)/2.
+    (F::tanh(z * F::new(0.5)) + F::new(1.0)) * F::new(0.5)
+}
+
+/// (φ(z), φ'(z)) of a hidden unit.
+#[cube]
+fn activate<F: Float>(z: F, slope: F, #[comptime] activation: u32) -> (F, F) {
+    let zero = F::new(0.0);
+    let one = F::new(1.0);
+    let mut a = z;
+    let mut d = one;
+    if comptime![activation == TANH] {
+        a = F::tanh(z);
+        d = one - a * a;
+    } else if comptime![activation == SIGMOID] {
+        a = logistic::<F>(z);
+        d = a * (one - a);
+    } else if comptime![activation == RELU] {
+        d = select(z > zero, one, zero);
+        a = z * d;
+    } else if comptime![activation == LEAKY_RELU] {
+        d = select(z > zero, one, slope);
+        a = z * d;
+    } else if comptime![activation == SILU] {
+        let s = logistic::<F>(z);
+        a = z * s;
+        d = s + a * (one - s);
+    } else if comptime![activation == TRUNC_RELU] {
+        d = select(z > zero && z < one, one, zero);
+        a = max(min(z, one), zero);
+    }
+    (a, d)
+}
+
+/// θ `[C, P]` → log density `[C]` (and ∂/∂θ `[C, P]`), one cube of R threads per chain.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments, unused_assignments)] // log σ is set in a comptime branch
+fn network_kernel<F: Float>(
+    theta: &[F],
+    x: &[F],
+    y: &[F],
+    quadratic: &[F],
+    absolute: &[F],
+    values: &mut [F],
+    gradient: &mut [F],
+    rows: u32,
+    chains: u32,
+    slope: f32,
+    head_a: f32,
+    head_b: f32,
+    constant: f32,
+    #[comptime] plan: NetworkPlan,
+    #[define(F)] _elem: ElemType,
+) {
+    let chain = CUBE_POS;
+    if chain >= chains as usize {
+        terminate!();
+    }
+    let t = UNIT_POS as usize;
+    let block_rows = comptime![plan.rows_per_block as usize];
+    let params = comptime![plan.params as usize];
+    let sa = comptime![plan.a_stride as usize];
+    let sd = comptime![plan.d_stride as usize];
+    let d_input = comptime![plan.d_input as usize];
+    let targets = comptime![plan.targets as usize];
+    let n_layers = comptime![plan.layers.len()];
+    let last = comptime![plan.layers.len() - 1];
+    let zero = F::new(0.0);
+    let one = F::new(1.0);
+    let half = F::new(0.5);
+    let slope = F::cast_from(slope);
+
+    let mut th = Shared::<[F]>::new_slice(params);
+    let mut grad = Shared::<[F]>::new_slice(params);
+    let mut act = Shared::<[F]>::new_slice(comptime![plan.rows_per_block as usize * plan.a_stride as usize]);
+    let mut del = Shared::<[F]>::new_slice(comptime![plan.rows_per_block as usize * plan.d_stride as usize]);
+    let mut partial = Shared::<[F]>::new_slice(block_rows);
+
+    let base = chain * params;
+    let mut p = t;
+    while p < params {
+        th[p] = theta[base + p];
+        grad[p] = zero;
+        p += block_rows;
+    }
+    let ar = t * sa;
+    let dr = t * sd;
+    act[ar] = one;
+    sync_cube();
+
+    let n_rows = rows as usize;
+    let blocks = (n_rows + block_rows - 1) / block_rows;
+    let mut ll = zero;
+    for block in 0..blocks {
+        // Row phase: thread t owns row n of the block. A row past the end computes on the last
+        // row's inputs (finite) and contributes nothing: its ∂/∂output is set to 0.
+        let n = block * block_rows + t;
+        let valid = n < n_rows;
+        let nr = min(n, n_rows - 1);
+        for i in 0..d_input {
+            act[ar + 1 + i] = x[nr * d_input + i];
+        }
+        #[unroll]
+        for l in 0..n_layers {
+            let d_in = comptime![plan.layers[l].d_in as usize];
+            let d_out = comptime![plan.layers[l].d_out as usize];
+            let w = comptime![plan.layers[l].weight as usize];
+            let b = comptime![plan.layers[l].bias as usize];
+            let a_in = comptime![plan.layers[l].a_in as usize];
+            let a_out = comptime![plan.layers[l].a_out as usize];
+            let dc = comptime![plan.layers[l].d_col as usize];
+            // Four units at a time: each input value read once for four weights.
+            // Unrolled: constant offsets, no loop counters, loads scheduled early. Every layer is
+            // small here: θ alone fits in shared memory (below 2048 values in 16 KiB).
+            #[unroll]
+            for group in 0..comptime![(plan.layers[l].d_out as usize).div_ceil(4)] {
+                let j = group * 4;
+                let j1 = min(j + 1, d_out - 1);
+                let j2 = min(j + 2, d_out - 1);
+                let j3 = min(j + 3, d_out - 1);
+                let mut z0 = th[b + j];
+                let mut z1 = th[b + j1];
+                let mut z2 = th[b + j2];
+                let mut z3 = th[b + j3];
+                #[unroll]
+                for i in 0..d_in {
+                    let v = act[ar + a_in + i];
+                    let row = w + i * d_out;
+                    z0 += th[row + j] * v;
+                    z1 += th[row + j1] * v;
+                    z2 += th[row + j2] * v;
+                    z3 += th[row + j3] * v;
+                }
+                if comptime![l == last] {
+                    del[dr + dc + j] = z0;
+                    del[dr + dc + j1] = z1;
+                    del[dr + dc + j2] = z2;
+                    del[dr + dc + j3] = z3;
+                } else {
+                    let (a0, g0) = activate::<F>(z0, slope, comptime![plan.activation]);
+                    let (a1, g1) = activate::<F>(z1, slope, comptime![plan.activation]);
+                    let (a2, g2) = activate::<F>(z2, slope, comptime![plan.activation]);
+                    let (a3, g3) = activate::<F>(z3, slope, comptime![plan.activation]);
+                    act[ar + a_out + j] = a0;
+                    act[ar + a_out + j1] = a1;
+                    act[ar + a_out + j2] = a2;
+                    act[ar + a_out + j3] = a3;
+                    del[dr + dc + j] = g0;
+                    del[dr + dc + j1] = g1;
+                    del[dr + dc + j2] = g2;
+                    del[dr + dc + j3] = g3;
+                }
+            }
+        }
+
+        // Head: the row's log likelihood (without constants) and ∂/∂output in place of the outputs.
+        let oc = comptime![plan.layers[plan.layers.len() - 1].d_col as usize];
+        let mut row_ll = zero;
+        if comptime![plan.head == FIXED] {
+            let precision = F::cast_from(head_a);
+            for k in 0..targets {
+                let r = y[nr * targets + k] - del[dr + oc + k];
+                row_ll += r * r;
+                del[dr + oc + k] = select(valid, r * precision, zero);
+            }
+            row_ll = -half * precision * row_ll;
+        } else if comptime![plan.head == CATEGORICAL] {
+            let mut m = del[dr + oc];
+            for k in 1..targets {
+                m = max(m, del[dr + oc + k]);
+            }
+            let mut total = zero;
+            let mut mass = zero;
+            for k in 0..targets {
+                total += F::exp(del[dr + oc + k] - m);
+                mass += y[nr * targets + k];
+            }
+            let lse = m + F::ln(total);
+            for k in 0..targets {
+                let log_p = del[dr + oc + k] - lse;
+                let label = y[nr * targets + k];
+                row_ll += label * log_p;
+                del[dr + oc + k] = select(valid, label - F::exp(log_p) * mass, zero);
+            }
+        } else {
+            let lo = F::cast_from(head_a);
+            let hi = F::cast_from(head_b);
+            for k in 0..targets {
+                let mean = del[dr + oc + k];
+                let raw = del[dr + oc + targets + k];
+                let mut log_sd = zero;
+                let mut dlog_sd = zero;
+                if comptime![plan.head == HETERO_EXP] {
+                    log_sd = max(min(raw, hi), lo);
+                    dlog_sd = select(raw >= lo && raw <= hi, one, zero);
+                } else {
+                    // softplus(o) = max(o, 0) + log1p(exp(−|o|)), derivative σ(o).
+                    let sp = max(raw, zero) + F::log1p(F::exp(-F::abs(raw)));
+                    let sd = max(min(sp, hi), lo);
+                    log_sd = F::ln(sd);
+                    dlog_sd = select(sp >= lo && sp <= hi, logistic::<F>(raw) / sd, zero);
+                }
+                let inv_sd = F::exp(-log_sd);
+                let z = (y[nr * targets + k] - mean) * inv_sd;
+                row_ll += -half * z * z - log_sd;
+                del[dr + oc + k] = select(valid, z * inv_sd, zero);
+                del[dr + oc + targets + k] = select(valid, (z * z - one) * dlog_sd, zero);
+            }
+        }
+        ll += select(valid, row_ll, zero);
+
+        if comptime![plan.with_gradient] {
+            // δ back through the layers: δ_{l−1} = φ'(z_{l−1}) ⊙ (W_l δ_l), four units at a time.
+            #[unroll]
+            for q in 0..comptime![plan.layers.len() - 1] {
+                let l = comptime![plan.layers.len() - 1 - q];
+                let d_in = comptime![plan.layers[l].d_in as usize];
+                let d_out = comptime![plan.layers[l].d_out as usize];
+                let w = comptime![plan.layers[l].weight as usize];
+                let dc = comptime![plan.layers[l].d_col as usize];
+                let below = comptime![plan.layers[l - 1].d_col as usize];
+                #[unroll]
+                for group in 0..comptime![(plan.layers[l].d_in as usize).div_ceil(4)] {
+                    let i = group * 4;
+                    let i1 = min(i + 1, d_in - 1);
+                    let i2 = min(i + 2, d_in - 1);
+                    let i3 = min(i + 3, d_in - 1);
+                    let mut s0 = zero;
+                    let mut s1 = zero;
+                    let mut s2 = zero;
+                    let mut s3 = zero;
+                    #[unroll]
+                    for j in 0..d_out {
+                        let g = del[dr + dc + j];
+                        s0 += th[w + i * d_out + j] * g;
+                        s1 += th[w + i1 * d_out + j] * g;
+                        s2 += th[w + i2 * d_out + j] * g;
+                        s3 += th[w + i3 * d_out + j] * g;
+                    }
+                    // Clamped duplicates (i1 = i at the end) write the same value twice.
+                    let d0 = del[dr + below + i];
+                    let d1 = del[dr + below + i1];
+                    let d2 = del[dr + below + i2];
+                    let d3 = del[dr + below + i3];
+                    del[dr + below + i] = d0 * s0;
+                    if i1 != i {
+                        del[dr + below + i1] = d1 * s1;
+                    }
+                    if i2 != i {
+                        del[dr + below + i2] = d2 * s2;
+                    }
+                    if i3 != i {
+                        del[dr + below + i3] = d3 * s3;
+                    }
+                }
+            }
+            sync_cube();
+            // Gradient phase: each parameter summed over the block's rows by its owner.
+            let mut p = t;
+            while p < params {
+                let mut a_col = 0usize;
+                let mut d_col = 0usize;
+                #[unroll]
+                for l in 0..n_layers {
+                    let weight = comptime![plan.layers[l].weight as usize];
+                    let bias = comptime![plan.layers[l].bias as usize];
+                    let d_in = comptime![plan.layers[l].d_in as usize];
+                    let d_out = comptime![plan.layers[l].d_out as usize];
+                    let a_in = comptime![plan.layers[l].a_in as usize];
+                    let col = comptime![plan.layers[l].d_col as usize];
+                    if p >= weight && p < weight + d_in * d_out {
+                        let q = p - weight;
+                        a_col = a_in + q / d_out;
+                        d_col = col + q % d_out;
+                    }
+                    if p >= bias && p < bias + d_out {
+                        a_col = 0;
+                        d_col = col + (p - bias);
+                    }
+                }
+                let mut acc = grad[p];
+                #[unroll]
+                for r in 0..block_rows {
+                    acc += act[r * sa + a_col] * del[r * sd + d_col];
+                }
+                grad[p] = acc;
+                p += block_rows;
+            }
+        }
+        sync_cube();
+    }
+
+    // Prior, gradient out, and the chain's sum over the threads' partial sums (a fixed tree).
+    let mut own = ll;
+    let mut p = t;
+    while p < params {
+        let v = th[p];
+        let mut g = grad[p];
+        if comptime![plan.posterior] {
+            let q = quadratic[p];
+            own += -half * (q * v) * v;
+            g += -(q * v);
+            if comptime![plan.laplace] {
+                let b = absolute[p];
+                let sign = select(v > zero, one, select(v < zero, -one, zero));
+                own += -(b * F::abs(v));
+                g += -(b * sign);
+            }
+        }
+        if comptime![plan.with_gradient] {
+            gradient[base + p] = g;
+        }
+        p += block_rows;
+    }
+    partial[t] = own;
+    sync_cube();
+    // (The halving widths are comptime: a runtime variable started from a comptime value
+    // fails CubeCL's IR verification.)
+    #[unroll]
+    for step in 0..comptime![plan.rows_per_block.trailing_zeros()] {
+        let width = comptime![(plan.rows_per_block >> (step + 1)) as usize];
+        if t < width {
+            partial[t] = partial[t] + partial[t + width];
+        }
+        sync_cube();
+    }
+    if t == 0 {
+        values[chain] = partial[0] + F::cast_from(constant);
+    }
+}
+
+fn elem_type(dtype: DType) -> Option<ElemType> {
+    match dtype {
+        DType::F32 => Some(ElemType::Float(cubecl::ir::FloatKind::F32)),
+        DType::F64 => Some(ElemType::Float(cubecl::ir::FloatKind::F64)),
+        _ => None,
+    }
+}
+
+/// Log density `[C]` and, when asked, gradient `[C, D]` of θ `[C, D]` in one launch, or `None`
+/// when the kernel does not cover the model or the device (then the caller runs the tensor
+/// program). `constant`: the prior's constant (added for the posterior).
+pub(crate) fn evaluate(
+    spec: &KernelSpec,
+    data: &DeviceTensors<Cube>,
+    prior_constant: f64,
+    theta: CubeTensor,
+    terms: Terms,
+    with_gradient: bool,
+) -> Option<(CubeTensor, Option<CubeTensor>)> {
+    let elem = elem_type(theta.dtype)?;
+    let client = theta.client.clone();
+    let max_shared = client.properties().hardware.max_shared_memory_size;
+    let plan = NetworkPlan::new(spec, terms, data.has_laplace(), with_gradient, max_shared, theta.dtype.size())?;
+    let shape = theta.meta.shape().clone();
+    let (c, d) = (shape[0], shape[1]);
+    if d != spec.dim || c == 0 || c > u32::MAX as usize {
+        return None;
+    }
+    let rows = data.rows();
+    let (head_a, head_b) = match spec.head {
+        KernelHead::Fixed { sigma } => (1.0 / (sigma * sigma), 0.0),
+        KernelHead::Heteroscedastic { softplus: false, sigma_min, sigma_max } => (sigma_min.ln(), sigma_max.ln()),
+        KernelHead::Heteroscedastic { softplus: true, sigma_min, sigma_max } => (sigma_min, sigma_max),
+        KernelHead::Categorical => (0.0, 0.0),
+        KernelHead::LearnedSigma { .. } => return None,
+    };
+    let slope = match spec.activation {
+        KernelActivation::LeakyRelu { slope } => slope,
+        _ => 0.0,
+    };
+    let outputs = spec.layers.last()?.d_out;
+    let mut constant = crate::ops_gradient::head_constant(spec.head, rows, outputs);
+    if terms == Terms::Posterior {
+        constant += prior_constant;
+    }
+    let theta = burn_cubecl::kernel::into_contiguous(theta);
+    let values = empty_device_dtype(client.clone(), theta.device.clone(), Shape::new([c]), theta.dtype);
+    let gradient = with_gradient.then(|| empty_device_dtype(client.clone(), theta.device.clone(), Shape::new([c, d]), theta.dtype));
+    // A value-only call binds a one-value buffer in the gradient's place (never written).
+    let gradient_arg = gradient.clone().unwrap_or_else(|| empty_device_dtype(client.clone(), theta.device.clone(), Shape::new([1]), theta.dtype));
+    let (quadratic, absolute) = data.prior_tensors();
+    let absolute = absolute.unwrap_or_else(|| quadratic.clone());
+    // One cube per chain, over two grid axes past the device's per-axis limit.
+    let max_x = client.properties().hardware.max_cube_count.0.max(1) as usize;
+    let count = CubeCount::Static(c.min(max_x) as u32, c.div_ceil(max_x) as u32, 1);
+    let (x, y) = data.data_tensors();
+    network_kernel::launch(
+        &client,
+        count,
+        CubeDim::new_1d(plan.rows_per_block),
+        theta.into_buffer_arg(),
+        x.into_buffer_arg(),
+        y.into_buffer_arg(),
+        quadratic.into_buffer_arg(),
+        absolute.into_buffer_arg(),
+        values.clone().into_buffer_arg(),
+        gradient_arg.into_buffer_arg(),
+        rows as u32,
+        c as u32,
+        slope as f32,
+        head_a as f32,
+        head_b as f32,
+        constant as f32,
+        plan,
+        elem,
+    );
+    Some((values, gradient))
+}
