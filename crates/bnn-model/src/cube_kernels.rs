@@ -19,26 +19,91 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-/// Comptime codes of the hidden activations.
-const TANH: u32 = 0;
-const SIGMOID: u32 = 1;
-const RELU: u32 = 2;
-const LEAKY_RELU: u32 = 3;
-const SILU: u32 = 4;
-const TRUNC_RELU: u32 = 5;
-const IDENTITY: u32 = 6;
+/// Comptime codes of the hidden activations (shared with [`crate::cube_network`]).
+pub(crate) const TANH: u32 = 0;
+pub(crate) const SIGMOID: u32 = 1;
+pub(crate) const RELU: u32 = 2;
+pub(crate) const LEAKY_RELU: u32 = 3;
+pub(crate) const SILU: u32 = 4;
+pub(crate) const TRUNC_RELU: u32 = 5;
+pub(crate) const IDENTITY: u32 = 6;
 
 /// Comptime codes of the regression heads.
-const FIXED: u32 = 0;
-const HETERO_EXP: u32 = 1;
-const HETERO_SOFTPLUS: u32 = 2;
+pub(crate) const FIXED: u32 = 0;
+pub(crate) const HETERO_EXP: u32 = 1;
+pub(crate) const HETERO_SOFTPLUS: u32 = 2;
 
 const UNITS_PER_CUBE: u32 = 256;
 
 #[cube]
-fn logistic<F: Float>(z: F) -> F {
+pub(crate) fn logistic<F: Float>(z: F) -> F {
     // The same formula as the plain path's sigmoid: (tanh(z/2) + 1)/2.
     (F::tanh(z * F::new(0.5)) + F::new(1.0)) * F::new(0.5)
+}
+
+/// (φ(z), φ'(z)) of a hidden unit; `slope`: the leaky ReLU's.
+#[cube]
+pub(crate) fn activate<F: Float>(z: F, slope: F, #[comptime] activation: u32) -> (F, F) {
+    let zero = F::new(0.0);
+    let one = F::new(1.0);
+    let mut a = z;
+    let mut d = one;
+    if comptime![activation == TANH] {
+        a = F::tanh(z);
+        d = one - a * a;
+    } else if comptime![activation == SIGMOID] {
+        a = logistic::<F>(z);
+        d = a * (one - a);
+    } else if comptime![activation == RELU] {
+        d = select(z > zero, one, zero);
+        a = z * d;
+    } else if comptime![activation == LEAKY_RELU] {
+        d = select(z > zero, one, slope);
+        a = z * d;
+    } else if comptime![activation == SILU] {
+        let s = logistic::<F>(z);
+        a = z * s;
+        d = s + a * (one - s);
+    } else if comptime![activation == TRUNC_RELU] {
+        d = select(z > zero && z < one, one, zero);
+        a = max(min(z, one), zero);
+    }
+    (a, d)
+}
+
+/// The heteroscedastic heads' (log σ, ∂ log σ / ∂ raw output): `lo`, `hi` clip log σ (exp link,
+/// `softplus` false) or σ (softplus link); the derivative is zero where the clip holds.
+#[cube]
+#[allow(unused_assignments)] // both are set in a comptime branch
+pub(crate) fn hetero_log_sd<F: Float>(raw: F, lo: F, hi: F, #[comptime] softplus: bool) -> (F, F) {
+    let zero = F::new(0.0);
+    let one = F::new(1.0);
+    let mut log_sd = zero;
+    let mut dlog_sd = zero;
+    if comptime![softplus] {
+        // softplus(o) = max(o, 0) + log1p(exp(−|o|)), derivative σ(o).
+        let sp = max(raw, zero) + F::log1p(F::exp(-F::abs(raw)));
+        let sd = max(min(sp, hi), lo);
+        log_sd = F::ln(sd);
+        dlog_sd = select(sp >= lo && sp <= hi, logistic::<F>(raw) / sd, zero);
+    } else {
+        log_sd = max(min(raw, hi), lo);
+        dlog_sd = select(raw >= lo && raw <= hi, one, zero);
+    }
+    (log_sd, dlog_sd)
+}
+
+/// The comptime code and leaky slope of an activation.
+pub(crate) fn activation_code(activation: KernelActivation) -> (u32, f32) {
+    match activation {
+        KernelActivation::Tanh => (TANH, 0.0),
+        KernelActivation::Sigmoid => (SIGMOID, 0.0),
+        KernelActivation::Relu => (RELU, 0.0),
+        KernelActivation::LeakyRelu { slope } => (LEAKY_RELU, slope as f32),
+        KernelActivation::Silu => (SILU, 0.0),
+        KernelActivation::TruncRelu => (TRUNC_RELU, 0.0),
+        KernelActivation::Identity => (IDENTITY, 0.0),
+    }
 }
 
 /// `product`: `[C, N, H]` (h W), `bias`: `[C, H]` → `activated`, `derivative`: `[C, N, H]`.
@@ -59,37 +124,9 @@ fn bias_activation_kernel<F: Float>(
         let chain = p / rows_times_width as usize;
         let j = p % width as usize;
         let z = product[p] + bias[chain * width as usize + j];
-        let zero = F::new(0.0);
-        let one = F::new(1.0);
-        if comptime![activation == TANH] {
-            let a = F::tanh(z);
-            activated[p] = a;
-            derivative[p] = one - a * a;
-        } else if comptime![activation == SIGMOID] {
-            let a = logistic::<F>(z);
-            activated[p] = a;
-            derivative[p] = a * (one - a);
-        } else if comptime![activation == RELU] {
-            let d = select(z > zero, one, zero);
-            activated[p] = z * d;
-            derivative[p] = d;
-        } else if comptime![activation == LEAKY_RELU] {
-            let d = select(z > zero, one, F::cast_from(slope));
-            activated[p] = z * d;
-            derivative[p] = d;
-        } else if comptime![activation == SILU] {
-            let s = logistic::<F>(z);
-            let a = z * s;
-            activated[p] = a;
-            derivative[p] = s + a * (one - s);
-        } else if comptime![activation == TRUNC_RELU] {
-            let inside = z > zero && z < one;
-            activated[p] = max(min(z, one), zero);
-            derivative[p] = select(inside, one, zero);
-        } else {
-            activated[p] = z;
-            derivative[p] = one;
-        }
+        let (a, d) = activate::<F>(z, F::cast_from(slope), activation);
+        activated[p] = a;
+        derivative[p] = d;
     }
 }
 
@@ -98,7 +135,7 @@ fn bias_activation_kernel<F: Float>(
 /// `fixed`: `a` = 1/σ²; heteroscedastic: `a`, `b` = the clip range of log σ (exp link) or of σ
 /// (softplus link).
 #[cube(launch)]
-#[allow(clippy::too_many_arguments, unused_assignments)] // log σ is set in a comptime branch
+#[allow(clippy::too_many_arguments)]
 fn regression_head_kernel<F: Float>(
     out: &[F],
     y: &[F],
@@ -134,18 +171,7 @@ fn regression_head_kernel<F: Float>(
             for t in 0..t_count {
                 let mean = out[p * k + t];
                 let raw = out[p * k + t_count + t];
-                let mut log_sd = zero;
-                let mut dlog_sd = zero;
-                if comptime![head == HETERO_EXP] {
-                    log_sd = max(min(raw, hi), lo);
-                    dlog_sd = select(raw >= lo && raw <= hi, one, zero);
-                } else {
-                    // softplus(o) = max(o, 0) + log1p(exp(−|o|)), derivative σ(o).
-                    let sp = max(raw, zero) + F::log1p(F::exp(-F::abs(raw)));
-                    let sd = max(min(sp, hi), lo);
-                    log_sd = F::ln(sd);
-                    dlog_sd = select(sp >= lo && sp <= hi, logistic::<F>(raw) / sd, zero);
-                }
+                let (log_sd, dlog_sd) = hetero_log_sd::<F>(raw, lo, hi, comptime![head == HETERO_SOFTPLUS]);
                 let inv_sd = F::exp(-log_sd);
                 let z = (y[n * t_count + t] - mean) * inv_sd;
                 acc += -half * z * z - log_sd;
@@ -195,7 +221,7 @@ fn categorical_head_kernel<F: Float>(
     }
 }
 
-fn elem_type(dtype: DType) -> Option<ElemType> {
+pub(crate) fn elem_type(dtype: DType) -> Option<ElemType> {
     match dtype {
         DType::F32 => Some(ElemType::Float(cubecl::ir::FloatKind::F32)),
         DType::F64 => Some(ElemType::Float(cubecl::ir::FloatKind::F64)),
@@ -233,15 +259,7 @@ pub(crate) fn bias_activation(
     let (product, bias) = (contiguous(product), contiguous(bias));
     let activated = empty_like(&product, shape.clone());
     let derivative = empty_like(&product, shape.clone());
-    let (code, slope) = match activation {
-        KernelActivation::Tanh => (TANH, 0.0),
-        KernelActivation::Sigmoid => (SIGMOID, 0.0),
-        KernelActivation::Relu => (RELU, 0.0),
-        KernelActivation::LeakyRelu { slope } => (LEAKY_RELU, slope as f32),
-        KernelActivation::Silu => (SILU, 0.0),
-        KernelActivation::TruncRelu => (TRUNC_RELU, 0.0),
-        KernelActivation::Identity => (IDENTITY, 0.0),
-    };
+    let (code, slope) = activation_code(activation);
     let (count, dim) = launch_shape(&product.client, shape.num_elements());
     bias_activation_kernel::launch(
         &product.client,

@@ -22,26 +22,17 @@
 
 use crate::ops_gradient::DeviceTensors;
 use crate::terms::Terms;
-use bnn_kernels::{KernelActivation, KernelHead, KernelSpec};
+use bnn_kernels::{KernelHead, KernelSpec};
 use burn::backend::Cube;
-use burn::tensor::{DType, Shape};
+use burn::tensor::Shape;
 use burn_cubecl::cubecl;
 use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-/// Comptime codes of the hidden activations (as in [`crate::cube_kernels`]).
-const TANH: u32 = 0;
-const SIGMOID: u32 = 1;
-const RELU: u32 = 2;
-const LEAKY_RELU: u32 = 3;
-const SILU: u32 = 4;
-const TRUNC_RELU: u32 = 5;
+use crate::cube_kernels::{activate, activation_code, elem_type, hetero_log_sd, FIXED, HETERO_EXP, HETERO_SOFTPLUS};
 
-/// Comptime codes of the heads.
-const FIXED: u32 = 0;
-const HETERO_EXP: u32 = 1;
-const HETERO_SOFTPLUS: u32 = 2;
+/// The categorical head's comptime code (the regression heads' are [`crate::cube_kernels`]').
 const CATEGORICAL: u32 = 3;
 
 /// Rows per block (= threads per cube), largest first: the first whose tables fit the device's
@@ -109,15 +100,7 @@ impl NetworkPlan {
             KernelHead::Categorical => CATEGORICAL,
             KernelHead::LearnedSigma { .. } => return None,
         };
-        let activation = match spec.activation {
-            KernelActivation::Tanh => TANH,
-            KernelActivation::Sigmoid => SIGMOID,
-            KernelActivation::Relu => RELU,
-            KernelActivation::LeakyRelu { .. } => LEAKY_RELU,
-            KernelActivation::Silu => SILU,
-            KernelActivation::TruncRelu => TRUNC_RELU,
-            KernelActivation::Identity => 6,
-        };
+        let (activation, _) = activation_code(spec.activation);
         let d_input = spec.d_input();
         let last = spec.layers.len().checked_sub(1)?;
         let mut layers = Vec::with_capacity(spec.layers.len());
@@ -164,45 +147,9 @@ impl NetworkPlan {
     }
 }
 
-#[cube]
-fn logistic<F: Float>(z: F) -> F {
-    // The same formula as the other paths' sigmoid: (tanh(z/2) + 1)/2.
-    (F::tanh(z * F::new(0.5)) + F::new(1.0)) * F::new(0.5)
-}
-
-/// (φ(z), φ'(z)) of a hidden unit.
-#[cube]
-fn activate<F: Float>(z: F, slope: F, #[comptime] activation: u32) -> (F, F) {
-    let zero = F::new(0.0);
-    let one = F::new(1.0);
-    let mut a = z;
-    let mut d = one;
-    if comptime![activation == TANH] {
-        a = F::tanh(z);
-        d = one - a * a;
-    } else if comptime![activation == SIGMOID] {
-        a = logistic::<F>(z);
-        d = a * (one - a);
-    } else if comptime![activation == RELU] {
-        d = select(z > zero, one, zero);
-        a = z * d;
-    } else if comptime![activation == LEAKY_RELU] {
-        d = select(z > zero, one, slope);
-        a = z * d;
-    } else if comptime![activation == SILU] {
-        let s = logistic::<F>(z);
-        a = z * s;
-        d = s + a * (one - s);
-    } else if comptime![activation == TRUNC_RELU] {
-        d = select(z > zero && z < one, one, zero);
-        a = max(min(z, one), zero);
-    }
-    (a, d)
-}
-
 /// θ `[C, P]` → log density `[C]` (and ∂/∂θ `[C, P]`), one cube of R threads per chain.
 #[cube(launch)]
-#[allow(clippy::too_many_arguments, unused_assignments)] // log σ is set in a comptime branch
+#[allow(clippy::too_many_arguments)]
 fn network_kernel<F: Float>(
     theta: &[F],
     x: &[F],
@@ -356,18 +303,7 @@ fn network_kernel<F: Float>(
             for k in 0..targets {
                 let mean = del[dr + oc + k];
                 let raw = del[dr + oc + targets + k];
-                let mut log_sd = zero;
-                let mut dlog_sd = zero;
-                if comptime![plan.head == HETERO_EXP] {
-                    log_sd = max(min(raw, hi), lo);
-                    dlog_sd = select(raw >= lo && raw <= hi, one, zero);
-                } else {
-                    // softplus(o) = max(o, 0) + log1p(exp(−|o|)), derivative σ(o).
-                    let sp = max(raw, zero) + F::log1p(F::exp(-F::abs(raw)));
-                    let sd = max(min(sp, hi), lo);
-                    log_sd = F::ln(sd);
-                    dlog_sd = select(sp >= lo && sp <= hi, logistic::<F>(raw) / sd, zero);
-                }
+                let (log_sd, dlog_sd) = hetero_log_sd::<F>(raw, lo, hi, comptime![plan.head == HETERO_SOFTPLUS]);
                 let inv_sd = F::exp(-log_sd);
                 let z = (y[nr * targets + k] - mean) * inv_sd;
                 row_ll += -half * z * z - log_sd;
@@ -497,14 +433,6 @@ fn network_kernel<F: Float>(
     }
 }
 
-fn elem_type(dtype: DType) -> Option<ElemType> {
-    match dtype {
-        DType::F32 => Some(ElemType::Float(cubecl::ir::FloatKind::F32)),
-        DType::F64 => Some(ElemType::Float(cubecl::ir::FloatKind::F64)),
-        _ => None,
-    }
-}
-
 /// Log density `[C]` and, when asked, gradient `[C, D]` of θ `[C, D]` in one launch, or `None`
 /// when the kernel does not cover the model or the device (then the caller runs the tensor
 /// program). `constant`: the prior's constant (added for the posterior).
@@ -533,10 +461,7 @@ pub(crate) fn evaluate(
         KernelHead::Categorical => (0.0, 0.0),
         KernelHead::LearnedSigma { .. } => return None,
     };
-    let slope = match spec.activation {
-        KernelActivation::LeakyRelu { slope } => slope,
-        _ => 0.0,
-    };
+    let (_, slope) = activation_code(spec.activation);
     let outputs = spec.layers.last()?.d_out;
     let mut constant = crate::ops_gradient::head_constant(spec.head, rows, outputs);
     if terms == Terms::Posterior {
@@ -566,7 +491,7 @@ pub(crate) fn evaluate(
         gradient_arg.into_buffer_arg(),
         rows as u32,
         c as u32,
-        slope as f32,
+        slope,
         head_a as f32,
         head_b as f32,
         constant as f32,

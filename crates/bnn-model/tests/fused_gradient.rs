@@ -116,6 +116,11 @@ fn device_kernel_matches_the_plain_autodiff_path_on_wgpu() {
     check_against_plain(DeviceName::Wgpu, GradientPath::Auto, "device_kernel", &[(DType::F32, 1e-5)]);
 }
 
+/// The wgpu device, or `None` with a printed skip where no adapter exists.
+fn wgpu_device() -> Option<burn::tensor::Device> {
+    DeviceName::Wgpu.device().map_err(|e| eprintln!("skipping wgpu: {e}")).ok()
+}
+
 /// Largest coordinate difference over the reference's largest coordinate.
 fn gradient_error(g: &[f64], reference: &[f64]) -> f64 {
     let scale = reference.iter().fold(0.0f64, |m, v| m.max(v.abs()));
@@ -128,13 +133,7 @@ fn device_kernel_agrees_with_the_tensor_program_over_several_row_blocks() {
     // two targets (four outputs for the heteroscedastic heads). Values alone (no gradient)
     // and the log likelihood without the prior go through the kernel too. A chain's numbers
     // are the same bits alone as in a batch, and on a second call.
-    let device = match DeviceName::Wgpu.device() {
-        Ok(device) => device,
-        Err(e) => {
-            eprintln!("skipping wgpu: {e}");
-            return;
-        }
-    };
+    let Some(device) = wgpu_device() else { return };
     for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
         if matches!(likelihood, bnn_model::Likelihood::GaussianLearnedSigma { .. }) {
             continue;
@@ -189,13 +188,7 @@ fn device_kernel_agrees_with_the_tensor_program_over_several_row_blocks() {
 fn device_kernel_covers_more_chains_than_one_grid_axis() {
     // One cube per chain: 66,000 chains exceed wgpu's 65,535 cubes per axis, so the launch
     // spreads over two axes. Chains on both sides of the boundary must match themselves alone.
-    let device = match DeviceName::Wgpu.device() {
-        Ok(device) => device,
-        Err(e) => {
-            eprintln!("skipping wgpu: {e}");
-            return;
-        }
-    };
+    let Some(device) = wgpu_device() else { return };
     let likelihood = bnn_model::Likelihood::GaussianFixed { sigma: 0.3 };
     let config = BnnConfig::new(1).with_hidden(vec![3]).with_activation(Activation::Tanh).with_likelihood(likelihood);
     let data = random_data(5, 1, 1, &likelihood, 4);
@@ -303,13 +296,7 @@ fn wgpu_kernels_cover_grids_larger_than_one_launch_axis() {
     // 4400 chains × 80 rows × 50 units = 17.6M units: more than 65,535 cubes of 256 on one axis
     // (wgpu's limit), so the launch spreads over two axes. The first and last chains of the
     // batch must match the same chains evaluated alone.
-    let device = match DeviceName::Wgpu.device() {
-        Ok(device) => device,
-        Err(e) => {
-            eprintln!("skipping wgpu: {e}");
-            return;
-        }
-    };
+    let Some(device) = wgpu_device() else { return };
     let likelihood = bnn_model::Likelihood::GaussianFixed { sigma: 0.1 };
     let config = BnnConfig::new(1).with_hidden(vec![50]).with_activation(Activation::Sigmoid).with_likelihood(likelihood);
     let data = random_data(80, 1, 1, &likelihood, 3);
