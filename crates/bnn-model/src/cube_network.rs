@@ -4,20 +4,21 @@
 //! Why: the tensor program of [`crate::ops_gradient`] issues a few dozen kernels per call and
 //! moves every `[C, N, width]` activation through device memory. On an H100 it cost ~2 ms per
 //! call at any C ≤ 64 and ~10 µs per chain-gradient beyond (concrete, 16-16 tanh): 0.2 TFLOP/s,
-//! far from the card (examples/benchmarks/h100/README.md). Here a cube keeps its chain's θ and
-//! the running gradient in shared memory and walks the training rows in blocks of R rows:
+//! far from the card (examples/benchmarks/h100/README.md). Here a cube keeps its chain's θ in
+//! shared memory and walks the training rows in blocks of R rows:
 //!
 //! 1. **row phase** (thread r = row r of the block): forward through every layer, the head's
 //!    log likelihood and ∂/∂output, then δ back through the layers. Each thread touches only its
 //!    row's columns of the block's activation (`A`) and δ (`D`) tables, so no barrier is needed;
 //!    weights are read from shared memory at one address per warp (a broadcast).
 //! 2. **gradient phase** (thread t = parameters t, t + R, …): ∂W[i, j] += Σ_rows A[·, i] D[·, j]
-//!    (a bias reads the table's column of ones). Each parameter has one owner, so the sums need
-//!    no atomics and come out in the same order on every run.
+//!    (a bias reads the table's column of ones), the sums in the owner's registers. Each
+//!    parameter has one owner, so the sums need no atomics and come out in the same order on
+//!    every run.
 //!
 //! The tables store a row's columns at stride `A`/`D` width rounded up to an odd number: row
 //! threads of a warp then hit 32 different banks, and the gradient phase reads consecutive
-//! columns. Shared memory holds 2D + R (A + D + 1) values; a net too large for the device's
+//! columns. Shared memory holds D + R (A + D + 1) values; a net too large for the device's
 //! shared memory (or the learned-σ head) goes to the tensor program instead.
 
 use crate::ops_gradient::DeviceTensors;
@@ -36,9 +37,10 @@ use crate::cube_kernels::{activate, activation_code, elem_type, hetero_log_sd, F
 const CATEGORICAL: u32 = 3;
 
 /// Rows per block (= threads per cube), largest first: the first whose tables fit the device's
-/// shared memory. `BNN_DEVICE_BLOCK_ROWS` (a power of two, 16–256) fixes it instead, to compare
-/// block sizes on a card.
-const ROWS_PER_BLOCK: [u32; 4] = [128, 64, 32, 16];
+/// shared memory. On an H100, 64 beat 128 (2.03 against 2.51 µs per chain-gradient at 1024
+/// chains, concrete 16-16: more parameters per thread, more independent sums in flight) and 32.
+/// `BNN_DEVICE_BLOCK_ROWS` (a power of two, 16–256) fixes it instead, to compare on a card.
+const ROWS_PER_BLOCK: [u32; 3] = [64, 32, 16];
 
 /// The shared memory every WebGPU device offers a workgroup (WebGPU's minimum
 /// `maxComputeWorkgroupStorageSize`): a model whose f32 tables fit it runs the kernel on any
@@ -125,7 +127,7 @@ impl NetworkPlan {
         }
         let odd = |n: usize| n | 1;
         let (a_stride, d_stride) = (odd(a_next), odd(d_next));
-        let fits = |r: u32| (2 * spec.dim + r as usize * (a_stride + d_stride + 1)) * value_bytes <= max_shared_bytes;
+        let fits = |r: u32| (spec.dim + r as usize * (a_stride + d_stride + 1)) * value_bytes <= max_shared_bytes;
         let rows_per_block = match block_rows_override() {
             Some(r) if fits(r) => r,
             _ => ROWS_PER_BLOCK.into_iter().find(|&r| fits(r))?,
@@ -145,6 +147,33 @@ impl NetworkPlan {
             laplace: laplace && terms == Terms::Posterior,
         })
     }
+}
+
+/// (column in `A`, column in `D`) whose products over a block's rows sum to ∂/∂θ[p] (a bias
+/// reads `A`'s column of ones); (0, 0) past the last parameter (read, never used).
+#[cube]
+fn gradient_columns(p: usize, #[comptime] plan: NetworkPlan) -> (u32, u32) {
+    let mut a_col = 0usize;
+    let mut d_col = 0usize;
+    #[unroll]
+    for l in 0..comptime![plan.layers.len()] {
+        let weight = comptime![plan.layers[l].weight as usize];
+        let bias = comptime![plan.layers[l].bias as usize];
+        let d_in = comptime![plan.layers[l].d_in as usize];
+        let d_out = comptime![plan.layers[l].d_out as usize];
+        let a_in = comptime![plan.layers[l].a_in as usize];
+        let col = comptime![plan.layers[l].d_col as usize];
+        if p >= weight && p < weight + d_in * d_out {
+            let q = p - weight;
+            a_col = a_in + q / d_out;
+            d_col = col + q % d_out;
+        }
+        if p >= bias && p < bias + d_out {
+            a_col = 0;
+            d_col = col + (p - bias);
+        }
+    }
+    (a_col as u32, d_col as u32)
 }
 
 /// θ `[C, P]` → log density `[C]` (and ∂/∂θ `[C, P]`), one cube of R threads per chain.
@@ -186,7 +215,6 @@ fn network_kernel<F: Float>(
     let slope = F::cast_from(slope);
 
     let mut th = Shared::<[F]>::new_slice(params);
-    let mut grad = Shared::<[F]>::new_slice(params);
     let mut act = Shared::<[F]>::new_slice(comptime![plan.rows_per_block as usize * plan.a_stride as usize]);
     let mut del = Shared::<[F]>::new_slice(comptime![plan.rows_per_block as usize * plan.d_stride as usize]);
     let mut partial = Shared::<[F]>::new_slice(block_rows);
@@ -195,8 +223,21 @@ fn network_kernel<F: Float>(
     let mut p = t;
     while p < params {
         th[p] = theta[base + p];
-        grad[p] = zero;
         p += block_rows;
+    }
+    // Thread t owns parameters t, t + R, …: their running sums and table columns stay in
+    // registers for the whole call (independent sums, so the unrolled row loop below has several
+    // chains of multiply-adds in flight).
+    let owned = comptime![plan.params.div_ceil(plan.rows_per_block) as usize];
+    let mut acc = Array::<F>::new(owned);
+    let mut a_cols = Array::<u32>::new(owned);
+    let mut d_cols = Array::<u32>::new(owned);
+    #[unroll]
+    for k in 0..owned {
+        let (a_col, d_col) = gradient_columns(t + k * block_rows, comptime![plan.clone()]);
+        acc[k] = zero;
+        a_cols[k] = a_col;
+        d_cols[k] = d_col;
     }
     let ar = t * sa;
     let dr = t * sd;
@@ -226,7 +267,7 @@ fn network_kernel<F: Float>(
             let dc = comptime![plan.layers[l].d_col as usize];
             // Four units at a time: each input value read once for four weights.
             // Unrolled: constant offsets, no loop counters, loads scheduled early. Every layer is
-            // small here: θ alone fits in shared memory (below 2048 values in 16 KiB).
+            // small here: θ fits in shared memory (below 4096 values in 16 KiB).
             #[unroll]
             for group in 0..comptime![(plan.layers[l].d_out as usize).div_ceil(4)] {
                 let j = group * 4;
@@ -360,35 +401,12 @@ fn network_kernel<F: Float>(
             }
             sync_cube();
             // Gradient phase: each parameter summed over the block's rows by its owner.
-            let mut p = t;
-            while p < params {
-                let mut a_col = 0usize;
-                let mut d_col = 0usize;
+            #[unroll]
+            for r in 0..block_rows {
                 #[unroll]
-                for l in 0..n_layers {
-                    let weight = comptime![plan.layers[l].weight as usize];
-                    let bias = comptime![plan.layers[l].bias as usize];
-                    let d_in = comptime![plan.layers[l].d_in as usize];
-                    let d_out = comptime![plan.layers[l].d_out as usize];
-                    let a_in = comptime![plan.layers[l].a_in as usize];
-                    let col = comptime![plan.layers[l].d_col as usize];
-                    if p >= weight && p < weight + d_in * d_out {
-                        let q = p - weight;
-                        a_col = a_in + q / d_out;
-                        d_col = col + q % d_out;
-                    }
-                    if p >= bias && p < bias + d_out {
-                        a_col = 0;
-                        d_col = col + (p - bias);
-                    }
+                for k in 0..owned {
+                    acc[k] += act[r * sa + a_cols[k] as usize] * del[r * sd + d_cols[k] as usize];
                 }
-                let mut acc = grad[p];
-                #[unroll]
-                for r in 0..block_rows {
-                    acc += act[r * sa + a_col] * del[r * sd + d_col];
-                }
-                grad[p] = acc;
-                p += block_rows;
             }
         }
         sync_cube();
@@ -396,25 +414,32 @@ fn network_kernel<F: Float>(
 
     // Prior, gradient out, and the chain's sum over the threads' partial sums (a fixed tree).
     let mut own = ll;
-    let mut p = t;
-    while p < params {
-        let v = th[p];
-        let mut g = grad[p];
+    #[unroll]
+    for k in 0..owned {
+        let p = t + k * block_rows;
+        let mut v = zero;
+        if p < params {
+            v = th[p];
+        }
+        let mut g = acc[k];
         if comptime![plan.posterior] {
-            let q = quadratic[p];
-            own += -half * (q * v) * v;
-            g += -(q * v);
-            if comptime![plan.laplace] {
-                let b = absolute[p];
-                let sign = select(v > zero, one, select(v < zero, -one, zero));
-                own += -(b * F::abs(v));
-                g += -(b * sign);
+            if p < params {
+                let q = quadratic[p];
+                own += -half * (q * v) * v;
+                g += -(q * v);
+                if comptime![plan.laplace] {
+                    let b = absolute[p];
+                    let sign = select(v > zero, one, select(v < zero, -one, zero));
+                    own += -(b * F::abs(v));
+                    g += -(b * sign);
+                }
             }
         }
         if comptime![plan.with_gradient] {
-            gradient[base + p] = g;
+            if p < params {
+                gradient[base + p] = g;
+            }
         }
-        p += block_rows;
     }
     partial[t] = own;
     sync_cube();

@@ -350,3 +350,28 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
 }
 
 
+
+#[test]
+fn device_kernel_covers_a_32_32_net() {
+    // 1,410 parameters: each thread owns several of them (their sums in registers), and the
+    // layers' unrolled loops are 8 × 32 and 32 × 32.
+    let Some(device) = wgpu_device() else { return };
+    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic { link: bnn_model::ScaleLink::Exp };
+    let config = BnnConfig::new(8).with_hidden(vec![32, 32]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let data = random_data(100, 8, 1, &likelihood, 13);
+    let build = |path| MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap().with_gradient_path(path);
+    let kernel = build(GradientPath::Auto);
+    assert_eq!(kernel.gradient_program(), "device_kernel");
+    let (kernel, tensor_ops) = (AutodiffLogDensity::new(kernel), AutodiffLogDensity::new(build(GradientPath::TensorOps)));
+    let (d, chains) = (kernel.dim(), 3);
+    assert_eq!(d, 1410);
+    let thetas = random_theta(chains * d, 0.3, 78);
+    let (kv, kg) = evaluate(&kernel, &thetas, chains);
+    let (tv, tg) = evaluate(&tensor_ops, &thetas, chains);
+    for c in 0..chains {
+        let rel = ((kv[c] - tv[c]) / tv[c]).abs();
+        assert!(rel <= 1e-5, "chain {c}: value {} vs {} (rel {rel:e})", kv[c], tv[c]);
+        let err = gradient_error(&kg[c * d..(c + 1) * d], &tg[c * d..(c + 1) * d]);
+        assert!(err <= 1e-5, "chain {c}: gradient error {err:e}");
+    }
+}
