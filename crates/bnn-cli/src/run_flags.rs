@@ -193,8 +193,9 @@ pub struct RunFlags {
     /// Worker threads (the results do not depend on it).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// auto (the fused operation: host kernel on CPU devices, tensor operations + CubeCL
-    /// kernels on wgpu), tensor_ops (that program on every device) or plain (Burn's graph).
+    /// auto (the fused operation: host kernel on CPU devices, one device kernel per call on wgpu,
+    /// the tensor program where that kernel does not cover the model), tensor_ops (the tensor
+    /// program on every device) or plain (Burn's graph).
     #[arg(long)]
     pub gradient: Option<GradientPath>,
 }

@@ -65,9 +65,9 @@ pub struct BenchArgs {
     /// Also write the JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// `auto`: the fused operation (host kernel on CPU devices, batched tensor operations on
-    /// wgpu); `tensor-ops`: the tensor-operation program on any device; `plain`: Burn's tensor
-    /// graph (the reference, for comparison).
+    /// `auto`: the fused operation (host kernel on CPU devices, one device kernel per call on
+    /// wgpu where it covers the model); `tensor-ops`: the tensor-operation program on any device;
+    /// `plain`: Burn's tensor graph (the reference, for comparison).
     #[arg(long, default_value = "auto")]
     pub gradient: GradientPath,
     /// Also run NUTS (one chain per ensemble-free cold start, δ 0.8, depth ≤ 10) for this many
@@ -130,8 +130,8 @@ fn time_calls(density: &AutodiffLogDensity<MlpPosterior>, c: usize, evals: usize
 struct BenchReport {
     problem: Problem,
     device: String,
-    /// `host_kernel` or `tensor_ops` (the fused operation's two programs, handwritten backward)
-    /// or `plain` (Burn's tensor graph).
+    /// `host_kernel`, `device_kernel` or `tensor_ops` (the fused operation's programs,
+    /// handwritten backward) or `plain` (Burn's tensor graph).
     gradient: &'static str,
     /// `direct`: the sampler's buffers go straight to the host kernel; `autodiff`: through
     /// Burn tensors and one autodiff backward per call.
