@@ -52,9 +52,13 @@ pub(crate) fn covers(spec: &KernelSpec) -> bool {
     NetworkPlan::new(spec, Terms::Posterior, true, true, GUARANTEED_SHARED_BYTES, 4).is_some()
 }
 
+/// `BNN_DEVICE_BLOCK_ROWS`, read once (plans are built on every call).
 fn block_rows_override() -> Option<u32> {
-    let rows = std::env::var("BNN_DEVICE_BLOCK_ROWS").ok()?.parse::<u32>().ok()?;
-    (rows.is_power_of_two() && (16..=256).contains(&rows)).then_some(rows)
+    static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *OVERRIDE.get_or_init(|| {
+        let rows = std::env::var("BNN_DEVICE_BLOCK_ROWS").ok()?.parse::<u32>().ok()?;
+        (rows.is_power_of_two() && (16..=256).contains(&rows)).then_some(rows)
+    })
 }
 
 /// One layer as the kernel is compiled for it.
