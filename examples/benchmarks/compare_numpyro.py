@@ -22,6 +22,7 @@ each costs when nothing else runs, so `ratio_fused_vs_numpyro_min` is the steadi
 
 import argparse
 import json
+import time
 import os
 import subprocess
 import sys
@@ -99,15 +100,20 @@ def main():
     p.add_argument("--repeats", type=int, default=9,
                    help="timed repeats per case on both sides (median and fastest reported)")
     p.add_argument("--skip-plain", action="store_true", help="do not time Burn's plain tensor graph")
+    p.add_argument("--settle", type=float, default=3.0,
+                   help="seconds to wait before each side's measurement: on a 2-vCPU VM the first cell timed "
+                        "right after the other side's process exited came out up to 1.5x slow (both sides wait)")
     a = p.parse_args()
     rows = []
     versions = None
     kernel_isa = None
     for problem in a.problems.split(","):
         evals = 50 if problem == "protein" else 300
+        time.sleep(a.settle)
         fused, fused_min, report = ours(a.bnn, problem, a.chains, a.device, "auto", evals, a.repeats)
         kernel_isa = report.get("kernel_isa")
         plain = None if a.skip_plain else ours(a.bnn, problem, a.chains, a.device, "plain", max(evals // 5, 10), 5)[0]
+        time.sleep(a.settle)
         in_graph, in_graph_min, dispatch, versions = numpyro(a.python, a.peer, problem, a.chains, a.data_dir, evals,
                                                              a.repeats)
         for c in sorted(fused):

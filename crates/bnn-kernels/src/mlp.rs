@@ -16,9 +16,8 @@ pub struct Workspace<R> {
     post: Vec<Vec<R>>,
     pub(crate) delta: Vec<R>,
     delta_below: Vec<R>,
-    /// The one-hidden-layer pass's hidden pre- and post-activations (`[rows, H]` and one
-    /// block more) and its output weights by column, padded to whole blocks.
-    pub(crate) hidden_pre: Vec<R>,
+    /// The one-hidden-layer pass's hidden activations (`[rows, padded H]`) and its padded
+    /// parameters (hidden weights, biases, output weights by column).
     pub(crate) hidden_post: Vec<R>,
     pub(crate) output_columns: Vec<R>,
     /// The narrow-layer pass's feature-major buffers.
@@ -634,9 +633,10 @@ mod tests {
     }
 
     #[test]
-    fn one_hidden_layer_pass_gives_the_general_pass_bits_with_one_output() {
-        // With one output the fused pass does the general pass's arithmetic in the same order:
-        // the same f32 bits, value and gradient, for every activation and hidden width.
+    fn one_hidden_layer_pass_agrees_with_the_general_pass_in_f32() {
+        // With one output the one-hidden-layer pass sums the same products as the general
+        // pass in another order (padded chunks, multiply-adds): equal to f32 rounding, value and
+        // gradient, for every activation and hidden width.
         for head in [KernelHead::Fixed { sigma: 0.1 }, KernelHead::LearnedSigma { log_sigma_offset: usize::MAX, prior_mean: 0.2, prior_sd: 0.7 }] {
             for activation in ACTIVATIONS {
                 for spec in one_hidden_specs(head, activation) {
@@ -655,8 +655,11 @@ mod tests {
                         let mut g = vec![0.0f32; d];
                         let value = evaluate_layers(&spec, data, &thetas[c * d..(c + 1) * d], Some(&mut g), &mut ws);
                         let what = format!("{head:?} {activation:?} 1-{}-1 chain {c}", spec.layers[0].d_out);
-                        assert_eq!(value.to_bits(), fused[c].to_bits(), "{what}: value");
-                        assert_eq!(g.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), g_fused[c * d..(c + 1) * d].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}: gradient");
+                        assert!((value - fused[c]).abs() <= 1e-5 * value.abs().max(1.0), "{what}: value {value} vs {}", fused[c]);
+                        let scale = g.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+                        for (i, (a, b)) in g.iter().zip(&g_fused[c * d..(c + 1) * d]).enumerate() {
+                            assert!((a - b).abs() <= 2e-5 * scale, "{what} coordinate {i}: {a} vs {b}");
+                        }
                     }
                 }
             }

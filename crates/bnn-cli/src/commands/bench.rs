@@ -103,16 +103,21 @@ struct ChainResult {
 }
 
 /// Median and fastest microseconds of one call with `c` chains over the repeats (small random
-/// weights: a typical region for a standardized-data posterior); one untimed repeat first
-/// (kernel compilation, autotuning, and the CPU's clock and caches settling: with only three
-/// untimed calls the first chain count measured came out ~15% slow).
+/// weights: a typical region for a standardized-data posterior); untimed calls first, one
+/// repeat's worth and at least 0.3 s (kernel compilation, autotuning, and the CPU's clock and
+/// caches settling: with only three untimed calls the first chain count measured came out ~15%
+/// slow, and with one repeat (~1 ms at 3 µs per call) the first problem measured after another
+/// process, as in `compare_numpyro.py`, came out up to 1.8× slow on the 2-vCPU EPYC).
 fn time_calls(density: &AutodiffLogDensity<MlpPosterior>, c: usize, evals: usize, repeats: usize) -> Result<(f64, f64)> {
     let d = density.dim();
     let positions: Vec<f64> = (0..c * d).map(|i| 0.3 * ((i as f64 * 0.7548776662).fract() - 0.5)).collect();
     let mut values = vec![0.0; c];
     let mut grads = vec![0.0; c * d];
-    for _ in 0..evals.max(3) {
+    let settling = Instant::now();
+    let mut untimed = 0;
+    while untimed < evals.max(3) || settling.elapsed().as_secs_f64() < 0.3 {
         density.log_density_and_gradient(&positions, &mut values, &mut grads)?;
+        untimed += 1;
     }
     let mut times = Vec::with_capacity(repeats);
     for _ in 0..repeats {
