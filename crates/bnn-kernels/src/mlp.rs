@@ -413,13 +413,18 @@ pub(crate) fn dot<R: Real>(a: &[R], b: &[R]) -> R {
     for (x, y) in a_rest.iter().zip(b_rest) {
         sum += *x * *y;
     }
-    // The partial sums pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): four dependent additions
-    // instead of a running sum's sixteen, which made the fold the slowest part of a 50-wide
-    // dot product (profiled on the 1-50-1 nets, one dot per data row).
+    fold_lanes(&partial) + sum
+}
+
+/// 16 partial sums into one, pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): four dependent additions
+/// instead of a running sum's sixteen, which made the fold the slowest part of a 50-wide dot
+/// product (profiled on the 1-50-1 nets, one per data row); the same order on every SIMD level.
+#[inline(always)]
+pub(crate) fn fold_lanes<R: Real>(partial: &[R; 16]) -> R {
     let eight: [R; 8] = std::array::from_fn(|l| partial[l] + partial[l + 8]);
     let four: [R; 4] = std::array::from_fn(|l| eight[l] + eight[l + 4]);
     let two: [R; 2] = std::array::from_fn(|l| four[l] + four[l + 2]);
-    (two[0] + two[1]) + sum
+    two[0] + two[1]
 }
 
 #[cfg(test)]

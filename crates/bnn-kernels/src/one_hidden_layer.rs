@@ -20,7 +20,7 @@
 //! (the crate's tests then compiled for over 15 minutes).
 
 use crate::activation::{with_activation, Elementwise};
-use crate::mlp::{apply_head, Workspace};
+use crate::mlp::{apply_head, fold_lanes, Workspace};
 use crate::real::Real;
 use crate::spec::KernelSpec;
 use crate::KernelData;
@@ -166,7 +166,7 @@ fn evaluate_with<R: Real, A: Elementwise<R>, const K: usize>(
                     sums[l] = h[l].mul_add(c[l], sums[l]);
                 }
             }
-            *o = fold(&sums) + b;
+            *o = fold_lanes(&sums) + b;
         }
     }
     let log_likelihood = apply_head(spec, data, theta, ws, gradient.as_deref_mut());
@@ -189,15 +189,6 @@ fn evaluate_with<R: Real, A: Elementwise<R>, const K: usize>(
         sums.write(gradient, hidden.weight_offset, hidden.bias_offset, output.weight_offset, whole, h);
     }
     log_likelihood
-}
-
-/// 16 lane sums into one, in halves: the same order on every SIMD level.
-#[inline(always)]
-fn fold<R: Real>(s: &[R; LANES]) -> R {
-    let eight: [R; 8] = std::array::from_fn(|l| s[l] + s[l + 8]);
-    let four: [R; 4] = std::array::from_fn(|l| eight[l] + eight[l + 4]);
-    let two: [R; 2] = std::array::from_fn(|l| four[l] + four[l + 2]);
-    two[0] + two[1]
 }
 
 /// What the backward reads: inputs, the head's δ (`[rows, K]`) and the stored activations.
