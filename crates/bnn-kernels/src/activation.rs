@@ -70,7 +70,8 @@ pub(crate) mod kinds {
         }
         #[inline(always)]
         fn scale(self, g: R, _: R, s: R) -> R {
-            g * (s * (R::ONE - s))
+            // s(1 − s) as s − s·s: one multiply-add, rounded once.
+            g * s.mul_add(-s, s)
         }
     }
     impl<R: Real> Elementwise<R> for Silu {

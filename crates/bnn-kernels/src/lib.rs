@@ -22,6 +22,7 @@ mod narrow_layers;
 mod one_hidden_layer;
 mod prior_terms;
 mod real;
+mod row_dots;
 pub mod simd;
 mod spec;
 pub mod vector_math;
