@@ -148,7 +148,7 @@ def main():
                 rows[-1]["ratio_plain_vs_numpyro"] = round(plain[c] / in_graph, 3)
             print(json.dumps(rows[-1]), file=sys.stderr)
     doc = {"device": a.device, "dtype": "f32", "unit": "microseconds per value+gradient per chain",
-           "cpu": cpu_description(), "kernel_isa": kernel_isa, "repeats": a.repeats, "rounds": a.rounds,
+           "cpu": cpu_description(), "kernel_isa": kernel_isa, "repeats": a.repeats, "rounds": max(a.rounds, 1),
            "numpyro_versions": versions, "results": rows}
     text = json.dumps(doc, indent=1)
     print(text)

@@ -28,14 +28,18 @@ pub(crate) fn row_dots<R: Real>(
     stride: usize,
     bias: R,
 ) {
+    if width == 0 {
+        return;
+    }
     let whole = width / LANES * LANES;
     assert!(
         width - whole == 0 || width - whole == HALF,
         "row width {width}: whole chunks of 16 and at most one of 8"
     );
-    assert!(column.len() >= width && rows.len() % width.max(1) == 0);
-    let n = if width == 0 { 0 } else { rows.len() / width };
-    assert!(n == 0 || outputs.len() > (n - 1) * stride);
+    assert!(column.len() >= width && rows.len() % width == 0);
+    let n = rows.len() / width;
+    // The last row's output index must exist (the intrinsic paths write without bounds checks).
+    assert!(n == 0 || (n - 1).checked_mul(stride).is_some_and(|last| last < outputs.len()));
     #[cfg(target_arch = "x86_64")]
     {
         if TypeId::of::<R>() == TypeId::of::<f32>() {
@@ -226,6 +230,9 @@ mod tests {
             #[cfg(target_arch = "x86_64")]
             {
                 let detected = crate::simd::detected_level();
+                if width == 8 {
+                    eprintln!("row_dots: intrinsic paths checked on this CPU: {:?} and below", detected);
+                }
                 if detected >= crate::simd::Level::Avx2Fma {
                     let mut avx2 = vec![0.0f32; 2 * n];
                     // SAFETY: the CPU has AVX2 and FMA.
