@@ -127,6 +127,12 @@ mod x86 {
         _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)))
     }
 
+    /// acc + h[at..at + 8] · c[at..at + 8], one multiply-add per lane.
+    #[inline(always)]
+    unsafe fn fma8(h: *const f32, c: *const f32, at: usize, acc: __m256) -> __m256 {
+        _mm256_fmadd_ps(_mm256_loadu_ps(h.add(at)), _mm256_loadu_ps(c.add(at)), acc)
+    }
+
     /// One 16-lane register per row.
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
     pub(super) unsafe fn avx512(
@@ -151,11 +157,7 @@ mod x86 {
             }
             let mut low = _mm512_castps512_ps256(sums);
             if whole < width {
-                low = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(h.add(whole)),
-                    _mm256_loadu_ps(c.add(whole)),
-                    low,
-                );
+                low = fma8(h, c, whole, low);
             }
             *outputs.get_unchecked_mut(row * stride) =
                 fold_eight(_mm256_add_ps(low, _mm512_extractf32x8_ps::<1>(sums))) + bias;
@@ -178,23 +180,11 @@ mod x86 {
             let h = post.as_ptr();
             let (mut low, mut high) = (_mm256_setzero_ps(), _mm256_setzero_ps());
             for start in (0..whole).step_by(LANES) {
-                low = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(h.add(start)),
-                    _mm256_loadu_ps(c.add(start)),
-                    low,
-                );
-                high = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(h.add(start + HALF)),
-                    _mm256_loadu_ps(c.add(start + HALF)),
-                    high,
-                );
+                low = fma8(h, c, start, low);
+                high = fma8(h, c, start + HALF, high);
             }
             if whole < width {
-                low = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(h.add(whole)),
-                    _mm256_loadu_ps(c.add(whole)),
-                    low,
-                );
+                low = fma8(h, c, whole, low);
             }
             *outputs.get_unchecked_mut(row * stride) = fold_eight(_mm256_add_ps(low, high)) + bias;
         }
