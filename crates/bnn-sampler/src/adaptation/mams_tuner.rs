@@ -9,7 +9,9 @@
 //!    `√Σ Var / L` (at most 2), the preconditioner becomes the variances' square roots with
 //!    `L = √d` in the whitened coordinates, and dual averaging restarts;
 //! 3. dual averaging again under the new preconditioner; ε is then fixed at its averaged value;
-//! 4. fixed ε and `L`; at its end `L ← factor · L · mean(transitions / ESS)`.
+//! 4. fixed ε and `L`; at its end `L ← factor · L · mean(transitions / ESS)`, kept at least
+//!    `min_steps_per_length · ε` (so a proposal averages more than one step: phases 1–3 tuned ε
+//!    for trajectories of about two steps, and one step per proposal is MALA).
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +33,10 @@ pub struct MamsTuner {
     dim: usize,
     precondition: bool,
     length_factor: f64,
+    /// `MamsConfig::min_steps_per_length` (absent from checkpoints written before it existed,
+    /// which ran without the floor).
+    #[serde(default)]
+    min_steps_per_length: f64,
     dual_averaging: DualAveraging,
     variances: WelfordVariance,
     kept: KeptPositions,
@@ -51,6 +57,7 @@ impl MamsTuner {
             dim,
             precondition: config.diagonal_preconditioning,
             length_factor: config.trajectory_length_factor,
+            min_steps_per_length: config.min_steps_per_length,
             dual_averaging: DualAveraging::new(config.target_accept, 0.05, 0.75, 10.0, step_size),
             variances: WelfordVariance::new(dim),
             kept: KeptPositions::new(dim, config.max_ess_coordinates),
@@ -93,7 +100,8 @@ impl MamsTuner {
             self.kept.push(position);
             if self.iteration == self.num_warmup {
                 if let Some(tau) = self.kept.take_transitions_per_effective_sample() {
-                    params.trajectory_length = Some(self.length_factor * length * tau);
+                    let floor = self.min_steps_per_length * params.step_size;
+                    params.trajectory_length = Some((self.length_factor * length * tau).max(floor));
                 }
             }
         }

@@ -35,6 +35,11 @@ pub struct MamsConfig {
     /// Phase 4 sets `L ← factor · L · mean(transitions / ESS)` (BlackJAX's `Lfactor`).
     #[config(default = 0.4)]
     pub trajectory_length_factor: f64,
+    /// The warmup ends with `L ≥ this · ε` (BlackJAX's `target_num_integration_steps`, 2 since
+    /// their PR #939): the ESS-based L of phase 4 can fall below ε, and then every proposal is a
+    /// single step, MALA rather than MAMS, at about half the ESS per gradient. 0: no floor.
+    #[config(default = 2.0)]
+    pub min_steps_per_length: f64,
     /// At most this many coordinates (evenly spaced) enter phase 4's ESS estimate.
     #[config(default = 2000)]
     pub max_ess_coordinates: usize,
@@ -58,6 +63,9 @@ impl MamsConfig {
         }
         if !(self.trajectory_length_factor > 0.0 && self.trajectory_length_factor.is_finite()) {
             return invalid(format!("MAMS trajectory_length_factor must be positive, got {}", self.trajectory_length_factor));
+        }
+        if !(self.min_steps_per_length >= 0.0 && self.min_steps_per_length.is_finite()) {
+            return invalid(format!("MAMS min_steps_per_length must be non-negative and finite, got {}", self.min_steps_per_length));
         }
         if self.max_num_steps == 0 || self.max_ess_coordinates == 0 || !(self.max_energy_error > 0.0) {
             return invalid("MAMS max_num_steps, max_ess_coordinates and max_energy_error must be positive".into());
