@@ -33,6 +33,16 @@ impl StartError {
 pub enum SamplerError {
     #[error("invalid sampler configuration: {0}")]
     InvalidConfig(String),
+    /// A kernel cannot run with one of the run's settings or tuned parameters: returned before
+    /// the first transition that would use it.
+    #[error("invalid sampler configuration: {kernel} cannot run with {setting}: {reason}")]
+    UnsupportedSetting {
+        /// The kernel (or its integrator) that refuses.
+        kernel: &'static str,
+        /// The setting it refuses, as the configuration names it.
+        setting: &'static str,
+        reason: String,
+    },
     #[error("chain {chain}: initial position has length {got}, the log density has dimension {expected}")]
     WrongDimension {
         chain: usize,

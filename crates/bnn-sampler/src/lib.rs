@@ -17,7 +17,9 @@
 //!   HMC, MCLMC and MAMS also as `BatchKernel`s);
 //! - `adaptation/`: `TunedParams`, the `Tuner` seam, Stan's windowed warmup with its pieces and
 //!   the microcanonical samplers' tuners;
-//! - `sampler`: runs chains (threaded or batched) and hands draws to a `DrawSink`.
+//! - `sampler`: runs chains (threaded or batched) and hands draws to a `DrawSink`, with the
+//!   kernel an `AlgorithmConfig` names (`algorithm_config`) or one built by the caller
+//!   (`Sampler::run_kernel`: surrogate NUTS, pseudo-marginal NUTS and HMC).
 //!
 //! A new sampler is a file in `kernels/` composed from these parts (see `kernels`).
 //!
@@ -36,6 +38,7 @@
 //! ```
 
 pub mod adaptation;
+mod algorithm_config;
 pub mod chain;
 pub mod draw_sink;
 pub mod draw_stats;
@@ -61,7 +64,7 @@ pub use adaptation::{TunedParams, Tuner};
 pub use chain::{chain_rng, ChainRng, ChainStart, ChainState};
 pub use draw_sink::{ChainDraws, CollectedDraws, Draw, DrawSink, SinkError};
 pub use draw_stats::DrawStats;
-pub use dynamics::{Evaluation, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
+pub use dynamics::{Evaluation, GradientKind, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
 pub use error::{SamplerError, StartError};
 pub use kernels::{
     BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, msd_transition, Msd, MsdConfig, MsdInfo,

@@ -15,101 +15,10 @@ use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
 use crate::adaptation::mams_tuner::MamsTuner;
 use crate::adaptation::mclmc_tuner::MclmcTuner;
-use crate::kernels::{BatchChain, BatchKernel, HmcConfig, Kernel, KernelState, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig};
+pub use crate::algorithm_config::AlgorithmConfig;
+use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, MamsConfig};
 use crate::log_density::LogDensity;
 use crate::metric::DiagonalMassMatrix;
-
-/// Which transition kernel the chains use.
-#[derive(Config, Debug)]
-pub enum AlgorithmConfig {
-    Nuts(NutsConfig),
-    Hmc(HmcConfig),
-    RandomWalk(RandomWalkConfig),
-    Mclmc(MclmcConfig),
-    Mams(MamsConfig),
-    /// Manifold stochastic dynamics: needs a density with a metric ([`LogDensity::riemannian`]).
-    Msd(MsdConfig),
-}
-
-impl AlgorithmConfig {
-    fn validate(&self) -> Result<(), SamplerError> {
-        match self {
-            AlgorithmConfig::Nuts(config) => config.validate(),
-            AlgorithmConfig::Hmc(config) => config.validate(),
-            AlgorithmConfig::RandomWalk(config) => config.validate(),
-            AlgorithmConfig::Mclmc(config) => config.validate(),
-            AlgorithmConfig::Mams(config) => config.validate(),
-            AlgorithmConfig::Msd(config) => config.validate(),
-        }
-    }
-
-    /// The acceptance statistic the step-size adaptation aims for (MCLMC has none: its tuner
-    /// aims at an energy-error variance; a fixed-step MCLMC run ignores this).
-    pub fn target_accept(&self) -> f64 {
-        match self {
-            AlgorithmConfig::Nuts(config) => config.target_accept,
-            AlgorithmConfig::Hmc(config) => config.target_accept,
-            AlgorithmConfig::RandomWalk(config) => config.target_accept,
-            AlgorithmConfig::Mclmc(_) => 0.5,
-            AlgorithmConfig::Mams(config) => config.target_accept,
-            AlgorithmConfig::Msd(config) => config.target_accept,
-        }
-    }
-
-    /// Whether the kernel integrates Hamiltonian dynamics (and can use the step-size heuristic).
-    pub fn uses_leapfrog(&self) -> bool {
-        // MSD's leapfrog moves under its own metric, not the diagonal one the search would use.
-        !matches!(self, AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_) | AlgorithmConfig::Msd(_))
-    }
-
-    /// The step size a chain starts from when none is given: 1 for the leapfrog kernels (then the
-    /// heuristic search), `2.38/sqrt(D)` for random-walk Metropolis.
-    pub fn default_step_size(&self, dim: usize) -> f64 {
-        match self {
-            AlgorithmConfig::RandomWalk(_) => RandomWalkConfig::default_scale(dim),
-            AlgorithmConfig::Mclmc(config) => config.initial_step_size,
-            AlgorithmConfig::Mams(_) => MamsConfig::start_parameters(dim).0,
-            AlgorithmConfig::Msd(config) => config.initial_step_size,
-            _ => 1.0,
-        }
-    }
-}
-
-impl From<NutsConfig> for AlgorithmConfig {
-    fn from(config: NutsConfig) -> Self {
-        AlgorithmConfig::Nuts(config)
-    }
-}
-
-impl From<HmcConfig> for AlgorithmConfig {
-    fn from(config: HmcConfig) -> Self {
-        AlgorithmConfig::Hmc(config)
-    }
-}
-
-impl From<MclmcConfig> for AlgorithmConfig {
-    fn from(config: MclmcConfig) -> Self {
-        AlgorithmConfig::Mclmc(config)
-    }
-}
-
-impl From<MamsConfig> for AlgorithmConfig {
-    fn from(config: MamsConfig) -> Self {
-        AlgorithmConfig::Mams(config)
-    }
-}
-
-impl From<MsdConfig> for AlgorithmConfig {
-    fn from(config: MsdConfig) -> Self {
-        AlgorithmConfig::Msd(config)
-    }
-}
-
-impl From<RandomWalkConfig> for AlgorithmConfig {
-    fn from(config: RandomWalkConfig) -> Self {
-        AlgorithmConfig::RandomWalk(config)
-    }
-}
 
 /// A full sampler run: kernel, warmup, lengths, seed and execution.
 #[derive(Config, Debug)]
@@ -325,22 +234,7 @@ impl Sampler {
         stop: &AtomicBool,
     ) -> Result<RunStatus, SamplerError> {
         let dim = density.dim();
-        let recorded = self.recorded_coordinates(dim)?;
-        for chain in chains.iter() {
-            for got in [
-                chain.kernel.dim(),
-                chain.kernel.gradient.len(),
-                chain.params.metric.dim(),
-            ] {
-                if got != dim {
-                    return Err(SamplerError::WrongDimension {
-                        chain: chain.chain,
-                        expected: dim,
-                        got,
-                    });
-                }
-            }
-        }
+        let recorded = self.check_chains(dim, chains)?;
         match &self.config.algorithm {
             AlgorithmConfig::Hmc(config) if self.config.batched => {
                 self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
@@ -378,14 +272,52 @@ impl Sampler {
                 self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
             }
         }
+        Ok(self.status(chains, sink))
+    }
+
+    /// Runs chains (from `init_chains`, which reads `algorithm` for the start's step size and the
+    /// tuner) with a kernel that `algorithm` does not build: surrogate NUTS, NUTS or HMC on
+    /// pseudo-marginal dynamics, a kernel of one's own. Chains run threaded under the
+    /// configuration's warmup, as `run` runs them. Settings the kernel cannot run with are errors
+    /// before its first transition (`WarmupConfig::check_kernel`, `Kernel::check_params`), and a
+    /// metric the warmup adapts is checked before it is used.
+    pub fn run_kernel<L, K, F>(
+        &self,
+        density: &L,
+        make_kernel: F,
+        chains: &mut [ChainState],
+        sink: &mut (dyn DrawSink + Send),
+        stop: &AtomicBool,
+    ) -> Result<RunStatus, SamplerError>
+    where
+        L: LogDensity + ?Sized,
+        K: Kernel,
+        F: Fn() -> Result<K, SamplerError> + Sync,
+    {
+        let recorded = self.check_chains(density.dim(), chains)?;
+        self.run_threaded(density, make_kernel, chains, &recorded, sink, stop)?;
+        Ok(self.status(chains, sink))
+    }
+
+    /// The recorded coordinates, after checking that every chain has the density's dimension.
+    fn check_chains(&self, dim: usize, chains: &[ChainState]) -> Result<Range<usize>, SamplerError> {
+        let recorded = self.recorded_coordinates(dim)?;
+        for chain in chains {
+            for got in [chain.kernel.dim(), chain.kernel.gradient.len(), chain.params.metric.dim()] {
+                if got != dim {
+                    return Err(SamplerError::WrongDimension { chain: chain.chain, expected: dim, got });
+                }
+            }
+        }
+        Ok(recorded)
+    }
+
+    fn status(&self, chains: &[ChainState], sink: &(dyn DrawSink + Send)) -> RunStatus {
         let total = |chain: &ChainState| chain.warmup.num_warmup() + self.config.num_draws;
-        if chains
-            .iter()
-            .all(|chain| chain.iteration >= total(chain) || sink.chain_finished(chain.chain))
-        {
-            Ok(RunStatus::Finished)
+        if chains.iter().all(|chain| chain.iteration >= total(chain) || sink.chain_finished(chain.chain)) {
+            RunStatus::Finished
         } else {
-            Ok(RunStatus::Stopped)
+            RunStatus::Stopped
         }
     }
 
@@ -418,6 +350,14 @@ impl Sampler {
         K: Kernel,
         F: Fn() -> Result<K, SamplerError> + Sync,
     {
+        // Refused settings are errors before any chain moves.
+        let probe = make_kernel()?;
+        for chain in chains.iter() {
+            if chain.in_warmup() {
+                self.config.warmup.check_kernel(&probe)?;
+            }
+            probe.check_params(chain.params.step_params())?;
+        }
         let threads = self
             .config
             .threads
@@ -555,6 +495,10 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
         let (state, stats) = kernel.step(density, &mut chain.rng, state, chain.params.step_params());
         chain.kernel = state;
         let (warmup, index) = finish_transition(density, chain, &stats, search);
+        if warmup {
+            // The warmup may have adapted a metric the kernel cannot use (a pseudo-marginal u block).
+            kernel.check_params(chain.params.step_params())?;
+        }
         let draw = Draw {
             chain: chain.chain,
             index,

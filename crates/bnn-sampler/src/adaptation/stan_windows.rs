@@ -8,7 +8,9 @@ use crate::adaptation::dual_averaging::DualAveraging;
 use crate::adaptation::welford::WelfordVariance;
 use crate::adaptation::window_schedule::WindowSchedule;
 use crate::draw_stats::DrawStats;
+use crate::dynamics::GradientKind;
 use crate::error::SamplerError;
+use crate::kernels::Kernel;
 use crate::metric::DiagonalMassMatrix;
 
 /// Warmup settings; the defaults are Stan's. The target acceptance belongs to the kernel's
@@ -86,6 +88,29 @@ impl WarmupConfig {
         }
         if !(self.t0 >= 0.0 && self.t0.is_finite()) {
             return invalid(format!("warmup t0 must be non-negative, got {}", self.t0));
+        }
+        Ok(())
+    }
+
+    /// Refuses, before a warmup starts, the settings that cannot work with `kernel`'s
+    /// transitions: the draws-and-gradients estimate reads `KernelState::gradient` as `∇ log p`,
+    /// which some kernels' states do not hold (`Kernel::state_gradient`); and dual averaging on
+    /// surrogate leaves collapses ε (see `SurrogateNuts`).
+    pub fn check_kernel<K: Kernel + ?Sized>(&self, kernel: &K) -> Result<(), SamplerError> {
+        let gradient = kernel.state_gradient();
+        if self.adapt_metric && self.metric_estimate == MetricEstimate::DrawsAndGradients && gradient != GradientKind::LogDensity {
+            return Err(SamplerError::UnsupportedSetting {
+                kernel: gradient.kernel_name(),
+                setting: "warmup.metric_estimate = draws-and-gradients",
+                reason: format!("it reads the states' gradient as ∇ log p, which this kernel leaves as {gradient:?}; use the draws estimate"),
+            });
+        }
+        if self.adapt_step_size && gradient == GradientKind::Surrogate {
+            return Err(SamplerError::UnsupportedSetting {
+                kernel: gradient.kernel_name(),
+                setting: "warmup.adapt_step_size",
+                reason: "the acceptance of surrogate leaves barely depends on ε, so dual averaging drives ε toward zero; tune ε and the metric with a true-gradient NUTS warmup and sample with them (as lhnn-adapted does)".into(),
+            });
         }
         Ok(())
     }
@@ -184,7 +209,8 @@ impl WarmupState {
     }
 
     /// Observes one warmup transition (its draw, the log density's gradient there, and its
-    /// statistics) and updates the step size and the metric for the next one. At the end of a
+    /// statistics; a kernel whose states hold another gradient is refused by
+    /// `WarmupConfig::check_kernel`, which the runner calls at the start) and updates the step size and the metric for the next one. At the end of a
     /// slow window the metric becomes the window's estimate (`MetricEstimate`); the step size is
     /// then re-chosen by `search(new_metric, ε)` and the dual averaging restarts from it. After
     /// the last warmup iteration the step size becomes the averaged iterate `ε̄`.

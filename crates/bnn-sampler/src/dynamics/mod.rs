@@ -23,6 +23,7 @@ pub use lockstep::{Lockstep, Stepper};
 
 use std::fmt;
 
+use crate::error::SamplerError;
 use crate::log_density::{LogDensity, LogDensityError};
 use crate::metric::Metric;
 pub use crate::phase_point::PhasePoint;
@@ -38,6 +39,31 @@ pub enum Evaluation {
     Auxiliary,
 }
 
+/// What a point's `gradient` holds after an integrator's step, and so a kernel's state after a
+/// transition (`Kernel::state_gradient`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradientKind {
+    /// `∇ log p` at the point's position.
+    LogDensity,
+    /// `∇ log p` at the midpoint of the last pseudo-marginal flow–kick–flow step: the end's is
+    /// never evaluated, since no step reads it.
+    PseudoMarginalMidpoint,
+    /// A surrogate's force at the position: surrogate leaves never evaluate the true gradient,
+    /// and the next transition's first kick must use the surrogate's.
+    Surrogate,
+}
+
+impl GradientKind {
+    /// The kernels that leave this kind of gradient, for error messages.
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            GradientKind::LogDensity => "a kernel on true gradients",
+            GradientKind::PseudoMarginalMidpoint => "NUTS or HMC on the pseudo-marginal flow–kick–flow integrator",
+            GradientKind::Surrogate => "surrogate-gradient NUTS",
+        }
+    }
+}
+
 /// A numerical integrator of Hamiltonian dynamics, resumable between density evaluations.
 ///
 /// Implementations hold only the state of the step in progress; between steps the point is
@@ -50,6 +76,19 @@ pub trait Integrator: Clone + fmt::Debug + Send {
     /// surrogate force) learn `H₀`. Nothing to do for the others.
     fn begin_transition(&mut self, start: &PhasePoint) {
         let _ = start;
+    }
+
+    /// What the point's `gradient` holds after a step (`∇ log p` unless the integrator says
+    /// otherwise).
+    fn gradient_kind(&self) -> GradientKind {
+        GradientKind::LogDensity
+    }
+
+    /// Refuses a metric the integrator cannot move with, so a runner can return the error before
+    /// a transition uses it (a step with such a metric fails: a divergence, the chain stays put).
+    fn check_metric(&self, metric: &dyn Metric) -> Result<(), SamplerError> {
+        let _ = metric;
+        Ok(())
     }
 
     /// Starts a step of signed size `step_size` (negative: backward in time) from `point`.

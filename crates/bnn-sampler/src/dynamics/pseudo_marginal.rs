@@ -8,12 +8,18 @@
 //! `H₀ = ½ρᵀM⁻¹ρ + ½uᵀu + ½pᵀp`, whose flow is exact (θ drifts, `(u, p)` rotates by the elapsed
 //! time), and `U₁ = −log p(θ) − log p̂(y | θ, u)`, whose flow is a kick by `∇U₁`. The density the
 //! sampler sees returns `∇ log π`; the kick on `p` adds back `u` (`∇_u log p̂ = ∇_u log π + u`).
-//! Positions are `[θ, u]` and momenta `[ρ, p]` in one vector; the metric's `u` block must be the
-//! identity (the rotation assumes unit mass there), which [`PseudoMarginalLeapfrog::new`]'s users
-//! keep by adapting the θ block only.
+//! Positions are `[θ, u]` and momenta `[ρ, p]` in one vector; the metric must be diagonal with
+//! an identity `u` block (the rotation assumes unit mass there), so a warmup may adapt the θ block
+//! only. Any other metric is an error (`Integrator::check_metric`, which the runner calls before
+//! a transition uses a metric), and a step taken with one anyway fails (a
+//! divergence) instead of integrating dynamics whose energy the kernel does not test.
 
-use crate::dynamics::{Evaluation, Integrator, PhasePoint};
+use crate::dynamics::{Evaluation, GradientKind, Integrator, PhasePoint};
+use crate::error::SamplerError;
 use crate::metric::Metric;
+
+/// The integrator's name in errors.
+const NAME: &str = "the pseudo-marginal integrator";
 
 /// The order of the two flows within a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,13 +35,17 @@ pub enum PseudoMarginalScheme {
 
 /// One step of pseudo-marginal Hamiltonian dynamics over `[θ, u]`; both schemes are symplectic
 /// and reversible, so NUTS and HMC built on either are exact. After a `FlowKickFlow` step the
-/// point's `gradient` is the midpoint's (no step reads it at the end point).
+/// point's `gradient` is the midpoint's (no step reads it at the end point; see
+/// `GradientKind::PseudoMarginalMidpoint`).
 #[derive(Clone, Debug)]
 pub struct PseudoMarginalLeapfrog {
     theta_dim: usize,
     scheme: PseudoMarginalScheme,
     stage: u8,
 }
+
+/// `stage` of a step refused for its metric: it ends invalid at its start.
+const REFUSED: u8 = u8::MAX;
 
 impl PseudoMarginalLeapfrog {
     /// `theta_dim`: the number of leading coordinates that are θ; the rest are `u`.
@@ -72,16 +82,46 @@ impl PseudoMarginalLeapfrog {
         }
     }
 
-    fn inverse_diag<'a>(&self, metric: &'a dyn Metric, dim: usize) -> &'a [f64] {
-        let inverse_diag = metric.constant_inverse_diag().expect("pseudo-marginal dynamics need a diagonal metric");
-        debug_assert!(self.theta_dim <= dim && inverse_diag[self.theta_dim..].iter().all(|&m| m == 1.0), "the metric's u block must be the identity");
-        inverse_diag
+    /// The metric's diagonal, if the dynamics can use it: constant, diagonal, at least `θ`'s
+    /// coordinates, unit mass on `u`. Checked in every build (an adapted `u` block in a release
+    /// build would otherwise integrate one Hamiltonian and test another).
+    fn inverse_diag<'a>(&self, metric: &'a dyn Metric) -> Result<&'a [f64], SamplerError> {
+        let refuse = |reason: String| SamplerError::UnsupportedSetting { kernel: NAME, setting: "metric", reason };
+        let Some(inverse_diag) = metric.constant_inverse_diag() else {
+            return Err(refuse("it needs a constant diagonal metric".into()));
+        };
+        if self.theta_dim > inverse_diag.len() {
+            return Err(refuse(format!("θ has {} coordinates, the metric {}", self.theta_dim, inverse_diag.len())));
+        }
+        match inverse_diag[self.theta_dim..].iter().position(|&m| m != 1.0) {
+            Some(i) => Err(refuse(format!(
+                "the u block must be the identity (the rotation assumes unit mass), but coordinate {} has inverse mass {}; adapt the θ block only",
+                self.theta_dim + i,
+                inverse_diag[self.theta_dim + i]
+            ))),
+            None => Ok(inverse_diag),
+        }
     }
 }
 
 impl Integrator for PseudoMarginalLeapfrog {
+    fn gradient_kind(&self) -> GradientKind {
+        match self.scheme {
+            PseudoMarginalScheme::FlowKickFlow => GradientKind::PseudoMarginalMidpoint,
+            PseudoMarginalScheme::KickFlowKick => GradientKind::LogDensity,
+        }
+    }
+
+    fn check_metric(&self, metric: &dyn Metric) -> Result<(), SamplerError> {
+        self.inverse_diag(metric).map(|_| ())
+    }
+
     fn begin(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Evaluation {
-        let inverse_diag = self.inverse_diag(metric, point.dim());
+        let Ok(inverse_diag) = self.inverse_diag(metric) else {
+            // Refused without moving; `resume` ends the step invalid after this evaluation.
+            self.stage = REFUSED;
+            return Evaluation::Value;
+        };
         self.stage = 1;
         match self.scheme {
             PseudoMarginalScheme::FlowKickFlow => {
@@ -97,7 +137,15 @@ impl Integrator for PseudoMarginalLeapfrog {
     }
 
     fn resume(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Option<Evaluation> {
-        let inverse_diag = self.inverse_diag(metric, point.dim());
+        if self.stage == REFUSED {
+            point.log_density = f64::NAN;
+            return None;
+        }
+        // `begin` checked the metric; the step's stages share it.
+        let Some(inverse_diag) = metric.constant_inverse_diag() else {
+            point.log_density = f64::NAN;
+            return None;
+        };
         match (self.scheme, self.stage) {
             (PseudoMarginalScheme::FlowKickFlow, 1) => {
                 // A failed midpoint evaluation ends the step invalid before the end's value

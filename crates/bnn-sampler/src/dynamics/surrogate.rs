@@ -15,7 +15,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::dynamics::{kick, kick_and_drift, Evaluation, Integrator, PhasePoint};
+use crate::dynamics::{kick, kick_and_drift, Evaluation, GradientKind, Integrator, PhasePoint};
 use crate::log_density::LogDensityError;
 use crate::metric::Metric;
 
@@ -252,6 +252,12 @@ impl<S: SurrogateGradient + ?Sized> SurrogateLeapfrog<S> {
 }
 
 impl<S: SurrogateGradient + ?Sized> Integrator for SurrogateLeapfrog<S> {
+    /// The surrogate's force (a fallback leaf's is the true gradient, but which leaves fall back
+    /// depends on the path).
+    fn gradient_kind(&self) -> GradientKind {
+        GradientKind::Surrogate
+    }
+
     fn begin_transition(&mut self, start: &PhasePoint) {
         self.initial_energy = start.hamiltonian();
         self.monitor.begin_transition();

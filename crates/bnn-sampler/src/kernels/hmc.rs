@@ -4,7 +4,7 @@ use burn::config::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
-use crate::dynamics::{Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
+use crate::dynamics::{GradientKind, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
 use crate::error::SamplerError;
 use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
@@ -300,6 +300,14 @@ impl<I: Integrator> BatchKernel for Hmc<I> {
 impl<I: Integrator> Kernel for Hmc<I> {
     fn uses_leapfrog(&self) -> bool {
         true
+    }
+
+    fn state_gradient(&self) -> GradientKind {
+        self.integrator.gradient_kind()
+    }
+
+    fn check_params(&self, params: StepParams<'_>) -> Result<(), SamplerError> {
+        self.integrator.check_metric(params.metric)
     }
 
     fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(

@@ -28,7 +28,8 @@ use rand::Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::draw_stats::DrawStats;
-use crate::error::StartError;
+use crate::dynamics::GradientKind;
+use crate::error::{SamplerError, StartError};
 use crate::log_density::LogDensity;
 use crate::metric::DiagonalMassMatrix;
 
@@ -38,7 +39,9 @@ use crate::metric::DiagonalMassMatrix;
 pub struct KernelState {
     pub position: Vec<f64>,
     pub log_density: f64,
-    /// `∇ log p(position)`.
+    /// `∇ log p(position)` for every kernel an `AlgorithmConfig` names; after the transitions of
+    /// some others it is what their next transition needs instead (a surrogate's force, a
+    /// pseudo-marginal midpoint's gradient): `Kernel::state_gradient` says which.
     pub gradient: Vec<f64>,
     /// Momentum carried between transitions; only HMC with partial momentum refresh uses it
     /// (`None` means "draw a fresh one").
@@ -128,6 +131,21 @@ pub trait Kernel {
     /// Whether the kernel integrates Hamiltonian dynamics, so the warmup may pick an initial step
     /// size with the one-leapfrog-step heuristic (Hoffman & Gelman 2014, Alg. 4).
     fn uses_leapfrog(&self) -> bool;
+
+    /// What `KernelState::gradient` holds after this kernel's transitions; whatever reads it as
+    /// `∇ log p` (the draws-and-gradients metric estimate) must refuse the other kinds
+    /// (`WarmupConfig::check_kernel`).
+    fn state_gradient(&self) -> GradientKind {
+        GradientKind::LogDensity
+    }
+
+    /// Refuses tuned parameters the kernel cannot move with (a metric its integrator cannot use);
+    /// the runner checks each chain's before its first transition and after the warmup changes
+    /// them.
+    fn check_params(&self, params: StepParams<'_>) -> Result<(), SamplerError> {
+        let _ = params;
+        Ok(())
+    }
 
     /// One transition from `state`. Evaluation failures and non-finite log densities count as
     /// divergences (the chain stays put); they never panic or abort the run.

@@ -4,7 +4,7 @@ use burn::config::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
-use crate::dynamics::{Integrator, Leapfrog, PhasePoint, Stepper};
+use crate::dynamics::{GradientKind, Integrator, Leapfrog, PhasePoint, Stepper};
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
@@ -199,6 +199,14 @@ impl<I: Integrator> Nuts<I> {
 impl<I: Integrator> Kernel for Nuts<I> {
     fn uses_leapfrog(&self) -> bool {
         true
+    }
+
+    fn state_gradient(&self) -> GradientKind {
+        self.integrator.gradient_kind()
+    }
+
+    fn check_params(&self, params: StepParams<'_>) -> Result<(), SamplerError> {
+        self.integrator.check_metric(params.metric)
     }
 
     fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(

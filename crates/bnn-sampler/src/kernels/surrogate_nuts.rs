@@ -7,6 +7,7 @@ use burn::config::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
+use crate::dynamics::GradientKind;
 use crate::dynamics::surrogate::{EvaluationCounts, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode};
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, Nuts, NutsConfig, StepParams};
@@ -61,8 +62,17 @@ impl SurrogateNutsConfig {
 }
 
 /// NUTS with surrogate leaves. The state a transition ends on carries the surrogate's gradient
-/// at the draw (surrogate leaves never evaluate the true one); `DrawStats` reports the true
+/// at the draw (surrogate leaves never evaluate the true one, and the next transition's first
+/// kick must be the surrogate's): `state_gradient` is `GradientKind::Surrogate`, so the runner
+/// refuses the draws-and-gradients metric estimate with it. `DrawStats` reports the true
 /// gradients, true values and surrogate forces the transition cost.
+///
+/// Do not adapt ε on its own transitions. Their acceptance is dominated by the surrogate's
+/// error, which a smaller step barely reduces, so dual averaging toward 0.8 drives ε down by
+/// orders of magnitude (to about 10⁻⁴, every tree at the depth cap, an ESS of 5–8 in 24,000
+/// draws): the runner refuses `warmup.adapt_step_size` with this kernel. Tune ε and the metric
+/// with a true-gradient NUTS warmup instead and sample from where it ended with them, as the
+/// `lhnn-adapted` sampler of `bnn study lhnn` does; the leaves stay exact under any metric.
 #[derive(Clone, Debug)]
 pub struct SurrogateNuts<S: ?Sized> {
     nuts: Nuts<SurrogateLeapfrog<S>>,
@@ -83,6 +93,14 @@ impl<S: SurrogateGradient + ?Sized> SurrogateNuts<S> {
 impl<S: SurrogateGradient + ?Sized> Kernel for SurrogateNuts<S> {
     fn uses_leapfrog(&self) -> bool {
         true
+    }
+
+    fn state_gradient(&self) -> GradientKind {
+        self.nuts.state_gradient()
+    }
+
+    fn check_params(&self, params: StepParams<'_>) -> Result<(), SamplerError> {
+        self.nuts.check_params(params)
     }
 
     fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
