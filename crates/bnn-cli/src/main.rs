@@ -2,13 +2,14 @@
 #![recursion_limit = "256"]
 
 mod commands;
+mod fresh_out_dir;
 mod model_args;
 mod progress_bars;
 mod run_flags;
 mod shard_flag;
 mod stop_signals;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -49,8 +50,15 @@ enum Command {
     Merge(commands::merge::MergeArgs),
 }
 
+/// Every (sub)command takes `--step-size -1` as a value, so the range check can name the flag;
+/// by default clap reads `-1` as an unknown short flag.
+fn accepting_negative_numbers(command: clap::Command) -> clap::Command {
+    command.allow_negative_numbers(true).mut_subcommands(accepting_negative_numbers)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = accepting_negative_numbers(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Ctrl-C, SIGTERM and SIGUSR1 stop sampling between draws; every chain is checkpointed
     // before the exit.
     let stop = stop_signals::install();
@@ -59,13 +67,19 @@ fn main() -> ExitCode {
         eprintln!("error: {message}");
         return ExitCode::FAILURE;
     }
+    let fresh_out = match &cli.command {
+        Command::Train(a) => Some(fresh_out_dir::FreshOutDir::new(&a.out)),
+        Command::Sample(a) if a.resume.is_none() => Some(fresh_out_dir::FreshOutDir::new(&a.out)),
+        Command::Run(a) => Some(fresh_out_dir::FreshOutDir::new(&a.out)),
+        _ => None,
+    };
     let result = match cli.command {
         Command::Data(c) => commands::data::run(c),
         Command::Model(c) => commands::model::run(c),
         Command::Bench(a) => commands::bench::run(a),
         Command::Sample(a) => commands::sample::run(a, stop),
         Command::Diagnose(a) => commands::diagnose::run(a),
-        Command::Train(a) => commands::train::run(a),
+        Command::Train(a) => commands::train::run(a, stop),
         Command::Predict(a) => commands::predict::run(a),
         Command::Evaluate(a) => commands::evaluate::run(a),
         Command::Run(a) => commands::run::run(a, stop),
@@ -73,19 +87,29 @@ fn main() -> ExitCode {
         Command::Merge(a) => commands::merge::run(a),
         Command::Study(c) => commands::study::run(c, stop),
     };
+    let result = match fresh_out {
+        Some(out) => out.settle(result, is_interrupted),
+        None => result,
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", error_report(&e));
-            match (e.downcast_ref::<commands::Interrupted>(), stop_signals::scheduler_signal()) {
-                (Some(_), Some(signal)) => {
-                    eprintln!("stopped by {signal} with every chain checkpointed; exit code {} asks the job script to requeue", stop_signals::EXIT_REQUEUE);
+            match (is_interrupted(&e), stop_signals::scheduler_signal()) {
+                (true, Some(signal)) => {
+                    eprintln!("stopped by {signal} with everything finished saved; exit code {} asks the job script to requeue", stop_signals::EXIT_REQUEUE);
                     ExitCode::from(stop_signals::EXIT_REQUEUE)
                 }
                 _ => ExitCode::FAILURE,
             }
         }
     }
+}
+
+/// A stop by Ctrl-C or a scheduler's signal with everything finished saved (chains
+/// checkpointed, trained members kept, a study's finished parts written).
+fn is_interrupted(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<commands::Interrupted>().is_some() || e.downcast_ref::<bnn_pipeline::TrainingStopped>().is_some() || e.downcast_ref::<bnn_study::StudyInterrupted>().is_some()
 }
 
 /// The error and its causes joined by ": ", each cause once: a cause whose text the message

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use bnn_model::GradientPath;
-use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, Standardize};
+use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, RunDir, Standardize};
 use bnn_sampler::{MetricEstimate, StepSizeSearch};
 
 /// Whole recipes behind `--preset`.
@@ -12,7 +12,7 @@ pub enum Preset {
     Mile,
 }
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Command-line flags; each one present overrides the config file and the defaults.
 #[derive(Args, Debug, Clone, Default)]
@@ -208,6 +208,70 @@ fn set<T: Clone>(target: &mut T, value: &Option<T>) {
 }
 
 impl RunFlags {
+    /// The config of a `bnn sample` or `bnn run` into `dir`. Where `dir` holds a trained
+    /// ensemble and no draws (`bnn train` ran there), its data, model and ensemble sections and
+    /// seed are the stored ones and only the sampler and runtime come from the flags and
+    /// `--config`; a setting given on purpose that contradicts the stored ensemble is refused.
+    pub fn resolve_for(&self, dir: &Path) -> Result<RunConfig> {
+        let run_dir = RunDir::new(dir);
+        if !(run_dir.config().is_file() && run_dir.has_ensemble() && !run_dir.has_draws()) {
+            return self.resolve();
+        }
+        self.resolve_over_ensemble_in(dir)
+    }
+
+    /// The config of sampling from the trained ensemble in `source` (`bnn sample --from`).
+    pub fn resolve_over_ensemble_in(&self, source: &Path) -> Result<RunConfig> {
+        let run_dir = RunDir::new(source);
+        if !run_dir.has_ensemble() {
+            anyhow::bail!("{} holds no trained ensemble (no ensemble/members.json); train one with `bnn train --out {}`", source.display(), source.display());
+        }
+        let stored = run_dir.load_config()?;
+        self.resolve()?.over_stored_ensemble(&stored, &self.explicit_ensemble_settings()?, source)
+    }
+
+    /// The settings that decide an ensemble which this command gives on purpose, as `(how it
+    /// was given, section, key)`: flags that are present, and keys of the `--config` file.
+    fn explicit_ensemble_settings(&self) -> Result<Vec<(String, &'static str, &'static str)>> {
+        let f = self;
+        let flags: [(&str, &str, &str, bool); 19] = [
+            ("--dataset", "data", "dataset", f.dataset.is_some()),
+            ("--split-seed", "data", "split_seed", f.split_seed.is_some()),
+            ("--test-fraction", "data", "test_fraction", f.test_fraction.is_some()),
+            ("--validation-fraction", "data", "validation_fraction", f.validation_fraction.is_some() || f.mile || f.preset.is_some()),
+            ("--standardize", "data", "standardize", f.standardize.is_some()),
+            ("--target", "data", "target_columns", !f.target_columns.is_empty()),
+            ("--hidden", "model", "hidden", f.hidden.is_some()),
+            ("--activation", "model", "activation", f.activation.is_some()),
+            ("--likelihood", "model", "likelihood", f.likelihood.is_some()),
+            ("--targets", "model", "targets", f.targets.is_some()),
+            ("--prior", "model", "prior", f.prior.is_some()),
+            ("--layer-prior", "model", "layer_priors", !f.layer_priors.is_empty()),
+            ("--members", "ensemble", "members", f.members.is_some()),
+            ("--epochs", "ensemble", "epochs", f.epochs.is_some() || f.mile || f.preset.is_some()),
+            ("--learning-rate", "ensemble", "learning_rate", f.learning_rate.is_some() || f.mile || f.preset.is_some()),
+            ("--weight-decay", "ensemble", "weight_decay", f.weight_decay.is_some() || f.mile || f.preset.is_some()),
+            ("--batch-size", "ensemble", "batch_size", f.batch_size.is_some() || f.mile || f.preset.is_some()),
+            ("--patience", "ensemble", "patience", f.patience.is_some() || f.mile || f.preset.is_some()),
+            ("--seed", "sampler", "seed", f.seed.is_some()),
+        ];
+        let recipe = if f.preset.is_some() { " (or --preset mile)" } else if f.mile { " (or --mile)" } else { "" };
+        let mut explicit: Vec<(String, &'static str, &'static str)> =
+            flags.iter().filter(|(.., set)| *set).map(|&(flag, section, key, _)| (format!("{flag}{recipe}"), section, key)).collect();
+        if f.decoupled_weight_decay.is_some() || f.mile || f.preset.is_some() {
+            explicit.push((format!("--decoupled-weight-decay{recipe}"), "ensemble", "decoupled_weight_decay"));
+        }
+        if let Some(path) = &self.config {
+            for (section, key) in RunConfig::keys_in_toml_file(path)? {
+                let known = flags.iter().map(|&(_, s, k, _)| (s, k)).chain([("ensemble", "decoupled_weight_decay")]).find(|&(s, k)| s == section && k == key);
+                if let Some((section, key)) = known {
+                    explicit.push((format!("[{section}] {key} in {}", path.display()), section, key));
+                }
+            }
+        }
+        Ok(explicit)
+    }
+
     /// Defaults, then `--config`, then the flags.
     pub fn resolve(&self) -> Result<RunConfig> {
         let base = match &self.config {

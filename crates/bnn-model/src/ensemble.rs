@@ -16,6 +16,7 @@ use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How the ensemble members are trained.
 ///
@@ -155,7 +156,8 @@ impl EnsembleConfig {
     /// exactly as in sampling).
     pub fn train_member(&self, model: &BnnConfig, train: &HostData, device: &Device, index: usize) -> Result<TrainedMember, PosteriorError> {
         self.check(model, train, None)?;
-        self.fit_member(model, train, None, device, index)
+        let never = AtomicBool::new(false);
+        self.fit_member(model, train, None, device, index, &never).map(|m| m.expect("training without a stop flag finishes"))
     }
 
     /// Trains all members, `threads` at a time; the result does not depend on `threads`.
@@ -190,6 +192,26 @@ impl EnsembleConfig {
         threads: usize,
         indices: &[usize],
     ) -> Result<Vec<TrainedMember>, PosteriorError> {
+        let never = AtomicBool::new(false);
+        self.train_members_until(model, train, valid, device, threads, indices, &never, &|_| ())
+    }
+
+    /// [`EnsembleConfig::train_members`] that hands each member to `finished` as soon as it is
+    /// trained (to save it: a later kill loses only the members in progress) and stops between
+    /// optimizer steps once `stop` is set. Returns the members finished by then, sorted; the
+    /// caller tells a stopped run from a complete one by `stop` (and the count).
+    #[allow(clippy::too_many_arguments)]
+    pub fn train_members_until(
+        &self,
+        model: &BnnConfig,
+        train: &HostData,
+        valid: Option<&HostData>,
+        device: &Device,
+        threads: usize,
+        indices: &[usize],
+        stop: &AtomicBool,
+        finished: &(dyn Fn(&TrainedMember) + Sync),
+    ) -> Result<Vec<TrainedMember>, PosteriorError> {
         self.check(model, train, valid)?;
         if let Some(&bad) = indices.iter().find(|&&j| j >= self.members) {
             return Err(PosteriorError::Config(format!("member {bad} does not exist in an ensemble of {}", self.members)));
@@ -203,12 +225,19 @@ impl EnsembleConfig {
                     let Some(&index) = indices.get(slot) else {
                         break;
                     };
-                    let member = self.fit_member(model, train, valid, device, index);
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let member = self.fit_member(model, train, valid, device, index, stop);
+                    if let Ok(Some(member)) = &member {
+                        finished(member);
+                    }
                     results.lock().unwrap_or_else(|p| p.into_inner()).push(member);
                 });
             }
         });
-        let mut members = results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect::<Result<Vec<_>, _>>()?;
+        let results: Vec<Option<TrainedMember>> = results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect::<Result<_, _>>()?;
+        let mut members: Vec<TrainedMember> = results.into_iter().flatten().collect();
         members.sort_by_key(|m| m.index);
         Ok(members)
     }
@@ -231,8 +260,8 @@ impl EnsembleConfig {
 
     /// One member: init from stream (seed, index), then epochs of full-batch or minibatch
     /// steps, with the validation NLL after each epoch when there is a validation set and
-    /// early stopping.
-    fn fit_member(&self, model: &BnnConfig, train: &HostData, valid: Option<&HostData>, device: &Device, index: usize) -> Result<TrainedMember, PosteriorError> {
+    /// early stopping. `None` when `stop` was set before it finished.
+    fn fit_member(&self, model: &BnnConfig, train: &HostData, valid: Option<&HostData>, device: &Device, index: usize, stop: &AtomicBool) -> Result<Option<TrainedMember>, PosteriorError> {
         let plain_device = device.clone().without_autodiff();
         let device = device.clone().autodiff();
         let template = model.init(&device);
@@ -254,6 +283,9 @@ impl EnsembleConfig {
         let mut epoch_losses: Vec<(Tensor<1>, usize)> = Vec::new();
         let mut epochs_run = 0;
         for epoch in 0..self.epochs {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
             epoch_losses.clear();
             match self.batch_size {
                 None => {
@@ -273,6 +305,9 @@ impl EnsembleConfig {
                     order.shuffle(&mut rng);
                     let order = Tensor::<1, Int>::from_ints(TensorData::new(order, [data.rows]), &device);
                     for start in (0..data.rows).step_by(batch_size) {
+                        if stop.load(Ordering::Relaxed) {
+                            return Ok(None);
+                        }
                         let end = (start + batch_size).min(data.rows);
                         let rows = order.clone().slice(start..end);
                         let x = data.x.clone().select(0, rows.clone());
@@ -302,7 +337,7 @@ impl EnsembleConfig {
         if parameters.iter().any(|v| !v.is_finite()) {
             return Err(PosteriorError::Config(format!("member {index} diverged during training (non-finite weights); lower the learning rate")));
         }
-        Ok(TrainedMember { index, seed: self.seed, parameters, initial_loss, final_loss, epochs_run, best_valid_loss })
+        Ok(Some(TrainedMember { index, seed: self.seed, parameters, initial_loss, final_loss, epochs_run, best_valid_loss }))
     }
 }
 

@@ -25,7 +25,7 @@ mod terms;
 
 pub use activation::Activation;
 pub use autodiff_density::AutodiffLogDensity;
-pub use device::DeviceName;
+pub use device::{wgpu_adapter, wgpu_test_device, DeviceName, WgpuAdapter};
 pub use ensemble::{initial_parameters, EnsembleConfig, TrainedMember};
 pub use flatten::{flatten, layout_of, load_flat_tensor, unflatten, LengthMismatch};
 pub use layout::{LayoutEntry, ParameterKind, ParameterLayout};

@@ -53,13 +53,78 @@ fn host_device() -> Device {
 ///
 /// burn-store builds the file beside `path` (`<name>.<pid>-<n>.tmp`), flushes it to disk and
 /// renames it into place, so a crash never leaves a half-written file at `path`.
+///
+/// The file is written whole or not at all (a temporary file renamed into place), and its
+/// header's keys are sorted, so the same parameters always give the same bytes (Burn's store
+/// writes its metadata in hash-map order, which changes from run to run).
 pub fn save_parameters(config: &BnnConfig, parameters: &[f32], path: &Path) -> Result<(), StoreError> {
     config.validate().map_err(StoreError::Config)?;
     let module: BnnModel = unflatten(config.init(&host_device()), parameters)?;
-    let mut store = SafetensorsStore::from_file(path).overwrite(true).metadata("bnn_config", config_to_json(config));
-    module
-        .save_into(&mut store)
-        .map_err(|e| StoreError::Write { path: path.to_path_buf(), reason: e.to_string() })
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let write_error = |reason: String| StoreError::Write { path: path.to_path_buf(), reason };
+    let written = (|| {
+        let mut store = SafetensorsStore::from_file(&tmp).overwrite(true).metadata("bnn_config", config_to_json(config));
+        module.save_into(&mut store).map_err(|e| write_error(e.to_string()))?;
+        let bytes = std::fs::read(&tmp).map_err(|e| write_error(e.to_string()))?;
+        std::fs::write(&tmp, sorted_header(&bytes).map_err(write_error)?).map_err(|e| write_error(e.to_string()))?;
+        std::fs::rename(&tmp, path).map_err(|e| write_error(e.to_string()))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// A safetensors file's bytes with its JSON header's object keys sorted at every level (the
+/// tensors' offsets are relative to the data, so the data is untouched); the header is padded
+/// with spaces to a multiple of 8 bytes, as the format recommends.
+fn sorted_header(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let corrupt = || "the written file has no valid safetensors header".to_string();
+    let length = u64::from_le_bytes(bytes.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?) as usize;
+    let header = bytes.get(8..8 + length).ok_or_else(corrupt)?;
+    let value: serde_json::Value = serde_json::from_slice(header).map_err(|e| e.to_string())?;
+    let mut text = String::new();
+    write_sorted(&value, &mut text);
+    while text.len() % 8 != 0 {
+        text.push(' ');
+    }
+    let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - length);
+    out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(&bytes[8 + length..]);
+    Ok(out)
+}
+
+/// Compact JSON with every object's keys in sorted order.
+fn write_sorted(value: &serde_json::Value, out: &mut String) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                out.push(':');
+                write_sorted(&map[key], out);
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_sorted(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
 }
 
 /// Reads the flat parameters of a `config` model from a file written by [`save_parameters`]
@@ -107,4 +172,27 @@ pub fn load_parameters(config: &BnnConfig, path: &Path) -> Result<Vec<f32>, Stor
         return Err(corrupt(error.to_string()));
     }
     Ok(flatten(&module))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_parameters_give_the_same_bytes_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = BnnConfig::new(3).with_hidden(vec![4]);
+        let parameters: Vec<f32> = (0..crate::layout_of(&config.init(&host_device())).dim()).map(|i| i as f32 * 0.25 - 1.0).collect();
+        let files: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("member_{i}.safetensors"))).collect();
+        for file in &files {
+            save_parameters(&config, &parameters, file).unwrap();
+        }
+        let first = std::fs::read(&files[0]).unwrap();
+        for file in &files[1..] {
+            assert_eq!(std::fs::read(file).unwrap(), first, "{}", file.display());
+        }
+        assert_eq!(load_parameters(&config, &files[0]).unwrap(), parameters);
+        // Only the files themselves: no temporary file is left beside them.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), files.len());
+    }
 }

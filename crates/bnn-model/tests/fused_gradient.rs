@@ -36,13 +36,7 @@ fn priors() -> Vec<PriorSpec> {
 /// Every activation × likelihood × prior: `path` on `name` against the plain graph on `name`.
 fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &str, precisions: &[(DType, f64)]) {
     let chains = 3;
-    let device = match name.device() {
-        Ok(device) => device,
-        Err(e) => {
-            eprintln!("skipping {name}: {e}");
-            return;
-        }
-    };
+    let Some(device) = name.test_device(&format!("{path:?} against the plain graph")) else { return };
     for &(dtype, tol) in precisions {
         for (a, activation) in Activation::ALL.into_iter().enumerate() {
             for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
@@ -118,7 +112,7 @@ fn device_kernel_matches_the_plain_autodiff_path_on_wgpu() {
 
 /// The wgpu device, or `None` with a printed skip where no adapter exists.
 fn wgpu_device() -> Option<burn::tensor::Device> {
-    DeviceName::Wgpu.device().map_err(|e| eprintln!("skipping wgpu: {e}")).ok()
+    bnn_model::wgpu_test_device("the fused device kernel")
 }
 
 /// Largest coordinate difference over the reference's largest coordinate.
@@ -265,13 +259,7 @@ fn the_tensor_program_in_blocks_of_chains_gives_the_same_results() {
     // Widest block per chain: 30 rows × 8 columns × 4 bytes; cap at 2 chains → blocks 2,2,2,1.
     let cap = 2 * 30 * 8 * 4;
     for name in [DeviceName::Flex, DeviceName::Wgpu] {
-        let device = match name.device() {
-            Ok(device) => device,
-            Err(e) => {
-                eprintln!("skipping {name}: {e}");
-                continue;
-            }
-        };
+        let Some(device) = name.test_device("blocked tensor programs") else { continue };
         let build = || MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap().with_gradient_path(GradientPath::TensorOps);
         let whole = AutodiffLogDensity::new(build());
         let blocks = AutodiffLogDensity::new(build().with_max_tensor_bytes(cap));

@@ -119,13 +119,7 @@ fn bad_inputs_are_errors_not_panics() {
 fn f64_on_wgpu_is_an_error_before_any_shader_is_compiled() {
     // NVIDIA's Vulkan compiler rejects f64 exp/tanh/log shaders and poisons the device; the
     // posterior refuses f64 on wgpu up front (and f32 still works there).
-    let device = match bnn_model::DeviceName::Wgpu.device() {
-        Ok(device) => device,
-        Err(e) => {
-            eprintln!("skipping wgpu: {e}");
-            return;
-        }
-    };
+    let Some(device) = bnn_model::wgpu_test_device("f64 on wgpu") else { return };
     let config = BnnConfig::new(2).with_hidden(vec![3]);
     let data = random_data(5, 2, 1, &config.likelihood, 1);
     let err = MlpPosterior::new(config.clone(), &data, &device, DType::F64).err().expect("f64 on wgpu must be refused");

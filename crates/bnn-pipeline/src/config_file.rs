@@ -50,6 +50,18 @@ impl RunConfig {
         Ok(config)
     }
 
+    /// The `(section, key)` pairs a config file sets itself (what it leaves out keeps a
+    /// default, which is not a choice).
+    pub fn keys_in_toml_file(path: &Path) -> Result<Vec<(String, String)>> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))?;
+        let table: toml::Table = toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
+        Ok(table
+            .iter()
+            .filter_map(|(section, item)| item.as_table().map(|t| (section, t)))
+            .flat_map(|(section, t)| t.keys().map(move |key| (section.clone(), key.clone())))
+            .collect())
+    }
+
     /// The config as TOML, every section written out.
     pub fn to_toml(&self) -> Result<String> {
         toml::to_string_pretty(self).context("writing the config as TOML")

@@ -10,7 +10,7 @@ use crate::run_dir::{write_json, RunDir};
 use crate::sampling::Sampling;
 use crate::shard::Shard;
 use crate::trained_ensemble::TrainedEnsemble;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_data::Dataset;
 use bnn_model::{AutodiffLogDensity, BnnConfig, MlpPosterior, ParameterLayout, Posterior};
 use burn::tensor::{DType, Device};
@@ -101,6 +101,10 @@ impl DeiMcmc {
 
     fn with_prepared(config: RunConfig, data: PreparedData, dir: RunDir) -> Result<Self> {
         let bnn = config.model.bnn_config(data.train.x_cols, data.train.y_cols)?;
+        // The warm start is read before anything is written, so a bad file refuses cleanly.
+        if let (Init::Single, Some(path)) = (config.sampler.init, &config.sampler.init_from) {
+            bnn_model::load_parameters(&bnn, path).with_context(|| format!("--init-from {} (config key `init_from`)", path.display()))?;
+        }
         let device = config.device_name()?.device().map_err(|e| anyhow!(e))?;
         if let Some(threads) = config.runtime.threads {
             bnn_model::fused_mlp::set_kernel_threads(threads);
@@ -234,6 +238,24 @@ impl DeiMcmc {
         let diagnostics = RunDiagnostics::of_run_dir(self.dir.root())?;
         diagnostics.write_json(&self.dir.diagnostics())?;
         Ok(diagnostics)
+    }
+
+    /// The device as the start messages name it; on wgpu the adapter, with a warning where it
+    /// is a software rasterizer or the GL fallback (a run there takes ~1000× as long as on the CPU).
+    pub(crate) fn device_text(&self) -> String {
+        let name = self.config.device_name().map(|d| d.concrete()).unwrap_or(bnn_model::DeviceName::FASTEST_CPU);
+        if name != bnn_model::DeviceName::Wgpu {
+            return name.to_string();
+        }
+        match bnn_model::wgpu_adapter() {
+            Some(adapter) if adapter.is_software() || adapter.is_gl_fallback() => format!(
+                "wgpu adapter {} — warning: not a GPU; expect it to run orders of magnitude slower than --device cpu{}",
+                adapter.describe(),
+                if adapter.is_gl_fallback() { " (no Vulkan driver: OpenGL ES fallback)" } else { "" }
+            ),
+            Some(adapter) => format!("wgpu adapter {}", adapter.describe()),
+            None => "wgpu (no adapter)".to_string(),
+        }
     }
 
     pub(crate) fn write_layout(&self) -> Result<()> {

@@ -238,8 +238,8 @@ impl<'a> DrawStore<'a> {
         let c = state.chain;
         let slot = self.slot(c);
         let files = &mut self.chains[slot];
-        files.draws.writer.flush()?;
-        files.adaptation.writer.flush()?;
+        files.draws.writer.flush().with_context(|| format!("writing {}", self.dir.draws(c).display()))?;
+        files.adaptation.writer.flush().with_context(|| format!("writing {}", self.dir.adaptation(c).display()))?;
         let checkpoint = Checkpoint {
             format: CHECKPOINT_FORMAT,
             chain: c,
@@ -361,7 +361,8 @@ impl DrawSink for DrawStore<'_> {
         files.last_event = Some(now);
         let keep = !draw.warmup && draw.index % self.thin == 0;
         if draw.warmup || keep {
-            self.write_row(draw)?;
+            let file = if draw.warmup { self.dir.adaptation(draw.chain) } else { self.dir.draws(draw.chain) };
+            self.write_row(draw).with_context(|| format!("writing {}", file.display()))?;
         }
         if keep {
             if let Some(early_stop) = &mut self.early_stop {

@@ -33,6 +33,7 @@ mod run_diagnostics;
 mod run_dir;
 mod sampling;
 mod shard;
+mod stored_chains;
 mod trained_ensemble;
 
 pub use config_file::SECTIONS;
@@ -52,4 +53,5 @@ pub use run_diagnostics::{AcceptanceDrift, GroupSummary, RunDiagnostics, Sampler
 pub use run_dir::{write_atomic, write_json, RunDir};
 pub use sampling::Sampling;
 pub use shard::{config_hash, data_hash, Shard, ShardManifest};
-pub use trained_ensemble::TrainedEnsemble;
+pub use stored_chains::{check_draw_count, count_draw_rows, stored_checkpoint};
+pub use trained_ensemble::{TrainedEnsemble, TrainingStopped};

@@ -3,7 +3,9 @@
 use crate::dei_mcmc::{DeiMcmc, RunReport};
 use crate::draw_store::{ChainSampling, Checkpoint};
 use crate::sampling::Sampling;
+use crate::progress::{Progress, Silent};
 use crate::run_dir::{write_atomic, write_json, RunDir};
+use crate::stored_chains::{check_draw_count, count_draw_rows};
 use crate::shard::{config_hash, ShardManifest};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::load_parameters;
@@ -46,6 +48,7 @@ impl ShardSet {
                     manifest.shard
                 );
             }
+            check_shard_files(&run_dir, &manifest)?;
             shards.push((dir.clone(), manifest));
         }
         let (first_dir, first) = &shards[0];
@@ -78,6 +81,21 @@ impl ShardSet {
             bail!("chains {missing:?} are in none of the given shards (the run has {chains} chains in {} shards); add the missing shard directories", first.shard.count);
         }
         Ok(Self { shards, chains, members: config.ensemble.members })
+    }
+
+    /// Joins the shards into the new run directory `out` and predicts, evaluates and diagnoses
+    /// the whole run there, all or nothing: everything is written into a temporary sibling of
+    /// `out`, which is renamed to `out` only at the end. On any failure the sibling is removed
+    /// and `out` is as it was (absent, or empty).
+    pub fn merge_into(&self, out: &Path, progress: impl Progress + 'static) -> Result<RunReport> {
+        if out.exists() && std::fs::read_dir(out).with_context(|| format!("reading {}", out.display()))?.next().is_some() {
+            bail!("{} is not empty; merge into a new directory (nothing was changed)", out.display());
+        }
+        let staging = Staging::beside(out)?;
+        self.write(staging.path())?;
+        let report = DeiMcmc::open(staging.path())?.with_progress(progress).finish_merged()?;
+        staging.commit(out)?;
+        Ok(report)
     }
 
     /// Copies config, layout, ensemble, draws, warmup statistics and checkpoints into `out`
@@ -176,11 +194,100 @@ impl ShardSet {
 /// evaluates and diagnoses the whole run there. With the same seed the result equals one
 /// machine's `bnn run`: the same draws files byte for byte and the same metrics.
 pub fn merge_shards(dirs: &[PathBuf], out: &Path) -> Result<(DeiMcmc, RunReport)> {
-    let set = ShardSet::check(dirs)?;
-    set.write(out)?;
-    let run = DeiMcmc::open(out)?;
-    let report = run.finish_merged()?;
-    Ok((run, report))
+    let report = ShardSet::check(dirs)?.merge_into(out, Silent)?;
+    Ok((DeiMcmc::open(out)?, report))
+}
+
+/// Every file a shard's chains and members need, before anything is copied: a missing file, a
+/// checkpoint that does not load, or a draws file with fewer draws than its checkpoint records
+/// (cut by hand or by a copy) is named here, in the shard, not later in the merged copy.
+fn check_shard_files(shard: &RunDir, manifest: &ShardManifest) -> Result<()> {
+    let root = shard.root().display();
+    for path in [shard.layout(), shard.sampling()] {
+        if !path.is_file() {
+            bail!("{} is missing from shard {} ({root}); the shard is damaged: run it again with the same `bnn run --shard {}`", path.display(), manifest.shard, manifest.shard);
+        }
+    }
+    for &c in &manifest.chains {
+        for path in [shard.draws(c), shard.adaptation(c), shard.checkpoint(c)] {
+            if !path.is_file() {
+                bail!("{} is missing from shard {} ({root}), which lists chain {c}; the shard is damaged", path.display(), manifest.shard);
+            }
+        }
+        let checkpoint = Checkpoint::load(&shard.checkpoint(c))?;
+        check_draw_count(shard, c, count_draw_rows(&shard.draws(c))?)?;
+        let adaptation = std::fs::metadata(shard.adaptation(c)).with_context(|| format!("reading {}", shard.adaptation(c).display()))?.len();
+        if adaptation < checkpoint.adaptation_bytes {
+            bail!("{} has {adaptation} bytes, its checkpoint records {}: the file was cut", shard.adaptation(c).display(), checkpoint.adaptation_bytes);
+        }
+    }
+    if shard.has_ensemble() {
+        for &j in &manifest.members {
+            if !shard.member(j).is_file() {
+                bail!("{} is missing from shard {} ({root}), which lists member {j}; the shard is damaged", shard.member(j).display(), manifest.shard);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A temporary sibling directory of a run directory being written, removed on drop unless
+/// committed (renamed into place); it also removes the parent folders it had to create.
+struct Staging {
+    path: PathBuf,
+    created: Option<PathBuf>,
+    committed: bool,
+}
+
+impl Staging {
+    fn beside(out: &Path) -> Result<Self> {
+        let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let created = first_missing_ancestor(parent);
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "merged".into());
+        let path = parent.join(format!(".{name}.merging-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        let staging = Self { path, created, committed: false };
+        std::fs::create_dir(&staging.path).with_context(|| format!("creating {}", staging.path.display()))?;
+        Ok(staging)
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Renames the staged directory to `out` (an empty `out` is replaced).
+    fn commit(mut self, out: &Path) -> Result<()> {
+        if out.is_dir() {
+            std::fs::remove_dir(out).with_context(|| format!("replacing the empty {}", out.display()))?;
+        }
+        std::fs::rename(&self.path, out).with_context(|| format!("renaming {} to {}", self.path.display(), out.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.path);
+            if let Some(created) = &self.created {
+                let _ = std::fs::remove_dir_all(created);
+            }
+        }
+    }
+}
+
+/// The outermost folder of `path` that does not exist yet (`None` when `path` exists).
+fn first_missing_ancestor(path: &Path) -> Option<PathBuf> {
+    let mut missing = None;
+    for ancestor in path.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+        if ancestor.exists() {
+            break;
+        }
+        missing = Some(ancestor.to_path_buf());
+    }
+    missing
 }
 
 impl DeiMcmc {

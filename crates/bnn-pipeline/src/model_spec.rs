@@ -3,12 +3,19 @@
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{LayerPrior, Likelihood, LogSigmaPrior, Prior, ScaleLink};
 
-/// Hidden layer widths, comma separated; empty for a linear model.
+/// Hidden layer widths, comma separated; empty (or blank) for a linear model. An empty entry
+/// between commas (`8,,8`) or a width of 0 is refused rather than read as something else.
 pub fn parse_hidden(text: &str) -> Result<Vec<usize>> {
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     text.split(',')
         .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| anyhow!("hidden width '{s}' is not a positive integer")))
+        .map(|s| match s.parse::<usize>() {
+            _ if s.is_empty() => Err(anyhow!("--hidden '{text}': an empty width between commas; give every layer's width (e.g. 8,8)")),
+            Ok(width) if width > 0 => Ok(width),
+            _ => Err(anyhow!("--hidden '{text}': width '{s}' is not a positive integer")),
+        })
         .collect()
 }
 
@@ -29,7 +36,7 @@ pub fn parse_likelihood(text: &str) -> Result<Likelihood> {
             classes: a.trim().parse().map_err(|_| anyhow!("categorical takes a class count, got '{a}'"))?,
         },
         _ => bail!(
-            "unknown likelihood '{text}'; expected hetero, hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<classes>"
+            "--likelihood (config key `likelihood`): unknown likelihood '{text}'; expected hetero, hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<classes>"
         ),
     })
 }
@@ -37,10 +44,10 @@ pub fn parse_likelihood(text: &str) -> Result<Likelihood> {
 /// `<layer>=<weight prior>[/<bias prior>]`, e.g. `0=fan_in_normal:1/normal:1`.
 pub fn parse_layer_prior(text: &str) -> Result<(usize, LayerPrior)> {
     let (layer, priors) = text.split_once('=').ok_or_else(|| anyhow!("--layer-prior '{text}' needs <layer>=<prior>"))?;
-    let layer: usize = layer.trim().parse().map_err(|_| anyhow!("layer '{layer}' is not an index"))?;
+    let layer: usize = layer.trim().parse().map_err(|_| anyhow!("--layer-prior '{text}': layer '{layer}' is not an index"))?;
     let (w, b) = priors.split_once('/').unwrap_or((priors, priors));
-    let weight: Prior = w.parse().map_err(|e: String| anyhow!(e))?;
-    let bias: Prior = b.parse().map_err(|e: String| anyhow!(e))?;
+    let weight: Prior = w.parse().map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
+    let bias: Prior = b.parse().map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
     Ok((layer, LayerPrior { weight, bias }))
 }
 
@@ -53,6 +60,10 @@ mod tests {
         assert_eq!(parse_hidden("16, 8").unwrap(), vec![16, 8]);
         assert!(parse_hidden("").unwrap().is_empty());
         assert!(parse_hidden("16,x").unwrap_err().to_string().contains("'x'"));
+        for text in ["8,,8", "8,", ",8", "8,0"] {
+            let message = parse_hidden(text).unwrap_err().to_string();
+            assert!(message.starts_with("--hidden"), "{text}: {message}");
+        }
         assert!(matches!(parse_likelihood("fixed:0.1").unwrap(), Likelihood::GaussianFixed { sigma } if sigma == 0.1));
         assert!(parse_likelihood("poisson").unwrap_err().to_string().contains("unknown likelihood"));
         let (layer, prior) = parse_layer_prior("1=laplace:0.5").unwrap();

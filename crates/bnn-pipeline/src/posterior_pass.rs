@@ -5,6 +5,7 @@
 
 use crate::draw_reader::for_each_stored_draw;
 use crate::run_dir::RunDir;
+use crate::stored_chains::{check_draw_count, count_draw_rows};
 use anyhow::Result;
 use bnn_diagnostics::CumulativeLppd;
 use bnn_model::{HostData, MlpPosterior, PointPrediction, PredictiveAccumulator, PredictiveMetrics};
@@ -93,6 +94,11 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
     let total_draws = chains * max_draws_per_chain;
     if let Some(missing) = (0..chains).map(|c| dir.draws(c)).find(|p| !p.is_file()) {
         anyhow::bail!("{} is missing: this run has not been sampled yet (run `bnn sample --out {}`)", missing.display(), dir.root().display());
+    }
+    // A draws file shorter than its checkpoint was cut after sampling: refuse before any work
+    // rather than report metrics of fewer draws than the run made.
+    for c in 0..chains {
+        check_draw_count(dir, c, count_draw_rows(&dir.draws(c))?)?;
     }
     let stride = (total_draws * values).div_ceil(MAX_PREDICTIVE_VALUES).max(1);
     let mut samples: Vec<Vec<f32>> = vec![Vec::with_capacity(total_draws / stride + 1); values];

@@ -103,20 +103,28 @@ impl ModelSection {
     /// The network and likelihood for data with `d_input` features and `data_targets` target
     /// columns (used unless `targets` is set); errors name the bad setting.
     pub fn bnn_config(&self, d_input: usize, data_targets: usize) -> Result<BnnConfig> {
-        let prior: Prior = self.prior.parse().map_err(|e: String| anyhow!("prior: {e}"))?;
+        if self.hidden.contains(&0) {
+            bail!("hidden (--hidden, config key `hidden`) has a layer of width 0: {:?}; every width must be positive", self.hidden);
+        }
+        let prior: Prior = self.prior.parse().map_err(|e: String| anyhow!("--prior (config key `prior`): {e}"))?;
         let mut spec = PriorSpec::uniform(prior);
         for text in &self.layer_priors {
             let (layer, lp) = parse_layer_prior(text)?;
+            for prior in [lp.weight, lp.bias] {
+                prior.validate().map_err(|e| anyhow!("--layer-prior '{text}' (config key `layer_priors`): {e}"))?;
+            }
             spec = spec.with_layer(layer, lp);
         }
-        let activation: Activation = self.activation.parse().map_err(|e: String| anyhow!("activation: {e}"))?;
+        let activation: Activation = self.activation.parse().map_err(|e: String| anyhow!("--activation (config key `activation`): {e}"))?;
+        let likelihood = parse_likelihood(&self.likelihood)?;
+        likelihood.validate().map_err(|e| anyhow!("--likelihood (config key `likelihood`): {e}"))?;
         let config = BnnConfig::new(d_input)
             .with_hidden(self.hidden.clone())
             .with_activation(activation)
-            .with_likelihood(parse_likelihood(&self.likelihood)?)
+            .with_likelihood(likelihood)
             .with_n_targets(self.targets.unwrap_or(data_targets))
             .with_prior(spec);
-        config.validate().map_err(|e| anyhow!(e))?;
+        config.validate().map_err(|e| anyhow!("[model] settings (--hidden, --layer-prior, --targets): {e}"))?;
         Ok(config)
     }
 }
@@ -420,36 +428,91 @@ impl RunConfig {
         self
     }
 
-    /// Rejects impossible settings before anything runs or is written.
+    /// Every number-valued setting as `(config key, value)`; the flag is the key with dashes.
+    fn float_settings(&self) -> Vec<(&'static str, f64)> {
+        let (d, e, s) = (&self.data, &self.ensemble, &self.sampler);
+        let mut settings = vec![
+            ("test_fraction", d.test_fraction),
+            ("validation_fraction", d.validation_fraction),
+            ("learning_rate", e.learning_rate),
+            ("weight_decay", e.weight_decay),
+            ("energy_variance_start", s.energy_variance_start),
+            ("energy_variance_end", s.energy_variance_end),
+            ("fixed_point_tolerance", s.fixed_point_tolerance),
+            ("trajectory_length_factor", s.trajectory_length_factor),
+            ("early_stop_tolerance", s.early_stop_tolerance),
+        ];
+        for (key, value) in [("target_accept", s.target_accept), ("step_size", s.step_size), ("trajectory_length", s.trajectory_length), ("persistence", s.persistence)] {
+            settings.extend(value.map(|v| (key, v)));
+        }
+        settings.extend(s.tune_fractions.iter().flatten().map(|&v| ("tune_fractions", v)));
+        settings
+    }
+
+    /// Rejects impossible settings before anything runs or is written: every setting of every
+    /// section, the sampler's own ranges included, so that a refusal never comes after the
+    /// ensemble was trained (and never leaves a run directory behind).
     pub fn validate(&self) -> Result<()> {
+        // NaN and infinities first, by name: NaN passes `!(x < 0)`-style range checks, and a NaN
+        // in config.toml would make the run directory unequal to itself.
+        if let Some((key, value)) = self.float_settings().into_iter().find(|(_, v)| !v.is_finite()) {
+            bail!("--{} (config key `{key}`) must be a finite number, got {value}", key.replace('_', "-"));
+        }
         let d = &self.data;
         if !(d.test_fraction > 0.0 && d.test_fraction < 1.0) {
-            bail!("test_fraction must lie in (0, 1), got {}", d.test_fraction);
+            bail!("--test-fraction (config key `test_fraction`) must lie in (0, 1), got {}", d.test_fraction);
         }
         if !(0.0..0.9).contains(&d.validation_fraction) {
-            bail!("validation_fraction must lie in [0, 0.9), got {}", d.validation_fraction);
+            bail!("--validation-fraction (config key `validation_fraction`) must lie in [0, 0.9), got {}", d.validation_fraction);
         }
         let e = &self.ensemble;
         if e.members == 0 || e.epochs == 0 {
-            bail!("the ensemble needs at least one member and one epoch (got members {}, epochs {})", e.members, e.epochs);
+            bail!("the ensemble needs at least one member and one epoch: --members {} / --epochs {} (config keys `members`, `epochs`)", e.members, e.epochs);
+        }
+        if !(e.learning_rate > 0.0) {
+            bail!("--learning-rate (config key `learning_rate`) must be positive, got {}", e.learning_rate);
+        }
+        if !(e.weight_decay >= 0.0) {
+            bail!("--weight-decay (config key `weight_decay`) must be zero or positive, got {}", e.weight_decay);
+        }
+        if e.patience == Some(0) {
+            bail!("--patience (config key `patience`) must be at least 1 epoch, or left out");
         }
         if e.batch_size == Some(0) {
-            bail!("batch_size must be positive");
+            bail!("--batch-size (config key `batch_size`) must be positive, or left out for full-batch training");
         }
         if e.patience.is_some() && d.validation_fraction == 0.0 {
-            bail!("early stopping of the members (patience) needs a validation split: set --validation-fraction");
+            bail!("--patience (config key `patience`): early stopping of the members needs a validation split; set --validation-fraction");
         }
         let s = &self.sampler;
         if s.chains == Some(0) || s.draws == 0 {
-            bail!("chains and draws must be positive");
+            bail!("--chains and --draws (config keys `chains`, `draws`) must be positive, got {:?} and {}", s.chains, s.draws);
         }
         if s.thin == 0 {
-            bail!("thin must be at least 1");
+            bail!("--thin (config key `thin`) must be at least 1");
         }
         if let Some(step_size) = s.step_size {
             if !(step_size > 0.0 && step_size.is_finite()) {
-                bail!("step_size must be positive and finite, got {step_size}");
+                bail!("--step-size (config key `step_size`) must be positive and finite, got {step_size}");
             }
+        }
+        if let Some(target) = s.target_accept {
+            if !(target > 0.0 && target < 1.0) {
+                bail!("--target-accept (config key `target_accept`) must lie in (0, 1), got {target}");
+            }
+        }
+        if s.algorithm == Algorithm::Nuts && !(1..=30).contains(&s.max_depth) {
+            bail!("--max-depth (config key `max_depth`) must lie in 1..=30, got {}", s.max_depth);
+        }
+        if s.algorithm == Algorithm::Hmc && s.leapfrog_steps == 0 {
+            bail!("--num-steps / --leapfrog-steps (config key `leapfrog_steps`) must be at least 1");
+        }
+        if s.adapt && s.warmup == 0 {
+            bail!(
+                "--warmup 0 leaves {:?} unadapted (its step size would stay at its starting value and most draws diverge or are rejected); \
+                 give --warmup > 0, or sample with a fixed step: --adapt false --step-size <ε>",
+                s.algorithm
+            );
         }
         if !s.adapt && s.step_size.is_none() && s.algorithm != Algorithm::Rwm {
             bail!("adapt = false keeps the step size fixed, so it needs one: give --step-size (config key step_size)");
@@ -457,36 +520,40 @@ impl RunConfig {
         if let (Algorithm::Mclmc, Some(fractions)) = (s.algorithm, &s.tune_fractions) {
             let sum: f64 = fractions.iter().sum();
             if fractions.len() != 3 || fractions.iter().any(|f| !(0.0..=1.0).contains(f)) || (sum - 1.0).abs() > 1e-9 {
-                bail!("tune_fractions must be three shares in [0, 1] summing to 1 (phases 1, 2, 3 of the MCLMC warmup), got {fractions:?}");
+                bail!("--tune-fractions (config key `tune_fractions`) must be three shares in [0, 1] summing to 1 (phases 1, 2, 3 of the MCLMC warmup), got {fractions:?}");
             }
         }
         if matches!(s.algorithm, Algorithm::Mclmc | Algorithm::Mams) {
             if s.algorithm == Algorithm::Mclmc && s.target_accept.is_some() {
-                bail!("MCLMC has no acceptance target: its warmup aims at an energy-error variance (energy_variance_start/end)");
+                bail!("--target-accept (config key `target_accept`): MCLMC has no acceptance target; its warmup aims at an energy-error variance (--energy-variance-start/--energy-variance-end)");
             }
             if let Some(length) = s.trajectory_length {
                 if !(length > 0.0 && length.is_finite()) {
-                    bail!("trajectory_length must be positive and finite, got {length}");
+                    bail!("--trajectory-length (config key `trajectory_length`) must be positive and finite, got {length}");
                 }
             }
-            self.sampler_config_check()?;
         }
         if s.algorithm == Algorithm::Msd {
-            self.sampler_config_check()?;
             if s.batched {
-                bail!("MSD runs its chains on threads, not batched (each step solves with its own chain's metric)");
+                bail!("--batched true (config key `batched`): MSD runs its chains on threads, not batched (each step solves with its own chain's metric)");
             }
         } else if s.persistence.is_some() || s.frozen_metric {
-            bail!("persistence and frozen_metric are MSD's settings (sampler = msd), not {:?}'s", s.algorithm);
+            bail!("--persistence and --frozen-metric (config keys `persistence`, `frozen_metric`) are MSD's settings (--sampler msd), not {:?}'s", s.algorithm);
         }
+        if s.algorithm == Algorithm::Rwm && s.batched {
+            bail!("--batched true (config key `batched`): random-walk Metropolis runs its chains on threads, not batched");
+        }
+        // The sampler crate's own checks, for every kernel (before: only MCLMC, MAMS and MSD,
+        // so a bad NUTS or HMC setting was refused after the ensemble had been trained).
+        self.sampler_config_check()?;
         if s.init == Init::Single && s.init_from.is_none() {
-            bail!("init = single needs init_from (--init-from <member.safetensors>)");
+            bail!("--init single (config key `init`) needs --init-from <member.safetensors> (config key `init_from`)");
         }
         if s.early_stop && (s.early_stop_window == 0 || !(s.early_stop_tolerance > 0.0)) {
-            bail!("early stopping needs a positive window and tolerance");
+            bail!("--early-stop needs a positive --early-stop-window and --early-stop-tolerance (config keys `early_stop_window`, `early_stop_tolerance`)");
         }
         if self.runtime.threads == Some(0) {
-            bail!("threads must be at least 1");
+            bail!("--threads (config key `threads`) must be at least 1");
         }
         self.device_name()?;
         self.model.bnn_config(1, 1)?;
@@ -495,11 +562,11 @@ impl RunConfig {
 
     /// The sampler crate's own checks of the sampler section (ranges of the MCLMC knobs).
     fn sampler_config_check(&self) -> Result<()> {
-        self.sampler.sampler_config(Some(1)).init().map(|_| ()).map_err(|e| anyhow!("{e}"))
+        self.sampler.sampler_config(Some(1)).init().map(|_| ()).map_err(|e| anyhow!("[sampler] settings: {e}"))
     }
 
     pub fn device_name(&self) -> Result<DeviceName> {
-        self.runtime.device.parse::<DeviceName>().map_err(|e| anyhow!(e))
+        self.runtime.device.parse::<DeviceName>().map_err(|e| anyhow!("--device (config key `device`): {e}"))
     }
 
     /// Number of chains: as configured, or one per ensemble member.
@@ -510,6 +577,46 @@ impl RunConfig {
     /// Worker threads: as configured, or every core.
     pub fn threads(&self) -> usize {
         self.runtime.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// The settings that decide a trained ensemble: data, model, ensemble and the seed of the
+    /// members' initializations. A directory holding only an ensemble may be sampled with any
+    /// sampler settings as long as these are equal.
+    pub fn ensemble_identity(&self) -> (DataSection, ModelSection, EnsembleSection, u64) {
+        (self.data.clone(), self.model.clone(), self.ensemble.clone(), self.sampler.seed)
+    }
+
+    /// This config's sampler and runtime sections over the data, model, ensemble and seed of
+    /// `stored`, the config of a directory that holds a trained ensemble. `explicit` lists what
+    /// the caller set on purpose as `(how it was given, section, key)`; one whose value here
+    /// differs from the stored one is refused, naming both values.
+    pub fn over_stored_ensemble(&self, stored: &RunConfig, explicit: &[(String, &str, &str)], dir: &std::path::Path) -> Result<RunConfig> {
+        let value = |config: &RunConfig, section: &str, key: &str| -> serde_json::Value {
+            let section = match section {
+                "data" => serde_json::to_value(&config.data),
+                "model" => serde_json::to_value(&config.model),
+                "ensemble" => serde_json::to_value(&config.ensemble),
+                _ => serde_json::to_value(&config.sampler),
+            };
+            section.ok().and_then(|s| s.get(key).cloned()).unwrap_or(serde_json::Value::Null)
+        };
+        for (given, section, key) in explicit {
+            let (wanted, found) = (value(self, section, key), value(stored, section, key));
+            if wanted != found {
+                bail!(
+                    "{given} sets {key} = {wanted}, but the ensemble in {} was trained with {key} = {found}; leave it out to sample from that ensemble, \
+                     or train a new one into another --out directory",
+                    dir.display()
+                );
+            }
+        }
+        let mut config = self.clone();
+        config.data = stored.data.clone();
+        config.model = stored.model.clone();
+        config.ensemble = stored.ensemble.clone();
+        config.sampler.seed = stored.sampler.seed;
+        config.validate()?;
+        Ok(config)
     }
 
     /// The settings that decide the draws: a run directory may only be resumed with these equal.
@@ -545,6 +652,41 @@ mod tests {
         }
         RunConfig::new().validate().unwrap();
         RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_persistence(Some(0.5)).with_frozen_metric(true)).validate().unwrap();
+    }
+
+    #[test]
+    fn nan_and_infinities_are_refused_by_flag_and_key() {
+        let s = SamplerSection::new();
+        let e = EnsembleSection::new();
+        for (config, flag) in [
+            (RunConfig::new().with_ensemble(e.clone().with_learning_rate(f64::NAN)), "--learning-rate"),
+            (RunConfig::new().with_ensemble(e.clone().with_weight_decay(f64::NAN)), "--weight-decay"),
+            (RunConfig::new().with_ensemble(e.clone().with_learning_rate(f64::INFINITY)), "--learning-rate"),
+            (RunConfig::new().with_data(DataSection::new().with_test_fraction(f64::NAN)), "--test-fraction"),
+            (RunConfig::new().with_sampler(s.clone().with_target_accept(Some(f64::NAN))), "--target-accept"),
+            (RunConfig::new().with_sampler(s.clone().with_energy_variance_start(f64::NAN)), "--energy-variance-start"),
+            (RunConfig::new().with_sampler(s.clone().with_early_stop_tolerance(f64::NEG_INFINITY)), "--early-stop-tolerance"),
+            (RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Mclmc).with_tune_fractions(Some(vec![0.8, f64::NAN, 0.1]))), "--tune-fractions"),
+        ] {
+            let message = config.validate().unwrap_err().to_string();
+            assert!(message.starts_with(flag) && message.contains("finite"), "{flag}: {message}");
+        }
+        // Ranges, by flag, before any work: the sampler's own checks for every kernel.
+        for (config, flag) in [
+            (RunConfig::new().with_sampler(s.clone().with_target_accept(Some(1.5))), "--target-accept"),
+            (RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Rwm).with_target_accept(Some(1.5))), "--target-accept"),
+            (RunConfig::new().with_sampler(s.clone().with_max_depth(0)), "--max-depth"),
+            (RunConfig::new().with_sampler(s.clone().with_max_depth(40)), "--max-depth"),
+            (RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Hmc).with_leapfrog_steps(0)), "--num-steps"),
+            (RunConfig::new().with_ensemble(e.clone().with_learning_rate(-1.0)), "--learning-rate"),
+            (RunConfig::new().with_sampler(s.clone().with_warmup(0)), "--warmup"),
+            (RunConfig::new().with_model(ModelSection::new().with_hidden(vec![8, 0])), "hidden (--hidden"),
+        ] {
+            let message = config.validate().unwrap_err().to_string();
+            assert!(message.starts_with(flag), "{flag}: {message}");
+        }
+        // A fixed step needs no warmup.
+        RunConfig::new().with_sampler(s.with_warmup(0).with_adapt(false).with_step_size(Some(0.01))).validate().unwrap();
     }
 
     #[test]

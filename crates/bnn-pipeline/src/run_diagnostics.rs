@@ -1,6 +1,7 @@
 //! Convergence diagnostics of a run's draws or a long-format CSV, with the chains that never moved.
 
-use crate::run_config::Algorithm;
+use crate::run_config::{Algorithm, RunConfig};
+use crate::stored_chains::{check_draw_count, unequal_lengths_reason};
 use crate::run_dir::{write_atomic, RunDir};
 use anyhow::{anyhow, bail, Context, Result};
 use bnn_diagnostics::{read_long_draws_csv, serialize_non_finite, summarize_all, DrawsCsvError, ParameterSummary};
@@ -110,6 +111,9 @@ pub struct RunDiagnostics {
     /// Set when chains had unequal lengths (early stopping, an unfinished run) and were cut to
     /// their common prefix.
     pub truncated_to: Option<usize>,
+    /// Why the lengths differ, from the chains' checkpoints (early stopping, an unfinished run);
+    /// `None` when they do not, or for draws without checkpoints.
+    pub unequal_lengths: Option<String>,
     /// Chains (by number) in which every parameter kept one value: they never moved.
     pub stuck_chains: Vec<u64>,
     /// `None` for a draws CSV, which has no sampler statistics.
@@ -131,7 +135,7 @@ struct Draws {
 impl RunDiagnostics {
     /// Diagnostics of a run directory's `draws_chain_<c>.csv` files.
     pub fn of_run_dir(dir: &Path) -> Result<Self> {
-        let (draws, mut sampler, truncated_to) = read_run_dir(dir)?;
+        let (draws, mut sampler, truncated_to, unequal_lengths) = read_run_dir(dir)?;
         let function_space = std::fs::read_to_string(dir.join("summary.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).map(|s| {
             json!({
                 "rhat_test_loglik": s["rhat_test_loglik"], "rhat_test_rmse": s["rhat_test_rmse"],
@@ -140,7 +144,9 @@ impl RunDiagnostics {
             })
         });
         sampler.max_depth = RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == Algorithm::Nuts).map(|c| c.sampler.max_depth);
-        Self::of_draws(draws, Some(sampler), truncated_to, function_space)
+        let mut diagnostics = Self::of_draws(draws, Some(sampler), truncated_to, function_space)?;
+        diagnostics.unequal_lengths = unequal_lengths;
+        Ok(diagnostics)
     }
 
     /// Diagnostics of draws in long format (columns `chain,draw,<param>...`).
@@ -172,6 +178,7 @@ impl RunDiagnostics {
             chain_ids: draws.chain_ids,
             draws: draws_per_chain,
             truncated_to,
+            unequal_lengths: None,
             stuck_chains,
             sampler,
             function_space,
@@ -196,6 +203,9 @@ impl RunDiagnostics {
         let sampler = self.sampler.clone().unwrap_or_default();
         let mut warnings = json!({ "rhat_above_1_01": self.rhat_above_1_01, "ess_below_400": self.ess_below_400, "crhat_above_1_1": self.crhat_above_1_1,
                                    "divergences": sampler.divergences, "max_tree_depth_hits": sampler.max_tree_depth_hits, "draws": sampler.draws });
+        if let (Some(draws), Some(reason)) = (self.truncated_to, &self.unequal_lengths) {
+            warnings["unequal_chain_lengths"] = json!({ "draws_used_per_chain": draws, "reason": reason });
+        }
         if !self.stuck_chains.is_empty() {
             warnings["chains_not_moving"] = json!(self.stuck_chains);
         }
@@ -263,12 +273,21 @@ fn is_constant(chain: &[f64]) -> bool {
 }
 
 /// Reads `draws_chain_<c>.csv` (CmdStan-style: statistics columns ending in `__`, then parameters).
-fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
+/// In a run directory (with `config.toml`) every chain's file must be there and hold at least the
+/// draws its checkpoint recorded; chains of unequal length get the reason their checkpoints give.
+fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Option<String>)> {
+    let run_dir = RunDir::new(dir);
+    // A whole run's config says how many chains there are (a shard's directory holds only some).
+    let config = run_dir.load_config().ok();
+    let planned = config.as_ref().filter(|_| !run_dir.shard_manifest().exists()).map(RunConfig::chains);
     let mut files = Vec::new();
     for chain in 0.. {
         let path = dir.join(format!("draws_chain_{chain}.csv"));
-        if !path.is_file() {
+        if planned.is_some_and(|n| chain >= n) || planned.is_none() && !path.is_file() {
             break;
+        }
+        if !path.is_file() {
+            bail!("{} is missing: the run has {} chains, and diagnosing the others alone would hide it", path.display(), planned.unwrap_or(0));
         }
         files.push(path);
     }
@@ -328,6 +347,11 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
     if values.is_empty() {
         bail!("{} has no parameter columns", files[0].display());
     }
+    let lengths: Vec<usize> = values[0].iter().map(Vec::len).collect();
+    let chains: Vec<usize> = (0..files.len()).collect();
+    for (&chain, &rows) in chains.iter().zip(&lengths) {
+        check_draw_count(&run_dir, chain, rows)?;
+    }
     // Chains stopped early (LPPD convergence) or a run still in progress have unequal lengths:
     // the diagnostics use the common prefix.
     let shortest = values[0].iter().map(Vec::len).min().unwrap_or(0);
@@ -340,8 +364,12 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>)> {
         }
         truncated_to = Some(shortest);
     }
+    let reason = match (&config, truncated_to) {
+        (Some(config), Some(_)) => Some(unequal_lengths_reason(&run_dir, &chains, &lengths, config.sampler.warmup + config.sampler.draws)?),
+        _ => None,
+    };
     let chain_ids = (0..files.len() as u64).collect();
-    Ok((Draws { names, chain_ids, values }, stats, truncated_to))
+    Ok((Draws { names, chain_ids, values }, stats, truncated_to, reason))
 }
 
 /// The median of the non-NaN values (NaN when there are none).

@@ -40,6 +40,10 @@ impl RunDir {
     pub fn members_json(&self) -> PathBuf {
         self.ensemble_dir().join("members.json")
     }
+    /// The members a stopped training saved (gone once `members.json` is written).
+    pub fn unfinished_ensemble(&self) -> PathBuf {
+        self.ensemble_dir().join("unfinished.json")
+    }
     pub fn draws(&self, chain: usize) -> PathBuf {
         self.root.join(format!("draws_chain_{chain}.csv"))
     }
@@ -94,13 +98,22 @@ impl RunDir {
         self.members_json().exists()
     }
 
+    /// Whether any chain has left draws or a checkpoint here.
+    pub fn has_draws(&self) -> bool {
+        let chain_file = |entry: std::io::Result<std::fs::DirEntry>| entry.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("draws_chain_"));
+        std::fs::read_dir(&self.root).is_ok_and(|mut entries| entries.any(chain_file))
+            || std::fs::read_dir(self.checkpoint_dir()).is_ok_and(|mut entries| entries.next().is_some())
+    }
+
     /// Writes the config unless the directory already holds an equal one; a different one is
-    /// refused, so two runs never mix their files.
+    /// refused, so two runs never mix their files. A directory that holds only a trained
+    /// ensemble (no draws yet) takes any sampler settings for that same ensemble.
     pub fn claim(&self, config: &RunConfig) -> Result<()> {
         self.create()?;
         if self.config().exists() {
             let existing = self.load_config()?;
-            if existing.sampling_identity() != config.sampling_identity() {
+            let same_ensemble_not_sampled = existing.ensemble_identity() == config.ensemble_identity() && self.has_ensemble() && !self.has_draws();
+            if existing.sampling_identity() != config.sampling_identity() && !same_ensemble_not_sampled {
                 bail!(
                     "{} already holds a run with another configuration; use a new --out directory (or --resume to continue that run)",
                     self.root.display()
@@ -111,16 +124,41 @@ impl RunDir {
     }
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename. On a
+/// failure (a full disk) the temporary file is removed and the OS error stays the cause.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    let written = std::fs::write(&tmp, bytes)
+        .with_context(|| format!("writing {}", tmp.display()))
+        .and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display())));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }
 
 /// Writes a JSON value atomically (pretty-printed).
 pub fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     write_atomic(path, serde_json::to_string_pretty(value)?.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_atomic_write_keeps_its_cause_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // The rename fails: a non-empty directory stands where the file should go.
+        let target = dir.path().join("summary.json");
+        std::fs::create_dir_all(target.join("occupied")).unwrap();
+        let error = write_atomic(&target, b"{}").unwrap_err();
+        assert!(error.chain().count() >= 2, "{error:#}");
+        assert!(error.chain().last().unwrap().downcast_ref::<std::io::Error>().is_some(), "{error:#}");
+        let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["summary.json"], "the temporary file was left behind");
+        write_atomic(&dir.path().join("other.json"), b"{}").unwrap();
+    }
 }

@@ -135,7 +135,7 @@ impl DeiMcmc {
             config.sampler.draws,
             config.sampler.algorithm,
             config.sampler.init,
-            config.device_name()?.concrete(),
+            self.device_text(),
             if resume { format!(" (resuming at iterations {done:?})") } else { String::new() }
         );
         let message = match self.shard {

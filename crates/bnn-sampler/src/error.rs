@@ -62,6 +62,8 @@ pub enum SamplerError {
     },
     #[error("chain {chain}: {message}")]
     InvalidChainStart { chain: usize, message: String },
+    /// The sink's own error stays the source, so its causes (an `io::Error` such as "No space
+    /// left on device") reach whoever reports the error.
     #[error("the draw sink failed: {0}")]
-    Sink(String),
+    Sink(#[source] crate::draw_sink::SinkError),
 }

@@ -457,7 +457,7 @@ impl Sampler {
                     state: chain,
                 };
                 sink.record(&draw)
-                    .map_err(|e| SamplerError::Sink(e.to_string()))?;
+                    .map_err(SamplerError::Sink)?;
             }
         }
         Ok(())
@@ -509,7 +509,7 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
         };
         let mut sink = lock(sink);
         sink.record(&draw)
-            .map_err(|e| SamplerError::Sink(e.to_string()))?;
+            .map_err(SamplerError::Sink)?;
         if sink.chain_finished(chain.chain) {
             return Ok(());
         }

@@ -236,8 +236,37 @@ fn failing_sink_stops_the_run_with_an_error() {
         .run(&target, &mut chains, &mut Full, &AtomicBool::new(false))
         .unwrap_err();
     assert!(
-        matches!(&error, SamplerError::Sink(message) if message.contains("disk full")),
+        matches!(&error, SamplerError::Sink(cause) if cause.to_string().contains("disk full")),
         "{error:?}"
     );
+    // The sink's error stays the source, with its own cause (the OS error) behind it.
+    #[derive(Debug)]
+    struct Writing(std::io::Error);
+    impl std::fmt::Display for Writing {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("writing checkpoints/.chain_0.json.tmp")
+        }
+    }
+    impl std::error::Error for Writing {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    struct NoSpace;
+    impl DrawSink for NoSpace {
+        fn record(&mut self, _: &Draw<'_>) -> Result<(), SinkError> {
+            Err(Box::new(Writing(std::io::Error::from_raw_os_error(28))))
+        }
+    }
+    let mut chains = sampler.init_chains(&target, &[ChainStart::at(vec![0.0, 0.0])]).unwrap();
+    let error = sampler.run(&target, &mut chains, &mut NoSpace, &AtomicBool::new(false)).unwrap_err();
+    let mut causes = Vec::new();
+    let mut next: Option<&dyn std::error::Error> = Some(&error);
+    while let Some(cause) = next {
+        causes.push(cause.to_string());
+        next = cause.source();
+    }
+    assert_eq!(causes.len(), 3, "{causes:?}");
+    assert!(causes[2].contains("No space left on device"), "{causes:?}");
     let _ = CollectedDraws::new(1, 2);
 }

@@ -24,4 +24,21 @@ mod worker_pool;
 
 pub use fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, Quiet, StartPoint};
 pub use machine::describe_cpu;
+
+/// A study stopped by Ctrl-C, SIGTERM or SIGUSR1: what had finished is written, with a
+/// `study.json` that lists what is missing.
+#[derive(Debug)]
+pub struct StudyInterrupted {
+    pub out_dir: std::path::PathBuf,
+    /// The parts (or runs) not written.
+    pub missing: Vec<String>,
+}
+
+impl std::fmt::Display for StudyInterrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the study was interrupted; finished parts are in {} and its study.json lists the missing ones: {}", self.out_dir.display(), self.missing.join(", "))
+    }
+}
+
+impl std::error::Error for StudyInterrupted {}
 pub use mean_se::MeanSe;

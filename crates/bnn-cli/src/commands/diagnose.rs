@@ -45,7 +45,8 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
 /// The table (the `top` worst parameters by R-hat), the per-tensor view and the warnings.
 pub fn print(d: &RunDiagnostics, top: usize) {
     if let Some(n) = d.truncated_to {
-        println!("note: chains have unequal lengths (early stopping or an unfinished run); using the first {n} draws of each");
+        let reason = d.unequal_lengths.as_deref().unwrap_or("no checkpoints say why");
+        println!("note: chains have unequal lengths ({reason}); using the first {n} draws of each");
     }
     println!("{} parameters, {} chains x {} draws", d.names.len(), d.chains, d.draws);
     println!("{:<28} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10}", "parameter", "mean", "sd", "R-hat", "ESS bulk", "ESS tail", "MCSE", "cR-hat avg");

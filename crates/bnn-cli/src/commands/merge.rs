@@ -3,7 +3,7 @@
 use crate::commands::{diagnose, evaluate};
 use crate::progress_bars::ProgressBars;
 use anyhow::Result;
-use bnn_pipeline::{DeiMcmc, ShardSet};
+use bnn_pipeline::ShardSet;
 use clap::Args;
 use std::path::PathBuf;
 
@@ -20,9 +20,7 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> Result<()> {
     let set = ShardSet::check(&args.shards)?;
     eprintln!("merging {} shards: {} chains, config {}", set.shards.len(), set.chains, &set.shards[0].1.config_hash[..12]);
-    set.write(&args.out)?;
-    let run = DeiMcmc::open(&args.out)?.with_progress(ProgressBars::default());
-    let report = run.finish_merged()?;
+    let report = set.merge_into(&args.out, ProgressBars::default())?;
     evaluate::print_report(&report.evaluation.summary);
     diagnose::print(&report.diagnostics, 10);
     println!("wrote {}", args.out.display());

@@ -24,7 +24,7 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs, stop: Arc<AtomicBool>) -> Result<()> {
-    let mut run = DeiMcmc::new(args.flags.resolve()?, &args.out)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
+    let mut run = DeiMcmc::new(args.flags.resolve_for(&args.out)?, &args.out)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
     if let Some(shard) = args.shard.resolve()? {
         run = run.with_shard(shard);
     }

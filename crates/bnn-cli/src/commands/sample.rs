@@ -6,10 +6,10 @@ use crate::progress_bars::ProgressBars;
 use crate::commands::Interrupted;
 use crate::run_flags::RunFlags;
 use crate::shard_flag::ShardFlag;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use bnn_pipeline::{DeiMcmc, RunConfig, RunDir};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -26,6 +26,36 @@ pub struct SampleArgs {
     /// only --threads and --checkpoint-every may be given besides).
     #[arg(long, conflicts_with = "out")]
     pub resume: Option<PathBuf>,
+    /// Sample from the ensemble trained in this run directory (`bnn train --out DIR`): its
+    /// data, model and ensemble settings are used, the ensemble is copied into --out, and
+    /// only sampler and runtime flags may be given besides.
+    #[arg(long, conflicts_with = "resume")]
+    pub from: Option<PathBuf>,
+}
+
+/// Copies the trained ensemble of `from` (members, their records, the layout) into `out`, which
+/// must be new, empty, or hold that same ensemble with no draws.
+fn copy_ensemble(from: &Path, out: &Path) -> Result<()> {
+    let (source, target) = (RunDir::new(from), RunDir::new(out));
+    if target.has_ensemble() {
+        if std::fs::read(source.members_json())? != std::fs::read(target.members_json())? {
+            bail!("{} holds another trained ensemble than {}; choose a new --out directory", out.display(), from.display());
+        }
+        return Ok(());
+    }
+    if out.exists() && std::fs::read_dir(out)?.next().is_some() {
+        bail!("{} is not empty; --from copies the ensemble into a new --out directory", out.display());
+    }
+    std::fs::create_dir_all(target.ensemble_dir()).with_context(|| format!("creating {}", target.ensemble_dir().display()))?;
+    for entry in std::fs::read_dir(source.ensemble_dir())? {
+        let entry = entry?;
+        let to = target.ensemble_dir().join(entry.file_name());
+        std::fs::copy(entry.path(), &to).with_context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
+    }
+    if source.layout().is_file() {
+        std::fs::copy(source.layout(), target.layout()).with_context(|| format!("copying {}", source.layout().display()))?;
+    }
+    Ok(())
 }
 
 /// The config of a resumed run: the stored one, with only settings that do not change the draws
@@ -40,11 +70,15 @@ fn resumed_config(dir: &RunDir, flags: &RunFlags) -> Result<RunConfig> {
 }
 
 pub fn run(args: SampleArgs, stop: Arc<AtomicBool>) -> Result<()> {
-    let (config, dir) = match &args.resume {
-        Some(path) => (resumed_config(&RunDir::new(path), &args.flags)?, path),
-        None => (args.flags.resolve()?, &args.out),
+    let (config, dir) = match (&args.resume, &args.from) {
+        (Some(path), _) => (resumed_config(&RunDir::new(path), &args.flags)?, path),
+        (None, Some(from)) => (args.flags.resolve_over_ensemble_in(from)?, &args.out),
+        (None, None) => (args.flags.resolve_for(&args.out)?, &args.out),
     };
     let mut run = DeiMcmc::new(config, dir)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
+    if let Some(from) = &args.from {
+        copy_ensemble(from, dir)?;
+    }
     let shard = args.shard.resolve()?;
     if let Some(shard) = shard {
         run = run.with_shard(shard);

@@ -6,6 +6,8 @@ use anyhow::Result;
 use bnn_pipeline::DeiMcmc;
 use clap::Args;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 #[derive(Args, Debug)]
 pub struct TrainArgs {
@@ -16,7 +18,7 @@ pub struct TrainArgs {
     pub out: PathBuf,
 }
 
-pub fn run(args: TrainArgs) -> Result<()> {
-    DeiMcmc::new(args.flags.resolve()?, &args.out)?.with_progress(ProgressBars::default()).train_ensemble()?;
+pub fn run(args: TrainArgs, stop: Arc<AtomicBool>) -> Result<()> {
+    DeiMcmc::new(args.flags.resolve()?, &args.out)?.with_progress(ProgressBars::default()).with_stop_flag(stop).train_ensemble()?;
     Ok(())
 }

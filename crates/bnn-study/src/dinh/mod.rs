@@ -274,10 +274,8 @@ pub fn run_dinh(config: &DinhConfig, out_dir: &Path, progress: &dyn Progress, st
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let settings = config.chain_settings()?;
     let mut writer = report::ReportWriter::new(config, out_dir, &settings);
-    for part in [DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures, DinhPart::Sensitivity] {
-        if !config.parts.contains(&part) {
-            continue;
-        }
+    let planned: Vec<DinhPart> = [DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures, DinhPart::Sensitivity].into_iter().filter(|p| config.parts.contains(p)).collect();
+    for (done, &part) in planned.iter().enumerate() {
         let chains = part_chains(config, part);
         let variants = match part {
             DinhPart::Sensitivity => sensitivity_variants(config)?,
@@ -293,7 +291,11 @@ pub fn run_dinh(config: &DinhConfig, out_dir: &Path, progress: &dyn Progress, st
         let start = Instant::now();
         let mut runs = Vec::with_capacity(variants.len());
         for variant in &variants {
-            let results = run_fixed_step_chains(&chains, &variant.settings, progress, stop)?;
+            // A stop keeps every finished part's files and says in study.json what is missing.
+            let results = match run_fixed_step_chains(&chains, &variant.settings, progress, stop) {
+                Err(_) if stop.load(std::sync::atomic::Ordering::Relaxed) => return writer.finish_interrupted(&planned[..done], &planned[done..]),
+                other => other?,
+            };
             let records: Vec<ChainRecord> = chains.iter().cloned().zip(results).map(|(chain, result)| ChainRecord { chain, result }).collect();
             runs.push((variant.name.clone(), records));
         }

@@ -354,9 +354,27 @@ impl ReportWriter<'_> {
         self.svg("figure3_acceptance_vs_parameters.svg", figures::acceptance_vs_parameters(&self.config.activations, &self.config.architectures, &is_deep, &mean))
     }
 
+    /// After a stop (Ctrl-C, SIGTERM) between parts: `study.json` with the parts whose files
+    /// were written and those still missing, and the [`StudyInterrupted`] error that says so.
+    pub fn finish_interrupted(mut self, finished: &[DinhPart], missing: &[DinhPart]) -> Result<DinhReport> {
+        let record = serde_json::json!({
+            "study": "dinh",
+            "status": "interrupted",
+            "finished_parts": finished,
+            "missing_parts": missing,
+            "config": self.config,
+            "machine": self.cpu,
+            "workers": self.workers,
+            "timings": self.timings,
+        });
+        self.write("study.json", &serde_json::to_string_pretty(&record)?)?;
+        Err(crate::StudyInterrupted { out_dir: self.out.to_path_buf(), missing: missing.iter().map(|p| format!("{p:?}")).collect() }.into())
+    }
+
     pub fn finish(mut self) -> Result<DinhReport> {
         let record = serde_json::json!({
             "study": "dinh",
+            "status": "finished",
             "config": self.config,
             "machine": self.cpu,
             "workers": self.workers,
