@@ -281,6 +281,33 @@ fn wgpu_device_samples_or_explains() {
     assert_eq!(message.contains("warning: not a GPU"), adapter.is_software(), "{message}");
 }
 
+/// A machine without a Vulkan driver (the loader pointed at no driver): `--device wgpu` is
+/// either refused with the install hint (no adapter at all) or runs on wgpu's OpenGL ES fallback
+/// with the adapter named and a warning that it is not a GPU; never silently.
+#[test]
+fn wgpu_without_a_vulkan_driver_says_what_it_runs_on() {
+    let dir = temp_dir("wgpu-no-vulkan");
+    let out = dir.join("run");
+    let o = Command::new(env!("CARGO_BIN_EXE_bnn"))
+        .args([
+            "run", "--dataset", "cos2x", "--hidden", "4", "--members", "2", "--epochs", "20", "--warmup", "5", "--draws", "5", "--max-depth",
+            "3", "--device", "wgpu", "--out",
+        ])
+        .arg(&out)
+        .env("VK_ICD_FILENAMES", dir.join("no-such-driver.json"))
+        .env("VK_DRIVER_FILES", dir.join("no-such-driver.json"))
+        .output()
+        .unwrap();
+    let message = stderr(&o);
+    if o.status.success() {
+        assert!(message.contains("(Gl, software)") || message.contains("(Gl, GPU)"), "{message}");
+        assert!(message.contains("warning:") && message.contains("OpenGL ES fallback"), "{message}");
+    } else {
+        assert!(message.contains("no wgpu adapter") && message.contains("mesa-vulkan-drivers"), "{message}");
+        assert!(!out.exists(), "a refused run left {}", out.display());
+    }
+}
+
 #[test]
 fn wgpu_runs_1024_dei_mcmc_chains_in_lockstep() {
     // Many chains per ensemble member (1024 from 4 members), one batched gradient call per

@@ -248,11 +248,14 @@ impl DeiMcmc {
             return name.to_string();
         }
         match bnn_model::wgpu_adapter() {
-            Some(adapter) if adapter.is_software() || adapter.is_gl_fallback() => format!(
+            Some(adapter) if adapter.is_software() => format!(
                 "wgpu adapter {} — warning: not a GPU; expect it to run orders of magnitude slower than --device cpu{}",
                 adapter.describe(),
                 if adapter.is_gl_fallback() { " (no Vulkan driver: OpenGL ES fallback)" } else { "" }
             ),
+            Some(adapter) if adapter.is_gl_fallback() => {
+                format!("wgpu adapter {} — warning: OpenGL ES fallback (no Vulkan driver); install the GPU's Vulkan driver", adapter.describe())
+            }
             Some(adapter) => format!("wgpu adapter {}", adapter.describe()),
             None => "wgpu (no adapter)".to_string(),
         }
