@@ -21,8 +21,30 @@ fn temp_dir(name: &str) -> PathBuf {
 /// Cold-started NUTS on cos(2x) with a 32-unit net: a few seconds, checkpoints every 3 iterations.
 fn sample_args(out: &Path) -> Vec<String> {
     [
-        "sample", "--dataset", "cos2x", "--hidden", "32", "--activation", "tanh", "--init", "cold", "--chains", "2", "--warmup",
-        "40", "--draws", "40", "--max-depth", "7", "--seed", "5", "--threads", "1", "--checkpoint-every", "3", "--out",
+        "sample",
+        "--dataset",
+        "cos2x",
+        "--hidden",
+        "32",
+        "--activation",
+        "tanh",
+        "--init",
+        "cold",
+        "--chains",
+        "2",
+        "--warmup",
+        "40",
+        "--draws",
+        "40",
+        "--max-depth",
+        "7",
+        "--seed",
+        "5",
+        "--threads",
+        "1",
+        "--checkpoint-every",
+        "3",
+        "--out",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -32,15 +54,27 @@ fn sample_args(out: &Path) -> Vec<String> {
 
 /// `args` followed by `--out <out>`.
 fn with_out(args: &[&str], out: &Path) -> Vec<String> {
-    args.iter().map(|s| s.to_string()).chain(["--out".to_string(), out.to_str().unwrap().to_string()]).collect()
+    args.iter()
+        .map(|s| s.to_string())
+        .chain(["--out".to_string(), out.to_str().unwrap().to_string()])
+        .collect()
 }
 
 fn resume_args(dir: &Path) -> Vec<String> {
-    vec!["sample".into(), "--resume".into(), dir.to_str().unwrap().into()]
+    vec![
+        "sample".into(),
+        "--resume".into(),
+        dir.to_str().unwrap().into(),
+    ]
 }
 
 fn spawn(args: &[String]) -> Child {
-    bnn().args(args).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("bnn starts")
+    bnn()
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("bnn starts")
 }
 
 fn finish(child: Child) -> Output {
@@ -57,18 +91,29 @@ fn checkpoint_iteration(dir: &Path, chain: usize) -> Option<u64> {
 /// Waits until `ready` holds (or the process ended), then kills the process with `signal`.
 fn kill_when(mut child: Child, signal: &str, ready: impl Fn() -> bool) -> Output {
     let start = Instant::now();
-    while !ready() && child.try_wait().unwrap().is_none() && start.elapsed() < Duration::from_secs(120) {
+    while !ready()
+        && child.try_wait().unwrap().is_none()
+        && start.elapsed() < Duration::from_secs(120)
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
-    let _ = Command::new("kill").args([signal, &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status();
     finish(child)
 }
 
 fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for chain in 0..2 {
-        for name in [format!("draws_chain_{chain}.csv"), format!("adaptation_chain_{chain}.csv")] {
-            out.push((name.clone(), std::fs::read(dir.join(&name)).unwrap_or_default()));
+        for name in [
+            format!("draws_chain_{chain}.csv"),
+            format!("adaptation_chain_{chain}.csv"),
+        ] {
+            out.push((
+                name.clone(),
+                std::fs::read(dir.join(&name)).unwrap_or_default(),
+            ));
         }
     }
     out
@@ -77,7 +122,12 @@ fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
 fn assert_same_files(reference: &Path, resumed: &Path) {
     for ((name, want), (_, got)) in files(reference).iter().zip(files(resumed)) {
         assert!(!want.is_empty(), "{name} of the reference run is empty");
-        assert!(*want == got, "{name} differs after resume ({} vs {} bytes)", want.len(), got.len());
+        assert!(
+            *want == got,
+            "{name} differs after resume ({} vs {} bytes)",
+            want.len(),
+            got.len()
+        );
     }
 }
 
@@ -91,13 +141,28 @@ fn killed_and_interrupted_runs_resume_to_the_uninterrupted_draws() {
     // 1. SIGKILL during chain 0's warmup, 2. SIGKILL during chain 1's sampling, 3. Ctrl-C, then
     // resume to the end.
     let run = root.join("killed");
-    let o = kill_when(spawn(&sample_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| (6..40).contains(&i)));
-    assert!(!o.status.success(), "the run should have been killed in warmup");
-    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || checkpoint_iteration(&run, 1).is_some_and(|i| i > 45));
-    assert!(!o.status.success(), "the resumed run should have been killed in sampling");
-    let o = kill_when(spawn(&resume_args(&run)), "-INT", || checkpoint_iteration(&run, 1).is_some_and(|i| i > 60));
+    let o = kill_when(spawn(&sample_args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 0).is_some_and(|i| (6..40).contains(&i))
+    });
+    assert!(
+        !o.status.success(),
+        "the run should have been killed in warmup"
+    );
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 1).is_some_and(|i| i > 45)
+    });
+    assert!(
+        !o.status.success(),
+        "the resumed run should have been killed in sampling"
+    );
+    let o = kill_when(spawn(&resume_args(&run)), "-INT", || {
+        checkpoint_iteration(&run, 1).is_some_and(|i| i > 60)
+    });
     let message = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && message.contains("--resume"), "Ctrl-C should stop with a resume hint: {message}");
+    assert!(
+        !o.status.success() && message.contains("--resume"),
+        "Ctrl-C should stop with a resume hint: {message}"
+    );
     let o = finish(spawn(&resume_args(&run)));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_same_files(&reference, &run);
@@ -125,7 +190,9 @@ fn killed_and_interrupted_runs_resume_to_the_uninterrupted_draws() {
 fn damaged_or_mismatched_run_directories_are_refused_without_losing_anything() {
     let root = temp_dir("refuse");
     let run = root.join("run");
-    let o = kill_when(spawn(&sample_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| i >= 20));
+    let o = kill_when(spawn(&sample_args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 0).is_some_and(|i| i >= 20)
+    });
     assert!(!o.status.success());
     let before = files(&run);
 
@@ -134,7 +201,11 @@ fn damaged_or_mismatched_run_directories_are_refused_without_losing_anything() {
     args.extend(["--draws".into(), "41".into()]);
     let o = bnn().args(&args).output().unwrap();
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("refused"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("refused"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // A corrupt checkpoint.
     let checkpoint = run.join("checkpoints/chain_0.json");
@@ -143,11 +214,20 @@ fn damaged_or_mismatched_run_directories_are_refused_without_losing_anything() {
     let o = bnn().args(resume_args(&run)).output().unwrap();
     assert!(!o.status.success());
     let message = String::from_utf8_lossy(&o.stderr);
-    assert!(message.contains("corrupt") && message.contains("chain_0.json"), "{message}");
-    assert!(files(&run) == before, "a refused resume must not touch the draws");
+    assert!(
+        message.contains("corrupt") && message.contains("chain_0.json"),
+        "{message}"
+    );
+    assert!(
+        files(&run) == before,
+        "a refused resume must not touch the draws"
+    );
 
     // Not a run directory at all.
-    let o = bnn().args(resume_args(&root.join("nothing-here"))).output().unwrap();
+    let o = bnn()
+        .args(resume_args(&root.join("nothing-here")))
+        .output()
+        .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a run directory"));
 
@@ -166,8 +246,30 @@ fn killed_mclmc_runs_resume_to_the_uninterrupted_draws() {
     let args = |out: &Path| {
         with_out(
             &[
-                "sample", "--dataset", "cos2x", "--hidden", "64", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
-                "mclmc", "--warmup", "20000", "--draws", "10000", "--thin", "5", "--seed", "7", "--threads", "1", "--checkpoint-every",
+                "sample",
+                "--dataset",
+                "cos2x",
+                "--hidden",
+                "64",
+                "--activation",
+                "tanh",
+                "--init",
+                "cold",
+                "--chains",
+                "2",
+                "--sampler",
+                "mclmc",
+                "--warmup",
+                "20000",
+                "--draws",
+                "10000",
+                "--thin",
+                "5",
+                "--seed",
+                "7",
+                "--threads",
+                "1",
+                "--checkpoint-every",
                 "200",
             ],
             out,
@@ -181,14 +283,28 @@ fn killed_mclmc_runs_resume_to_the_uninterrupted_draws() {
 
     let run = root.join("killed");
     // Phase 1 of the tuning (0.8 of 20,000 steps), then phase 3 (the last 2,000), then sampling.
-    let o = kill_when(spawn(&args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| (1000..15000).contains(&i)));
-    assert!(!o.status.success(), "the run should have been killed in phase 1");
-    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || {
-        std::fs::read_to_string(run.join("adaptation_chain_1.csv")).is_ok_and(|t| t.lines().count() > 18_500)
+    let o = kill_when(spawn(&args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 0).is_some_and(|i| (1000..15000).contains(&i))
     });
-    assert!(!o.status.success(), "the resumed run should have been killed in phase 3");
-    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| i > 22_000));
-    assert!(!o.status.success(), "the resumed run should have been killed in sampling");
+    assert!(
+        !o.status.success(),
+        "the run should have been killed in phase 1"
+    );
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || {
+        std::fs::read_to_string(run.join("adaptation_chain_1.csv"))
+            .is_ok_and(|t| t.lines().count() > 18_500)
+    });
+    assert!(
+        !o.status.success(),
+        "the resumed run should have been killed in phase 3"
+    );
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 0).is_some_and(|i| i > 22_000)
+    });
+    assert!(
+        !o.status.success(),
+        "the resumed run should have been killed in sampling"
+    );
     let o = finish(spawn(&resume_args(&run)));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_same_files(&reference, &run);
@@ -204,8 +320,29 @@ fn killed_msd_runs_resume_to_the_uninterrupted_draws() {
     let args = |out: &Path| {
         with_out(
             &[
-                "sample", "--dataset", "cos2x", "--hidden", "6", "--activation", "tanh", "--init", "cold", "--chains", "2", "--sampler",
-                "msd", "--warmup", "150", "--draws", "200", "--seed", "9", "--threads", "1", "--checkpoint-every", "10",
+                "sample",
+                "--dataset",
+                "cos2x",
+                "--hidden",
+                "6",
+                "--activation",
+                "tanh",
+                "--init",
+                "cold",
+                "--chains",
+                "2",
+                "--sampler",
+                "msd",
+                "--warmup",
+                "150",
+                "--draws",
+                "200",
+                "--seed",
+                "9",
+                "--threads",
+                "1",
+                "--checkpoint-every",
+                "10",
             ],
             out,
         )
@@ -217,10 +354,20 @@ fn killed_msd_runs_resume_to_the_uninterrupted_draws() {
     assert!(header.starts_with("lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,energy_change__,fixed_point_iterations__,"));
 
     let run = root.join("killed");
-    let o = kill_when(spawn(&args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| (30..140).contains(&i)));
-    assert!(!o.status.success(), "the run should have been killed in the warmup");
-    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || checkpoint_iteration(&run, 0).is_some_and(|i| i > 200));
-    assert!(!o.status.success(), "the resumed run should have been killed in sampling");
+    let o = kill_when(spawn(&args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 0).is_some_and(|i| (30..140).contains(&i))
+    });
+    assert!(
+        !o.status.success(),
+        "the run should have been killed in the warmup"
+    );
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 0).is_some_and(|i| i > 200)
+    });
+    assert!(
+        !o.status.success(),
+        "the resumed run should have been killed in sampling"
+    );
     let o = finish(spawn(&resume_args(&run)));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_same_files(&reference, &run);

@@ -29,7 +29,9 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(folder) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        let Ok(entries) = std::fs::read_dir(&folder) else {
+            continue;
+        };
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
@@ -99,19 +101,35 @@ fn bad_invocations_are_refused_by_name_and_leave_nothing_behind() {
         ("run", vec!["--weight-decay", "-0.5"], "--weight-decay"),
         ("run", vec!["--target-accept", "1.5"], "--target-accept"),
         ("run", vec!["--target-accept", "inf"], "--target-accept"),
-        ("run", vec!["--sampler", "hmc", "--num-steps", "0"], "--num-steps"),
+        (
+            "run",
+            vec!["--sampler", "hmc", "--num-steps", "0"],
+            "--num-steps",
+        ),
         ("run", vec!["--max-depth", "0"], "--max-depth"),
         ("run", vec!["--max-depth", "40"], "--max-depth"),
-        ("run", vec!["--sampler", "rwm", "--target-accept", "1.5"], "--target-accept"),
+        (
+            "run",
+            vec!["--sampler", "rwm", "--target-accept", "1.5"],
+            "--target-accept",
+        ),
         ("run", vec!["--step-size", "-1"], "--step-size"),
         ("run", vec!["--step-size", "nan"], "--step-size"),
         ("run", vec!["--warmup", "0"], "--warmup"),
-        ("sample", vec!["--sampler", "mams", "--warmup", "0"], "--warmup"),
+        (
+            "sample",
+            vec!["--sampler", "mams", "--warmup", "0"],
+            "--warmup",
+        ),
         ("run", vec!["--hidden", "8,,8"], "--hidden"),
         ("run", vec!["--hidden", "8,0"], "--hidden"),
         ("run", vec!["--test-fraction", "1.5"], "--test-fraction"),
         ("run", vec!["--test-fraction", "nan"], "--test-fraction"),
-        ("run", vec!["--validation-fraction", "0.95"], "--validation-fraction"),
+        (
+            "run",
+            vec!["--validation-fraction", "0.95"],
+            "--validation-fraction",
+        ),
         ("run", vec!["--draws", "0"], "--draws"),
         ("run", vec!["--draws", "3"], "4 kept draws"),
         ("run", vec!["--thin", "0"], "--thin"),
@@ -131,16 +149,48 @@ fn bad_invocations_are_refused_by_name_and_leave_nothing_behind() {
         ("run", vec!["--layer-prior", "0=laplace:0"], "--layer-prior"),
         ("run", vec!["--likelihood", "fixed:-1"], "--likelihood"),
         ("run", vec!["--likelihood", "poisson"], "--likelihood"),
-        ("run", vec!["--dataset", "no-such-dataset"], "no-such-dataset"),
-        ("run", vec!["--sampler", "mclmc", "--target-accept", "0.8"], "--target-accept"),
-        ("run", vec!["--sampler", "mclmc", "--tune-fractions", "0.5,0.3"], "--tune-fractions"),
-        ("run", vec!["--energy-variance-start", "nan"], "--energy-variance-start"),
-        ("run", vec!["--trajectory-length-factor", "inf"], "--trajectory-length-factor"),
-        ("run", vec!["--sampler", "msd", "--persistence", "1.5"], "persistence"),
+        (
+            "run",
+            vec!["--dataset", "no-such-dataset"],
+            "no-such-dataset",
+        ),
+        (
+            "run",
+            vec!["--sampler", "mclmc", "--target-accept", "0.8"],
+            "--target-accept",
+        ),
+        (
+            "run",
+            vec!["--sampler", "mclmc", "--tune-fractions", "0.5,0.3"],
+            "--tune-fractions",
+        ),
+        (
+            "run",
+            vec!["--energy-variance-start", "nan"],
+            "--energy-variance-start",
+        ),
+        (
+            "run",
+            vec!["--trajectory-length-factor", "inf"],
+            "--trajectory-length-factor",
+        ),
+        (
+            "run",
+            vec!["--sampler", "msd", "--persistence", "1.5"],
+            "persistence",
+        ),
         ("run", vec!["--persistence", "0.9"], "--persistence"),
-        ("run", vec!["--sampler", "msd", "--batched", "true"], "--batched"),
+        (
+            "run",
+            vec!["--sampler", "msd", "--batched", "true"],
+            "--batched",
+        ),
         ("run", vec!["--adapt", "false"], "--step-size"),
-        ("run", vec!["--early-stop", "true", "--early-stop-tolerance", "0"], "--early-stop"),
+        (
+            "run",
+            vec!["--early-stop", "true", "--early-stop-tolerance", "0"],
+            "--early-stop",
+        ),
         ("run", vec!["--config", &typo], "draw"),
         ("run", vec!["--config", &nan], "target_accept"),
         ("run", vec!["--config", &infinite], "learning_rate"),
@@ -154,7 +204,10 @@ fn bad_invocations_are_refused_by_name_and_leave_nothing_behind() {
         let message = stderr(&o);
         let shown = format!("bnn {command} {} ...: {message}", flags.join(" "));
         assert!(!o.status.success(), "accepted: {shown}");
-        assert!(message.contains(expected), "the message does not name `{expected}`: {shown}");
+        assert!(
+            message.contains(expected),
+            "the message does not name `{expected}`: {shown}"
+        );
         assert!(!message.contains("panicked"), "{shown}");
         assert!(!out.exists(), "left {} behind: {shown}", out.display());
     }
@@ -166,23 +219,62 @@ fn bad_invocations_are_refused_by_name_and_leave_nothing_behind() {
         (vec!["--learning-rate", "nan"], "--learning-rate"),
     ] {
         let o = run(&with_b("run", &flags, &finished));
-        assert!(!o.status.success() && stderr(&o).contains(expected), "{flags:?}: {}", stderr(&o));
+        assert!(
+            !o.status.success() && stderr(&o).contains(expected),
+            "{flags:?}: {}",
+            stderr(&o)
+        );
         assert!(!stderr(&o).contains("panicked"));
     }
     let o = run(&with_b("sample", &[], &finished));
-    assert!(!o.status.success() && stderr(&o).contains("already holds draws"), "{}", stderr(&o));
+    assert!(
+        !o.status.success() && stderr(&o).contains("already holds draws"),
+        "{}",
+        stderr(&o)
+    );
     for args in [
-        vec!["sample".to_string(), "--resume".into(), finished.to_str().unwrap().into(), "--draws".into(), "7".into()],
-        vec!["merge".to_string(), "--out".into(), root.join("merged").to_str().unwrap().into(), finished.to_str().unwrap().into()],
-        vec!["diagnose".to_string(), root.join("no-such-run").to_str().unwrap().into()],
-        vec!["predict".to_string(), root.join("no-such-run").to_str().unwrap().into()],
+        vec![
+            "sample".to_string(),
+            "--resume".into(),
+            finished.to_str().unwrap().into(),
+            "--draws".into(),
+            "7".into(),
+        ],
+        vec![
+            "merge".to_string(),
+            "--out".into(),
+            root.join("merged").to_str().unwrap().into(),
+            finished.to_str().unwrap().into(),
+        ],
+        vec![
+            "diagnose".to_string(),
+            root.join("no-such-run").to_str().unwrap().into(),
+        ],
+        vec![
+            "predict".to_string(),
+            root.join("no-such-run").to_str().unwrap().into(),
+        ],
     ] {
         let o = run(&args);
-        assert!(!o.status.success() && !stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains("--resume") || stderr(&o).contains("shard.json") || stderr(&o).contains("no-such-run"), "{args:?}: {}", stderr(&o));
+        assert!(
+            !o.status.success() && !stderr(&o).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(
+            stderr(&o).contains("--resume")
+                || stderr(&o).contains("shard.json")
+                || stderr(&o).contains("no-such-run"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
     }
     assert!(!root.join("merged").exists());
-    assert_eq!(snapshot(&finished), before, "a refusal changed the finished run");
+    assert_eq!(
+        snapshot(&finished),
+        before,
+        "a refusal changed the finished run"
+    );
 }
 
 #[test]
@@ -192,7 +284,11 @@ fn a_cut_draws_file_is_an_error_that_names_it_and_both_counts() {
     finished_run(&dir);
     for command in ["diagnose", "predict", "evaluate"] {
         let o = run_strs(&[command, dir.to_str().unwrap()]);
-        assert!(o.status.success(), "{command} on the whole run: {}", stderr(&o));
+        assert!(
+            o.status.success(),
+            "{command} on the whole run: {}",
+            stderr(&o)
+        );
     }
     // The header and 40 of chain 1's 100 draws.
     let path = dir.join("draws_chain_1.csv");
@@ -203,12 +299,21 @@ fn a_cut_draws_file_is_an_error_that_names_it_and_both_counts() {
         let o = run_strs(&[command, dir.to_str().unwrap()]);
         let message = stderr(&o);
         assert!(!o.status.success(), "{command} accepted a cut draws file");
-        assert!(message.contains("draws_chain_1.csv") && message.contains("holds 40 draws") && message.contains("records 100"), "{command}: {message}");
+        assert!(
+            message.contains("draws_chain_1.csv")
+                && message.contains("holds 40 draws")
+                && message.contains("records 100"),
+            "{command}: {message}"
+        );
     }
     // A missing chain file is not diagnosed away either.
     std::fs::remove_file(&path).unwrap();
     let o = run_strs(&["diagnose", dir.to_str().unwrap()]);
-    assert!(!o.status.success() && stderr(&o).contains("draws_chain_1.csv is missing"), "{}", stderr(&o));
+    assert!(
+        !o.status.success() && stderr(&o).contains("draws_chain_1.csv is missing"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 /// The three shards: 4 chains of a tanh net (50 + 100 iterations), shard i of 3 in
@@ -217,7 +322,23 @@ fn three_shards(root: &Path) -> Vec<PathBuf> {
     (0..3)
         .map(|i| {
             let dir = root.join(format!("s{i}"));
-            let o = run(&run_args(&dir, &["--shard", &format!("{i}/3"), "--members", "3", "--chains", "4", "--seed", "3", "--warmup", "50", "--draws", "100"]));
+            let o = run(&run_args(
+                &dir,
+                &[
+                    "--shard",
+                    &format!("{i}/3"),
+                    "--members",
+                    "3",
+                    "--chains",
+                    "4",
+                    "--seed",
+                    "3",
+                    "--warmup",
+                    "50",
+                    "--draws",
+                    "100",
+                ],
+            ));
             assert!(o.status.success(), "shard {i}: {}", stderr(&o));
             dir
         })
@@ -225,7 +346,13 @@ fn three_shards(root: &Path) -> Vec<PathBuf> {
 }
 
 fn merge(out: &Path, shards: &[PathBuf]) -> Output {
-    bnn().arg("merge").arg("--out").arg(out).args(shards).output().expect("bnn starts")
+    bnn()
+        .arg("merge")
+        .arg("--out")
+        .arg(out)
+        .args(shards)
+        .output()
+        .expect("bnn starts")
 }
 
 #[test]
@@ -237,15 +364,34 @@ fn merge_refuses_damaged_shards_before_writing_and_is_whole_or_absent() {
     // Each damage in turn, then the shard restored.
     let draws = s2.join("draws_chain_2.csv");
     let member = s2.join("ensemble/member_02.safetensors");
-    let (draws_bytes, member_bytes) = (std::fs::read(&draws).unwrap(), std::fs::read(&member).unwrap());
+    let (draws_bytes, member_bytes) = (
+        std::fs::read(&draws).unwrap(),
+        std::fs::read(&member).unwrap(),
+    );
     let text = String::from_utf8(draws_bytes.clone()).unwrap();
     let fifty: String = text.lines().take(51).map(|l| format!("{l}\n")).collect();
     let mid_row = &text[..text.len() - 7];
     let damages: Vec<(&str, Box<dyn Fn() + '_>, &str)> = vec![
-        ("cut to 50 draws", Box::new(|| std::fs::write(&draws, &fifty).unwrap()), "holds 50 draws"),
-        ("cut mid-row", Box::new(|| std::fs::write(&draws, mid_row).unwrap()), "holds 99 draws"),
-        ("draws removed", Box::new(|| std::fs::remove_file(&draws).unwrap()), "draws_chain_2.csv is missing"),
-        ("member removed", Box::new(|| std::fs::remove_file(&member).unwrap()), "member_02.safetensors is missing"),
+        (
+            "cut to 50 draws",
+            Box::new(|| std::fs::write(&draws, &fifty).unwrap()),
+            "holds 50 draws",
+        ),
+        (
+            "cut mid-row",
+            Box::new(|| std::fs::write(&draws, mid_row).unwrap()),
+            "holds 99 draws",
+        ),
+        (
+            "draws removed",
+            Box::new(|| std::fs::remove_file(&draws).unwrap()),
+            "draws_chain_2.csv is missing",
+        ),
+        (
+            "member removed",
+            Box::new(|| std::fs::remove_file(&member).unwrap()),
+            "member_02.safetensors is missing",
+        ),
     ];
     for (what, damage, expected) in damages {
         damage();
@@ -253,9 +399,21 @@ fn merge_refuses_damaged_shards_before_writing_and_is_whole_or_absent() {
         let message = stderr(&o);
         assert!(!o.status.success(), "{what}: merged");
         assert!(message.contains(expected), "{what}: {message}");
-        assert!(message.contains(s2.to_str().unwrap()), "{what}: the message must name the shard's file: {message}");
-        assert!(!out.exists() && !root.join("results").exists(), "{what}: left {} behind", out.display());
-        let leftovers: Vec<_> = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().starts_with('.')).collect();
+        assert!(
+            message.contains(s2.to_str().unwrap()),
+            "{what}: the message must name the shard's file: {message}"
+        );
+        assert!(
+            !out.exists() && !root.join("results").exists(),
+            "{what}: left {} behind",
+            out.display()
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(&root)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().starts_with('.'))
+            .collect();
         assert!(leftovers.is_empty(), "{what}: {leftovers:?}");
         std::fs::write(&draws, &draws_bytes).unwrap();
         std::fs::write(&member, &member_bytes).unwrap();
@@ -263,8 +421,16 @@ fn merge_refuses_damaged_shards_before_writing_and_is_whole_or_absent() {
     let o = merge(&out, &shards);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.join("summary.json").is_file() && out.join("diagnostics.json").is_file());
-    let files: Vec<_> = std::fs::read_dir(out.parent().unwrap()).unwrap().flatten().map(|e| e.file_name()).collect();
-    assert_eq!(files, vec![std::ffi::OsString::from("merged")], "only the merged run beside it");
+    let files: Vec<_> = std::fs::read_dir(out.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        files,
+        vec![std::ffi::OsString::from("merged")],
+        "only the merged run beside it"
+    );
 }
 
 fn send(child: &std::process::Child, signal: libc::c_int) {
@@ -291,35 +457,81 @@ fn sigterm_during_training_saves_finished_members_exits_75_and_the_same_command_
     let root = temp_dir("train-sigterm");
     // Two members one after the other (one thread); each takes a few seconds.
     let train = |out: &Path| -> Vec<String> {
-        ["train", "--dataset", "cos2x", "--hidden", "32,32", "--activation", "tanh", "--members", "2", "--epochs", "6000", "--threads", "1", "--seed", "4", "--out"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([out.to_str().unwrap().to_string()])
-            .collect()
+        [
+            "train",
+            "--dataset",
+            "cos2x",
+            "--hidden",
+            "32,32",
+            "--activation",
+            "tanh",
+            "--members",
+            "2",
+            "--epochs",
+            "6000",
+            "--threads",
+            "1",
+            "--seed",
+            "4",
+            "--out",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([out.to_str().unwrap().to_string()])
+        .collect()
     };
     let whole = root.join("whole");
     let o = run(&train(&whole));
     assert!(o.status.success(), "{}", stderr(&o));
 
     let stopped = root.join("stopped");
-    let child = bnn().args(train(&stopped)).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let child = bnn()
+        .args(train(&stopped))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     // Member 0 is saved as soon as it is trained; stop while member 1 trains.
-    assert!(wait_for(&stopped.join("ensemble/unfinished.json"), Duration::from_secs(120)), "member 0 was never saved");
+    assert!(
+        wait_for(
+            &stopped.join("ensemble/unfinished.json"),
+            Duration::from_secs(120)
+        ),
+        "member 0 was never saved"
+    );
     let signalled = Instant::now();
     send(&child, libc::SIGTERM);
     let o = child.wait_with_output().unwrap();
     let waited = signalled.elapsed();
     assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
-    assert!(waited < Duration::from_secs(5), "training took {waited:?} to stop");
-    assert!(stderr(&o).contains("1 of 2 members trained and saved"), "{}", stderr(&o));
-    assert!(stopped.join("ensemble/member_00.safetensors").is_file() && !stopped.join("ensemble/members.json").exists());
+    assert!(
+        waited < Duration::from_secs(5),
+        "training took {waited:?} to stop"
+    );
+    assert!(
+        stderr(&o).contains("1 of 2 members trained and saved"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stopped.join("ensemble/member_00.safetensors").is_file()
+            && !stopped.join("ensemble/members.json").exists()
+    );
 
     let o = run(&train(&stopped));
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("members [0] were saved by an earlier, stopped training"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("members [0] were saved by an earlier, stopped training"),
+        "{}",
+        stderr(&o)
+    );
     for j in 0..2 {
         let name = format!("ensemble/member_{j:02}.safetensors");
-        assert_eq!(std::fs::read(whole.join(&name)).unwrap(), std::fs::read(stopped.join(&name)).unwrap(), "{name}");
+        assert_eq!(
+            std::fs::read(whole.join(&name)).unwrap(),
+            std::fs::read(stopped.join(&name)).unwrap(),
+            "{name}"
+        );
     }
     assert!(!stopped.join("ensemble/unfinished.json").exists());
 }
@@ -332,20 +544,43 @@ fn sigterm_during_a_study_keeps_finished_parts_and_says_what_is_missing() {
     // which runs for minutes.
     let child = bnn()
         .args([
-            "study", "dinh", "--parts", "table2,architectures", "--activations", "tanh", "--num-steps", "5", "--step-sizes", "0.01", "--seeds", "2",
-            "--draws", "20", "--burn-in", "5", "--architectures", "400x400x400", "--threads", "1", "--out",
+            "study",
+            "dinh",
+            "--parts",
+            "table2,architectures",
+            "--activations",
+            "tanh",
+            "--num-steps",
+            "5",
+            "--step-sizes",
+            "0.01",
+            "--seeds",
+            "2",
+            "--draws",
+            "20",
+            "--burn-in",
+            "5",
+            "--architectures",
+            "400x400x400",
+            "--threads",
+            "1",
+            "--out",
         ])
         .arg(&out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    assert!(wait_for(&out.join("table2.md"), Duration::from_secs(120)), "table 2 was never written");
+    assert!(
+        wait_for(&out.join("table2.md"), Duration::from_secs(120)),
+        "table 2 was never written"
+    );
     std::thread::sleep(Duration::from_millis(300));
     send(&child, libc::SIGTERM);
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(75), "{}", stderr(&o));
-    let study: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("study.json")).unwrap()).unwrap();
+    let study: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("study.json")).unwrap()).unwrap();
     assert_eq!(study["status"], "interrupted");
     assert_eq!(study["finished_parts"], serde_json::json!(["table2"]));
     assert_eq!(study["missing_parts"], serde_json::json!(["architectures"]));
@@ -364,7 +599,10 @@ fn a_full_disk_names_its_os_cause_and_leaves_no_temporary_file() {
     unsafe {
         use std::os::unix::process::CommandExt;
         command.pre_exec(|| {
-            let limit = libc::rlimit { rlim_cur: 24 * 1024, rlim_max: 24 * 1024 };
+            let limit = libc::rlimit {
+                rlim_cur: 24 * 1024,
+                rlim_max: 24 * 1024,
+            };
             libc::setrlimit(libc::RLIMIT_FSIZE, &limit);
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
             Ok(())
@@ -373,22 +611,40 @@ fn a_full_disk_names_its_os_cause_and_leaves_no_temporary_file() {
     let o = command.output().unwrap();
     let message = stderr(&o);
     assert!(!o.status.success());
-    assert!(message.contains("File too large") && message.contains(out.to_str().unwrap()), "{message}");
+    assert!(
+        message.contains("File too large") && message.contains(out.to_str().unwrap()),
+        "{message}"
+    );
     assert!(!message.contains("panicked"), "{message}");
-    let temporary: Vec<_> = snapshot(&out).into_keys().filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with(".tmp"))).collect();
+    let temporary: Vec<_> = snapshot(&out)
+        .into_keys()
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().ends_with(".tmp"))
+        })
+        .collect();
     assert!(temporary.is_empty(), "{temporary:?}");
 
     // A real full disk where this process may mount a tmpfs (root): "No space left on device".
     let small = root.join("tmpfs");
     std::fs::create_dir_all(&small).unwrap();
-    let mounted = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=96k", "tmpfs"]).arg(&small).output().is_ok_and(|o| o.status.success());
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=96k", "tmpfs"])
+        .arg(&small)
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !mounted {
-        eprintln!("skipping the tmpfs part of a_full_disk_names_its_os_cause: cannot mount a tmpfs here");
+        eprintln!(
+            "skipping the tmpfs part of a_full_disk_names_its_os_cause: cannot mount a tmpfs here"
+        );
         return;
     }
     let o = run(&with_b("run", &[], &small.join("d")));
     let message = stderr(&o);
-    let leftovers: Vec<_> = snapshot(&small).into_keys().filter(|p| p.to_string_lossy().ends_with(".tmp")).collect();
+    let leftovers: Vec<_> = snapshot(&small)
+        .into_keys()
+        .filter(|p| p.to_string_lossy().ends_with(".tmp"))
+        .collect();
     let _ = std::process::Command::new("umount").arg(&small).output();
     assert!(!o.status.success());
     assert!(message.contains("No space left on device"), "{message}");
@@ -400,48 +656,153 @@ fn sample_into_a_trained_directory_takes_its_ensemble_settings() {
     let root = temp_dir("train-then-sample");
     let trained = root.join("a");
     let train: Vec<&str> = vec![
-        "train", "--dataset", "cos2x", "--split-seed", "1", "--hidden", "8,8", "--activation", "relu", "--members", "2", "--epochs", "300",
-        "--seed", "5", "--threads", "1", "--out",
+        "train",
+        "--dataset",
+        "cos2x",
+        "--split-seed",
+        "1",
+        "--hidden",
+        "8,8",
+        "--activation",
+        "relu",
+        "--members",
+        "2",
+        "--epochs",
+        "300",
+        "--seed",
+        "5",
+        "--threads",
+        "1",
+        "--out",
     ];
     let o = bnn().args(&train).arg(&trained).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let copy = root.join("b");
     copy_dir(&trained, &copy);
     // Only sampler flags: data, model, ensemble and seed come from a's config.toml.
-    let o = bnn().args(["sample", "--warmup", "20", "--draws", "30", "--max-depth", "5", "--threads", "1", "--out"]).arg(&trained).output().unwrap();
+    let o = bnn()
+        .args([
+            "sample",
+            "--warmup",
+            "20",
+            "--draws",
+            "30",
+            "--max-depth",
+            "5",
+            "--threads",
+            "1",
+            "--out",
+        ])
+        .arg(&trained)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let config = std::fs::read_to_string(trained.join("config.toml")).unwrap();
-    assert!(config.contains("hidden = [\n    8,\n    8,\n]") || config.contains("hidden = [8, 8]"), "{config}");
-    assert!(config.contains("seed = 5") && config.contains("draws = 30"), "{config}");
+    assert!(
+        config.contains("hidden = [\n    8,\n    8,\n]") || config.contains("hidden = [8, 8]"),
+        "{config}"
+    );
+    assert!(
+        config.contains("seed = 5") && config.contains("draws = 30"),
+        "{config}"
+    );
     // The same draws as one `bnn run` with every flag.
     let whole = root.join("whole");
     let mut args: Vec<&str> = train[1..train.len() - 1].to_vec();
     args.splice(0..0, ["run"]);
-    args.extend(["--warmup", "20", "--draws", "30", "--max-depth", "5", "--out"]);
+    args.extend([
+        "--warmup",
+        "20",
+        "--draws",
+        "30",
+        "--max-depth",
+        "5",
+        "--out",
+    ]);
     let o = bnn().args(&args).arg(&whole).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     for chain in 0..2 {
         let name = format!("draws_chain_{chain}.csv");
-        assert_eq!(std::fs::read(trained.join(&name)).unwrap(), std::fs::read(whole.join(&name)).unwrap(), "{name}");
+        assert_eq!(
+            std::fs::read(trained.join(&name)).unwrap(),
+            std::fs::read(whole.join(&name)).unwrap(),
+            "{name}"
+        );
     }
     // A second sampler from the same ensemble: --from copies it into a new directory.
     let mams = root.join("mams");
-    let o = bnn().args(["sample", "--sampler", "mams", "--warmup", "40", "--draws", "10", "--threads", "1", "--from"]).arg(&trained).arg("--out").arg(&mams).output().unwrap();
+    let o = bnn()
+        .args([
+            "sample",
+            "--sampler",
+            "mams",
+            "--warmup",
+            "40",
+            "--draws",
+            "10",
+            "--threads",
+            "1",
+            "--from",
+        ])
+        .arg(&trained)
+        .arg("--out")
+        .arg(&mams)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(std::fs::read(trained.join("ensemble/member_01.safetensors")).unwrap(), std::fs::read(mams.join("ensemble/member_01.safetensors")).unwrap());
+    assert_eq!(
+        std::fs::read(trained.join("ensemble/member_01.safetensors")).unwrap(),
+        std::fs::read(mams.join("ensemble/member_01.safetensors")).unwrap()
+    );
     // A flag that contradicts the stored ensemble names itself and both values; nothing changes.
     let before = snapshot(&copy);
-    for (flags, named) in [(vec!["--hidden", "16,16"], "--hidden"), (vec!["--seed", "6"], "--seed"), (vec!["--members", "3"], "--members"), (vec!["--dataset", "concrete"], "--dataset")] {
-        let o = bnn().arg("sample").args(&flags).args(["--warmup", "20", "--draws", "30", "--out"]).arg(&copy).output().unwrap();
+    for (flags, named) in [
+        (vec!["--hidden", "16,16"], "--hidden"),
+        (vec!["--seed", "6"], "--seed"),
+        (vec!["--members", "3"], "--members"),
+        (vec!["--dataset", "concrete"], "--dataset"),
+    ] {
+        let o = bnn()
+            .arg("sample")
+            .args(&flags)
+            .args(["--warmup", "20", "--draws", "30", "--out"])
+            .arg(&copy)
+            .output()
+            .unwrap();
         let message = stderr(&o);
         assert!(!o.status.success(), "{flags:?} was accepted");
-        assert!(message.contains(named) && message.contains("was trained with"), "{flags:?}: {message}");
+        assert!(
+            message.contains(named) && message.contains("was trained with"),
+            "{flags:?}: {message}"
+        );
     }
     assert_eq!(snapshot(&copy), before);
     // The stored values given again are no contradiction.
-    let o = bnn().args(["sample", "--hidden", "8,8", "--seed", "5", "--warmup", "20", "--draws", "30", "--max-depth", "5", "--threads", "1", "--out"]).arg(&copy).output().unwrap();
+    let o = bnn()
+        .args([
+            "sample",
+            "--hidden",
+            "8,8",
+            "--seed",
+            "5",
+            "--warmup",
+            "20",
+            "--draws",
+            "30",
+            "--max-depth",
+            "5",
+            "--threads",
+            "1",
+            "--out",
+        ])
+        .arg(&copy)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(std::fs::read(trained.join("draws_chain_0.csv")).unwrap(), std::fs::read(copy.join("draws_chain_0.csv")).unwrap());
+    assert_eq!(
+        std::fs::read(trained.join("draws_chain_0.csv")).unwrap(),
+        std::fs::read(copy.join("draws_chain_0.csv")).unwrap()
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -13,13 +13,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const PROGRAMS: [&str; 7] = ["sbatch", "squeue", "scancel", "sinfo", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/sbin/munged"];
+const PROGRAMS: [&str; 7] = [
+    "sbatch",
+    "squeue",
+    "scancel",
+    "sinfo",
+    "/usr/sbin/slurmctld",
+    "/usr/sbin/slurmd",
+    "/usr/sbin/munged",
+];
 
 fn available(program: &str) -> bool {
     if program.starts_with('/') {
         return Path::new(program).exists();
     }
-    Command::new("sh").args(["-c", &format!("command -v {program}")]).output().is_ok_and(|o| o.status.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Why Slurm cannot run here, if it cannot.
@@ -53,11 +64,29 @@ struct LocalSlurm {
 impl LocalSlurm {
     fn start(state: &Path) -> Self {
         let script = repo().join("examples/slurm/local-cluster.sh");
-        let o = Command::new("bash").arg(&script).arg("start").arg(state).output().unwrap();
-        assert!(o.status.success(), "local Slurm did not start: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        let o = Command::new("bash")
+            .arg(&script)
+            .arg("start")
+            .arg(state)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "local Slurm did not start: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
         let stdout = String::from_utf8_lossy(&o.stdout);
-        let conf = stdout.lines().find_map(|l| l.strip_prefix("export SLURM_CONF=")).expect("the script prints SLURM_CONF").trim().to_string();
-        Self { state: state.to_path_buf(), conf }
+        let conf = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("export SLURM_CONF="))
+            .expect("the script prints SLURM_CONF")
+            .trim()
+            .to_string();
+        Self {
+            state: state.to_path_buf(),
+            conf,
+        }
     }
 
     fn command(&self, program: &str) -> Command {
@@ -70,7 +99,13 @@ impl LocalSlurm {
     fn submit(&self, root: &Path, tasks: usize, flags: &[String]) -> String {
         let o = self
             .command("sbatch")
-            .args(["--parsable", &format!("--array=0-{}", tasks - 1), "--cpus-per-task=1", "--export=ALL", "--open-mode=append"])
+            .args([
+                "--parsable",
+                &format!("--array=0-{}", tasks - 1),
+                "--cpus-per-task=1",
+                "--export=ALL",
+                "--open-mode=append",
+            ])
             .arg(format!("--output={}/slurm-%a.out", root.display()))
             .env("BNN", env!("CARGO_BIN_EXE_bnn"))
             .arg(repo().join("examples/slurm/array.sbatch"))
@@ -78,20 +113,37 @@ impl LocalSlurm {
             .args(flags)
             .output()
             .unwrap();
-        assert!(o.status.success(), "sbatch failed: {}", String::from_utf8_lossy(&o.stderr));
-        String::from_utf8_lossy(&o.stdout).trim().split(';').next().unwrap().to_string()
+        assert!(
+            o.status.success(),
+            "sbatch failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string()
     }
 
     /// Waits until no task of `job` is pending or running.
     fn wait(&self, job: &str, root: &Path) {
         let start = Instant::now();
         loop {
-            let o = self.command("squeue").args(["-h", "-j", job, "-o", "%i %T"]).output().unwrap();
+            let o = self
+                .command("squeue")
+                .args(["-h", "-j", job, "-o", "%i %T"])
+                .output()
+                .unwrap();
             let queue = String::from_utf8_lossy(&o.stdout).trim().to_string();
             if o.status.success() && queue.is_empty() {
                 return;
             }
-            assert!(start.elapsed() < Duration::from_secs(600), "job {job} still queued after 10 minutes: {queue}\n{}", task_logs(root));
+            assert!(
+                start.elapsed() < Duration::from_secs(600),
+                "job {job} still queued after 10 minutes: {queue}\n{}",
+                task_logs(root)
+            );
             std::thread::sleep(Duration::from_millis(300));
         }
     }
@@ -99,22 +151,42 @@ impl LocalSlurm {
 
 impl Drop for LocalSlurm {
     fn drop(&mut self) {
-        let _ = Command::new("bash").arg(repo().join("examples/slurm/local-cluster.sh")).arg("stop").arg(&self.state).output();
+        let _ = Command::new("bash")
+            .arg(repo().join("examples/slurm/local-cluster.sh"))
+            .arg("stop")
+            .arg(&self.state)
+            .output();
     }
 }
 
 fn task_logs(root: &Path) -> String {
-    (0..2).map(|i| std::fs::read_to_string(root.join(format!("slurm-{i}.out"))).unwrap_or_default()).collect::<Vec<_>>().join("\n---\n")
+    (0..2)
+        .map(|i| std::fs::read_to_string(root.join(format!("slurm-{i}.out"))).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
 }
 
 fn checkpoint_iteration(path: &Path) -> Option<u64> {
-    let value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    let value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
     value["state"]["iteration"].as_u64()
 }
 
 fn merge_and_compare(root: &Path, reference: &Path) {
-    let o = bnn().arg("merge").arg("--out").arg(root.join("merged")).arg(root.join("shard_0")).arg(root.join("shard_1")).output().unwrap();
-    assert!(o.status.success(), "merge failed: {}\n{}", String::from_utf8_lossy(&o.stderr), task_logs(root));
+    let o = bnn()
+        .arg("merge")
+        .arg("--out")
+        .arg(root.join("merged"))
+        .arg(root.join("shard_0"))
+        .arg(root.join("shard_1"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "merge failed: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        task_logs(root)
+    );
     assert_same_run(reference, &root.join("merged"));
 }
 
@@ -124,7 +196,9 @@ fn a_slurm_job_array_merges_to_the_single_machine_run_even_after_a_requeue() {
         if std::env::var("BNN_REQUIRE_SLURM").is_ok_and(|v| v == "1") {
             panic!("BNN_REQUIRE_SLURM=1 but {why}");
         }
-        eprintln!("skipped the real-Slurm test: {why}; set BNN_REQUIRE_SLURM=1 to make this a failure");
+        eprintln!(
+            "skipped the real-Slurm test: {why}; set BNN_REQUIRE_SLURM=1 to make this a failure"
+        );
         return;
     }
     let root = temp_dir("slurm");
@@ -147,7 +221,10 @@ fn a_slurm_job_array_merges_to_the_single_machine_run_even_after_a_requeue() {
     // 1. A 2-task array, merged, equals the run on one machine.
     let flags = script_flags(&[]);
     let reference = root.join("reference");
-    let o = bnn().args(run_args(&reference, &["--no-shard"])).output().unwrap();
+    let o = bnn()
+        .args(run_args(&reference, &["--no-shard"]))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let plain = root.join("array");
     std::fs::create_dir_all(&plain).unwrap();
@@ -160,7 +237,10 @@ fn a_slurm_job_array_merges_to_the_single_machine_run_even_after_a_requeue() {
     let long = LONG_RUN;
     let flags = script_flags(&long);
     let reference = root.join("reference_long");
-    let o = bnn().args(run_args(&reference, &[&["--no-shard"][..], &long].concat())).output().unwrap();
+    let o = bnn()
+        .args(run_args(&reference, &[&["--no-shard"][..], &long].concat()))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let requeued = root.join("requeued");
     std::fs::create_dir_all(&requeued).unwrap();
@@ -168,30 +248,52 @@ fn a_slurm_job_array_merges_to_the_single_machine_run_even_after_a_requeue() {
     let checkpoint = requeued.join("shard_1/checkpoints/chain_1.json");
     let start = Instant::now();
     while !checkpoint_iteration(&checkpoint).is_some_and(|i| i >= 20) {
-        assert!(start.elapsed() < Duration::from_secs(300), "task 1 never reached iteration 20\n{}", task_logs(&requeued));
+        assert!(
+            start.elapsed() < Duration::from_secs(300),
+            "task 1 never reached iteration 20\n{}",
+            task_logs(&requeued)
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let o = slurm.command("scancel").args(["--signal=TERM", "--full", &format!("{job}_1")]).output().unwrap();
-    assert!(o.status.success(), "scancel failed: {}", String::from_utf8_lossy(&o.stderr));
+    let o = slurm
+        .command("scancel")
+        .args(["--signal=TERM", "--full", &format!("{job}_1")])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "scancel failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Slurm holds a requeued batch job for a while (its begin time is set into the future);
     // the test lets it start at once, as an operator could.
     let task = format!("{job}_1");
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(120) {
-        let o = slurm.command("squeue").args(["-h", "-j", &task, "-o", "%T %r"]).output().unwrap();
+        let o = slurm
+            .command("squeue")
+            .args(["-h", "-j", &task, "-o", "%T %r"])
+            .output()
+            .unwrap();
         let state = String::from_utf8_lossy(&o.stdout).trim().to_string();
         if state.is_empty() {
             break;
         }
         if state.starts_with("PENDING") {
-            let _ = slurm.command("scontrol").args(["update", &format!("JobId={task}"), "StartTime=now"]).output();
+            let _ = slurm
+                .command("scontrol")
+                .args(["update", &format!("JobId={task}"), "StartTime=now"])
+                .output();
             break;
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     slurm.wait(&job, &requeued);
     let log = task_logs(&requeued);
-    assert!(log.contains("requeueing"), "task 1 was not requeued:\n{log}");
+    assert!(
+        log.contains("requeueing"),
+        "task 1 was not requeued:\n{log}"
+    );
     merge_and_compare(&requeued, &reference);
     drop(slurm);
     let _ = std::fs::remove_dir_all(&root);

@@ -43,7 +43,16 @@ pub fn run_args(out: &Path, extra: &[&str]) -> Vec<String> {
 
 /// Flags of a run long enough (seconds per chain) for a signal to land in the middle of it,
 /// checkpointing every 2 iterations.
-pub const LONG_RUN: [&str; 8] = ["--warmup", "60", "--draws", "1000", "--max-depth", "8", "--checkpoint-every", "2"];
+pub const LONG_RUN: [&str; 8] = [
+    "--warmup",
+    "60",
+    "--draws",
+    "1000",
+    "--max-depth",
+    "8",
+    "--checkpoint-every",
+    "2",
+];
 
 /// The files of one run that must be the same bytes in `expected` and `got`, and summary.json
 /// equal but for its wall times.
@@ -53,16 +62,34 @@ pub fn assert_same_run(expected: &Path, got: &Path) {
         let name = entry.unwrap().file_name().into_string().unwrap();
         let exact = name.starts_with("draws_chain_")
             || name.starts_with("adaptation_chain_")
-            || ["config.toml", "layout.json", "predictions.csv", "cumulative_lppd.csv", "diagnostics.json", "train.csv"].contains(&name.as_str());
+            || [
+                "config.toml",
+                "layout.json",
+                "predictions.csv",
+                "cumulative_lppd.csv",
+                "diagnostics.json",
+                "train.csv",
+            ]
+            .contains(&name.as_str());
         if exact {
-            let (a, b) = (std::fs::read(expected.join(&name)).unwrap(), std::fs::read(got.join(&name)).unwrap_or_default());
-            assert!(a == b, "{name} differs between {} and {}", expected.display(), got.display());
+            let (a, b) = (
+                std::fs::read(expected.join(&name)).unwrap(),
+                std::fs::read(got.join(&name)).unwrap_or_default(),
+            );
+            assert!(
+                a == b,
+                "{name} differs between {} and {}",
+                expected.display(),
+                got.display()
+            );
             compared += 1;
         }
     }
     assert!(compared >= 10, "only {compared} files compared");
     let summary = |dir: &Path| -> serde_json::Value {
-        let mut value: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        let mut value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap();
         strip_seconds(&mut value);
         value
     };

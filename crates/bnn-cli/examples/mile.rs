@@ -40,7 +40,9 @@ fn parse() -> Result<Options, String> {
         out: PathBuf::from("runs/mile"),
         splits: 3,
         seeds: 1,
-        datasets: ["airfoil", "concrete", "energy", "yacht"].map(String::from).to_vec(),
+        datasets: ["airfoil", "concrete", "energy", "yacht"]
+            .map(String::from)
+            .to_vec(),
         extra: vec!["--learning-rate".into(), "0.01".into()],
     };
     let mut args = std::env::args().skip(1);
@@ -49,7 +51,13 @@ fn parse() -> Result<Options, String> {
         match flag.as_str() {
             "--out" => o.out = PathBuf::from(value()?),
             "--splits" => o.splits = value()?.parse().map_err(|_| "--splits takes a number")?,
-            "--seeds" => o.seeds = value()?.parse().ok().filter(|&k| k > 0).ok_or("--seeds takes a positive number")?,
+            "--seeds" => {
+                o.seeds = value()?
+                    .parse()
+                    .ok()
+                    .filter(|&k| k > 0)
+                    .ok_or("--seeds takes a positive number")?
+            }
             "--datasets" => o.datasets = value()?.split(',').map(String::from).collect(),
             "--extra" => o.extra = value()?.split_whitespace().map(String::from).collect(),
             other => return Err(format!("unknown flag {other}")),
@@ -60,8 +68,25 @@ fn parse() -> Result<Options, String> {
 
 /// The two samplers' flags, by the run directory's name.
 const SAMPLERS: [(&str, &[&str]); 2] = [
-    ("dei-nuts", &["--warmup", "100", "--draws", "1000", "--max-depth", "10"]),
-    ("mile", &["--sampler", "mclmc", "--warmup", "50000", "--draws", "10000", "--thin", "10", "--checkpoint-every", "1000"]),
+    (
+        "dei-nuts",
+        &["--warmup", "100", "--draws", "1000", "--max-depth", "10"],
+    ),
+    (
+        "mile",
+        &[
+            "--sampler",
+            "mclmc",
+            "--warmup",
+            "50000",
+            "--draws",
+            "10000",
+            "--thin",
+            "10",
+            "--checkpoint-every",
+            "1000",
+        ],
+    ),
 ];
 
 /// What one finished run reports.
@@ -74,18 +99,29 @@ struct Run {
 }
 
 fn read_run(dir: &Path) -> Option<Run> {
-    let json = |name: &str| -> Option<serde_json::Value> { serde_json::from_str(&std::fs::read_to_string(dir.join(name)).ok()?).ok() };
+    let json = |name: &str| -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(name)).ok()?).ok()
+    };
     let summary = json("summary.json")?;
     let sampling = json("sampling.json")?;
     let seconds = sampling["seconds_warmup"].as_f64()? + sampling["seconds_sampling"].as_f64()?;
     let mut gradients = summary["sampling_gradients"].as_f64().unwrap_or(f64::NAN);
     for chain in 0.. {
-        let Ok(text) = std::fs::read_to_string(dir.join(format!("adaptation_chain_{chain}.csv"))) else { break };
+        let Ok(text) = std::fs::read_to_string(dir.join(format!("adaptation_chain_{chain}.csv")))
+        else {
+            break;
+        };
         let mut lines = text.lines();
         let column = lines.next()?.split(',').position(|c| c == "n_leapfrog__")?;
-        gradients += lines.filter_map(|l| l.split(',').nth(column)?.parse::<f64>().ok()).sum::<f64>();
+        gradients += lines
+            .filter_map(|l| l.split(',').nth(column)?.parse::<f64>().ok())
+            .sum::<f64>();
     }
-    Some(Run { summary, seconds, gradients })
+    Some(Run {
+        summary,
+        seconds,
+        gradients,
+    })
 }
 
 fn main() {
@@ -97,22 +133,51 @@ fn main() {
                 let mut pair = Vec::new();
                 for (name, flags) in SAMPLERS {
                     let split_dir = o.out.join(format!("{dataset}-split{split}"));
-                    let dir = if seed_index == 0 { split_dir.join(name) } else { split_dir.join(format!("seed{seed_index}")).join(name) };
+                    let dir = if seed_index == 0 {
+                        split_dir.join(name)
+                    } else {
+                        split_dir.join(format!("seed{seed_index}")).join(name)
+                    };
                     if read_run(&dir).is_none() {
                         if seed_index > 0 {
-                            copy_members(&split_dir.join(name).join("ensemble"), &dir.join("ensemble"));
+                            copy_members(
+                                &split_dir.join(name).join("ensemble"),
+                                &dir.join("ensemble"),
+                            );
                         }
                         let seed = (100 * seed_index + split).to_string();
                         let split_seed = split.to_string();
                         let out = dir.to_string_lossy().into_owned();
                         let mut args: Vec<&str> = vec![
-                            "run", "--dataset", dataset, "--split-seed", &split_seed, "--seed", &seed, "--hidden", "16,16", "--activation", "relu",
-                            "--likelihood", "hetero", "--prior", "normal:1", "--members", "12", "--chains", "12", "--standardize", "full",
+                            "run",
+                            "--dataset",
+                            dataset,
+                            "--split-seed",
+                            &split_seed,
+                            "--seed",
+                            &seed,
+                            "--hidden",
+                            "16,16",
+                            "--activation",
+                            "relu",
+                            "--likelihood",
+                            "hetero",
+                            "--prior",
+                            "normal:1",
+                            "--members",
+                            "12",
+                            "--chains",
+                            "12",
+                            "--standardize",
+                            "full",
                         ];
                         args.extend(flags);
                         args.extend(o.extra.iter().map(String::as_str));
                         args.extend(["--out", &out]);
-                        eprintln!("== {dataset} split {split} chain seed {seed}, {name}: bnn {}", args.join(" "));
+                        eprintln!(
+                            "== {dataset} split {split} chain seed {seed}, {name}: bnn {}",
+                            args.join(" ")
+                        );
                         let status = Command::new(&bnn).args(&args).status().expect("bnn runs");
                         if !status.success() {
                             eprintln!("error: the {name} run for {dataset} split {split} (seed {seed}) failed; its directory is kept for inspection");
@@ -123,7 +188,12 @@ fn main() {
                 }
                 let mile = pair.pop().expect("two runs");
                 let nuts = pair.pop().expect("two runs");
-                rows.push(Row { dataset: dataset.clone(), split, nuts, mile });
+                rows.push(Row {
+                    dataset: dataset.clone(),
+                    split,
+                    nuts,
+                    mile,
+                });
             }
         }
     }
@@ -153,7 +223,11 @@ fn copy_members(from: &Path, to: &Path) {
         Ok(())
     };
     if let Err(e) = copy() {
-        eprintln!("error: copying the members from {} to {}: {e}", from.display(), to.display());
+        eprintln!(
+            "error: copying the members from {} to {}: {e}",
+            from.display(),
+            to.display()
+        );
         std::process::exit(1);
     }
 }
@@ -169,11 +243,30 @@ fn markdown(o: &Options, rows: &[Row]) -> String {
         let mine: Vec<&Row> = rows.iter().filter(|r| &r.dataset == dataset).collect();
         let n = mine.len() as f64;
         let mean = |g: &dyn Fn(&Row) -> f64| mine.iter().map(|r| g(r)).sum::<f64>() / n;
-        let both = |key: &str, digits: usize| format!("{:.digits$} / {:.digits$}", mean(&|r| f(&r.nuts, key)), mean(&|r| f(&r.mile, key)));
-        let minutes = (mean(&|r| r.nuts.seconds) / 60.0, mean(&|r| r.mile.seconds) / 60.0);
+        let both = |key: &str, digits: usize| {
+            format!(
+                "{:.digits$} / {:.digits$}",
+                mean(&|r| f(&r.nuts, key)),
+                mean(&|r| f(&r.mile, key))
+            )
+        };
+        let minutes = (
+            mean(&|r| r.nuts.seconds) / 60.0,
+            mean(&|r| r.mile.seconds) / 60.0,
+        );
         let mean_delta = mean(&delta);
         // Standard error of the mean paired difference over the (split, seed) runs.
-        let se = if mine.len() > 1 { (mine.iter().map(|r| (delta(r) - mean_delta).powi(2)).sum::<f64>() / (n - 1.0) / n).sqrt() } else { f64::NAN };
+        let se = if mine.len() > 1 {
+            (mine
+                .iter()
+                .map(|r| (delta(r) - mean_delta).powi(2))
+                .sum::<f64>()
+                / (n - 1.0)
+                / n)
+                .sqrt()
+        } else {
+            f64::NAN
+        };
         text += &format!(
             "| {dataset} | {} × {} | {:.3} | {:.3} | {:+.3} ± {:.3} | {:.3} | {:.3} | {} | {} | {} | {:.1} / {:.1} | {:.2} | {:.1} / {:.2} | {:.0} |\n",
             o.splits,
@@ -199,14 +292,26 @@ fn markdown(o: &Options, rows: &[Row]) -> String {
             let runs: Vec<String> = mine
                 .iter()
                 .filter(|r| r.split == split)
-                .map(|r| format!("{:.3} / {:.3} ({:+.3}, {:.2})", f(&r.nuts, "lppd"), f(&r.mile, "lppd"), delta(r), r.mile.seconds / r.nuts.seconds))
+                .map(|r| {
+                    format!(
+                        "{:.3} / {:.3} ({:+.3}, {:.2})",
+                        f(&r.nuts, "lppd"),
+                        f(&r.mile, "lppd"),
+                        delta(r),
+                        r.mile.seconds / r.nuts.seconds
+                    )
+                })
                 .collect();
             per_split += &format!(" split {split}: {};", runs.join(", "));
         }
         per_split.pop();
         per_split += "\n";
     }
-    let seeds = if o.seeds > 1 { format!(" and chain seeds (split + 100·k, k < {})", o.seeds) } else { String::new() };
+    let seeds = if o.seeds > 1 {
+        format!(" and chain seeds (split + 100·k, k < {})", o.seeds)
+    } else {
+        String::new()
+    };
     text += &format!(
         "\nMeans over splits (split seeds 0..{}){seeds}; s.e. of the mean paired difference over those runs. Same 12 members per split for both samplers{}; LPPD and RMSE on the standardized scale; minutes: tuning + sampling, ensemble training excluded.\n\nPer run, LPPD DEI-NUTS / MILE (Δ, time MILE/DEI), in seed order:\n\n{per_split}",
         o.splits.saturating_sub(1),

@@ -71,7 +71,11 @@ impl Options {
             Some(v) if large => v.clone(),
             _ => general.clone(),
         };
-        (self.warmup.clone(), pick(&self.draws, &self.large_draws), pick(&self.max_depth, &self.large_max_depth))
+        (
+            self.warmup.clone(),
+            pick(&self.draws, &self.large_draws),
+            pick(&self.max_depth, &self.large_max_depth),
+        )
     }
 }
 
@@ -91,11 +95,19 @@ fn parse() -> Result<Options, String> {
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
-        let whole = |v: String, flag: &str| v.parse::<u64>().map(|_| v.clone()).map_err(|_| format!("{flag} takes a whole number, not {v:?}"));
+        let whole = |v: String, flag: &str| {
+            v.parse::<u64>()
+                .map(|_| v.clone())
+                .map_err(|_| format!("{flag} takes a whole number, not {v:?}"))
+        };
         match flag.as_str() {
             "--out" => o.out = PathBuf::from(value()?),
             "--splits" => o.splits = value()?.parse().map_err(|_| "--splits takes a number")?,
-            "--large-splits" => o.large_splits = value()?.parse().map_err(|_| "--large-splits takes a number")?,
+            "--large-splits" => {
+                o.large_splits = value()?
+                    .parse()
+                    .map_err(|_| "--large-splits takes a number")?
+            }
             "--draws" => o.draws = whole(value()?, &flag)?,
             "--warmup" => o.warmup = whole(value()?, &flag)?,
             "--max-depth" => o.max_depth = whole(value()?, &flag)?,
@@ -106,7 +118,11 @@ fn parse() -> Result<Options, String> {
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    if let Some(unknown) = o.datasets.iter().find(|d| !PAPER.iter().any(|p| p.0 == d.as_str())) {
+    if let Some(unknown) = o
+        .datasets
+        .iter()
+        .find(|d| !PAPER.iter().any(|p| p.0 == d.as_str()))
+    {
         return Err(format!("--datasets: {unknown} is not in Table 3 (airfoil, bikesharing, concrete, energy, protein, yacht)"));
     }
     Ok(o)
@@ -144,15 +160,43 @@ fn main() {
             if read_summary(&dir).is_none() {
                 let split_seed = split.to_string();
                 let mut args: Vec<&str> = vec![
-                    "run", "--dataset", dataset, "--split-seed", &split_seed, "--hidden", "16,16", "--activation", "relu",
-                    "--likelihood", "hetero", "--prior", "normal:1", "--members", "12", "--chains", "12", "--warmup", &warmup,
-                    "--draws", &draws, "--max-depth", &max_depth, "--standardize", "full", "--seed", &split_seed,
+                    "run",
+                    "--dataset",
+                    dataset,
+                    "--split-seed",
+                    &split_seed,
+                    "--hidden",
+                    "16,16",
+                    "--activation",
+                    "relu",
+                    "--likelihood",
+                    "hetero",
+                    "--prior",
+                    "normal:1",
+                    "--members",
+                    "12",
+                    "--chains",
+                    "12",
+                    "--warmup",
+                    &warmup,
+                    "--draws",
+                    &draws,
+                    "--max-depth",
+                    &max_depth,
+                    "--standardize",
+                    "full",
+                    "--seed",
+                    &split_seed,
                 ];
                 args.extend(o.extra.iter().map(String::as_str));
                 let out = dir.to_string_lossy().into_owned();
                 args.extend(["--out", &out]);
                 eprintln!("== {dataset} split {split}: bnn {}", args.join(" "));
-                let status = Command::new(&bnn).args(&args).stdout(std::io::stderr()).status().expect("bnn runs");
+                let status = Command::new(&bnn)
+                    .args(&args)
+                    .stdout(std::io::stderr())
+                    .status()
+                    .expect("bnn runs");
                 if !status.success() {
                     eprintln!("error: the run for {dataset} split {split} failed; its directory is kept for inspection");
                     std::process::exit(1);
@@ -163,7 +207,12 @@ fn main() {
                 std::process::exit(1);
             });
             let s = &run.config.sampler;
-            if (s.warmup.to_string(), s.draws.to_string(), s.max_depth.to_string()) != (warmup.clone(), draws.clone(), max_depth.clone()) {
+            if (
+                s.warmup.to_string(),
+                s.draws.to_string(),
+                s.max_depth.to_string(),
+            ) != (warmup.clone(), draws.clone(), max_depth.clone())
+            {
                 eprintln!(
                     "note: reusing {} with its own budget ({} + {}, depth {}), not the one asked for ({warmup} + {draws}, depth {max_depth})",
                     dir.display(),
@@ -189,11 +238,23 @@ fn main() {
 fn finish_interrupted(bnn: &Path, dir: &Path) {
     let out = dir.to_string_lossy().into_owned();
     let diagnostics = dir.join("diagnostics.json").to_string_lossy().into_owned();
-    for args in [vec!["sample", "--resume", &out], vec!["predict", &out], vec!["evaluate", &out], vec!["diagnose", &out, "--json", &diagnostics]] {
+    for args in [
+        vec!["sample", "--resume", &out],
+        vec!["predict", &out],
+        vec!["evaluate", &out],
+        vec!["diagnose", &out, "--json", &diagnostics],
+    ] {
         eprintln!("== continuing {out}: bnn {}", args.join(" "));
-        let status = Command::new(bnn).args(&args).stdout(std::io::stderr()).status().expect("bnn runs");
+        let status = Command::new(bnn)
+            .args(&args)
+            .stdout(std::io::stderr())
+            .status()
+            .expect("bnn runs");
         if !status.success() {
-            eprintln!("error: `bnn {}` failed; the directory is kept for inspection", args.join(" "));
+            eprintln!(
+                "error: `bnn {}` failed; the directory is kept for inspection",
+                args.join(" ")
+            );
             std::process::exit(1);
         }
     }
@@ -207,23 +268,61 @@ fn read_run(dataset: &str, split: u64, dir: &Path) -> Result<Run, String> {
     let summary = read_summary(dir).ok_or("no readable summary.json")?;
     let run_dir = RunDir::new(dir);
     let config = run_dir.load_config().map_err(|e| format!("{e:#}"))?;
-    let chain_count = summary["chains"].as_u64().ok_or("summary.json has no chain count")? as usize;
-    let chains = (0..chain_count).map(|c| chain_stats(&run_dir.draws(c))).collect::<Result<_, _>>()?;
-    Ok(Run { dataset: dataset.to_string(), split, summary, config, chains })
+    let chain_count = summary["chains"]
+        .as_u64()
+        .ok_or("summary.json has no chain count")? as usize;
+    let chains = (0..chain_count)
+        .map(|c| chain_stats(&run_dir.draws(c)))
+        .collect::<Result<_, _>>()?;
+    Ok(Run {
+        dataset: dataset.to_string(),
+        split,
+        summary,
+        config,
+        chains,
+    })
 }
 
 /// Reads the four Stan statistics columns of one chain's draws file.
 fn chain_stats(path: &Path) -> Result<ChainStats, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let mut lines = text.lines();
-    let header: Vec<&str> = lines.next().ok_or(format!("{} is empty", path.display()))?.split(',').collect();
-    let column = |name: &str| header.iter().position(|h| *h == name).ok_or(format!("{} has no {name} column", path.display()));
-    let (divergent, accept, step) = (column("divergent__")?, column("accept_stat__")?, column("stepsize__")?);
+    let header: Vec<&str> = lines
+        .next()
+        .ok_or(format!("{} is empty", path.display()))?
+        .split(',')
+        .collect();
+    let column = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or(format!("{} has no {name} column", path.display()))
+    };
+    let (divergent, accept, step) = (
+        column("divergent__")?,
+        column("accept_stat__")?,
+        column("stepsize__")?,
+    );
     let last = divergent.max(accept).max(step);
-    let mut stats = ChainStats { draws: 0, divergent: 0, accept: 0.0, step_size: f64::NAN, transitions: Vec::new() };
+    let mut stats = ChainStats {
+        draws: 0,
+        divergent: 0,
+        accept: 0.0,
+        step_size: f64::NAN,
+        transitions: Vec::new(),
+    };
     for line in lines.filter(|l| !l.is_empty()) {
         let fields: Vec<&str> = line.splitn(last + 2, ',').collect();
-        let value = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).ok_or(format!("{}: a row without a number in column {i}", path.display()));
+        let value = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .ok_or(format!(
+                    "{}: a row without a number in column {i}",
+                    path.display()
+                ))
+        };
         let (diverged, accept) = (value(divergent)? != 0.0, value(accept)?);
         stats.draws += 1;
         stats.divergent += diverged as usize;
@@ -241,7 +340,10 @@ fn number(v: &serde_json::Value, key: &str) -> f64 {
 
 /// `100 + 1000, depth 10` from a run's config.
 fn budget(config: &RunConfig) -> String {
-    format!("{} + {}, depth {}", config.sampler.warmup, config.sampler.draws, config.sampler.max_depth)
+    format!(
+        "{} + {}, depth {}",
+        config.sampler.warmup, config.sampler.draws, config.sampler.max_depth
+    )
 }
 
 fn dataset_table(o: &Options, runs: &[Run]) -> String {
@@ -250,14 +352,29 @@ fn dataset_table(o: &Options, runs: &[Run]) -> String {
     );
     for dataset in &o.datasets {
         let mine: Vec<&Run> = runs.iter().filter(|r| &r.dataset == dataset).collect();
-        let values = |key: &str| mine.iter().map(|r| number(&r.summary, key)).collect::<Vec<f64>>();
+        let values = |key: &str| {
+            mine.iter()
+                .map(|r| number(&r.summary, key))
+                .collect::<Vec<f64>>()
+        };
         let cell = |key: &str| mean_and_sd(&values(key));
         let paper = PAPER.iter().find(|p| p.0 == dataset);
-        let p = |i: usize| paper.map_or("–".to_string(), |p| format!("{:.2}", [p.1, p.2, p.3, p.4][i]));
-        let minutes: Vec<f64> = mine.iter().map(|r| run_seconds(&r.summary) / 60.0).collect();
+        let p = |i: usize| {
+            paper.map_or("–".to_string(), |p| {
+                format!("{:.2}", [p.1, p.2, p.3, p.4][i])
+            })
+        };
+        let minutes: Vec<f64> = mine
+            .iter()
+            .map(|r| run_seconds(&r.summary) / 60.0)
+            .collect();
         let mut budgets: Vec<String> = mine.iter().map(|r| budget(&r.config)).collect();
         budgets.dedup();
-        let divergent: usize = mine.iter().flat_map(|r| &r.chains).map(|c| c.divergent).sum();
+        let divergent: usize = mine
+            .iter()
+            .flat_map(|r| &r.chains)
+            .map(|c| c.divergent)
+            .sum();
         let draws: usize = mine.iter().flat_map(|r| &r.chains).map(|c| c.draws).sum();
         text += &format!(
             "| {dataset} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {divergent} of {draws} ({:.0}%) | {} | {} | {} |\n",
@@ -293,16 +410,30 @@ fn run_table(runs: &[Run]) -> String {
         let s = &r.summary;
         let divergent: usize = r.chains.iter().map(|c| c.divergent).sum();
         let draws: usize = r.chains.iter().map(|c| c.draws).sum();
-        let over_half = r.chains.iter().filter(|c| 2 * c.divergent > c.draws).count();
-        let worst = r.chains.iter().max_by_key(|c| c.divergent).map_or(0, |c| c.divergent);
+        let over_half = r
+            .chains
+            .iter()
+            .filter(|c| 2 * c.divergent > c.draws)
+            .count();
+        let worst = r
+            .chains
+            .iter()
+            .max_by_key(|c| c.divergent)
+            .map_or(0, |c| c.divergent);
         let range = |f: fn(&ChainStats) -> f64| {
             let values: Vec<f64> = r.chains.iter().map(f).collect();
-            (values.iter().cloned().fold(f64::INFINITY, f64::min), values.iter().cloned().fold(f64::NEG_INFINITY, f64::max))
+            (
+                values.iter().cloned().fold(f64::INFINITY, f64::min),
+                values.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            )
         };
         let (accept_min, accept_max) = range(|c| c.accept);
         let (step_min, step_max) = range(|c| c.step_size);
-        let transitions: Vec<Vec<(f64, bool)>> = r.chains.iter().map(|c| c.transitions.clone()).collect();
-        let drift = AcceptanceDrift::of_chains(&transitions).map_or("–".to_string(), |d| format!("{:.2} → {:.2}", d.accept_first_tenth, d.accept_last_tenth));
+        let transitions: Vec<Vec<(f64, bool)>> =
+            r.chains.iter().map(|c| c.transitions.clone()).collect();
+        let drift = AcceptanceDrift::of_chains(&transitions).map_or("–".to_string(), |d| {
+            format!("{:.2} → {:.2}", d.accept_first_tenth, d.accept_last_tenth)
+        });
         text += &format!(
             "| {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.2} | {divergent} of {draws} | {over_half} | {worst} of {} | {:.2} ({accept_min:.2}–{accept_max:.2}) | {drift} | {step_min:.1e}–{step_max:.1e} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
             r.dataset,
@@ -324,7 +455,9 @@ fn run_table(runs: &[Run]) -> String {
 }
 
 fn run_seconds(summary: &serde_json::Value) -> f64 {
-    number(summary, "seconds_ensemble") + number(summary, "seconds_warmup") + number(summary, "seconds_sampling")
+    number(summary, "seconds_ensemble")
+        + number(summary, "seconds_warmup")
+        + number(summary, "seconds_sampling")
 }
 
 /// `mean ± sd` over splits (the sample sd), or the one value.

@@ -13,7 +13,11 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "bnn", version, about = "Sampling-based inference for Bayesian neural networks (Burn)")]
+#[command(
+    name = "bnn",
+    version,
+    about = "Sampling-based inference for Bayesian neural networks (Burn)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,7 +57,9 @@ enum Command {
 /// Every (sub)command takes `--step-size -1` as a value, so the range check can name the flag;
 /// by default clap reads `-1` as an unknown short flag.
 fn accepting_negative_numbers(command: clap::Command) -> clap::Command {
-    command.allow_negative_numbers(true).mut_subcommands(accepting_negative_numbers)
+    command
+        .allow_negative_numbers(true)
+        .mut_subcommands(accepting_negative_numbers)
 }
 
 fn main() -> ExitCode {
@@ -109,7 +115,9 @@ fn main() -> ExitCode {
 /// A stop by Ctrl-C or a scheduler's signal with everything finished saved (chains
 /// checkpointed, trained members kept, a study's finished parts written).
 fn is_interrupted(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<commands::Interrupted>().is_some() || e.downcast_ref::<bnn_pipeline::TrainingStopped>().is_some() || e.downcast_ref::<bnn_study::StudyInterrupted>().is_some()
+    e.downcast_ref::<commands::Interrupted>().is_some()
+        || e.downcast_ref::<bnn_pipeline::TrainingStopped>().is_some()
+        || e.downcast_ref::<bnn_study::StudyInterrupted>().is_some()
 }
 
 /// The error and its causes joined by ": ", each cause once: a cause whose text the message
@@ -148,7 +156,10 @@ mod tests {
     #[test]
     fn each_cause_is_reported_once() {
         let cause = Named("the model expects 1 target columns, the data has 2", None);
-        let wrapped = Named("data do not fit the model: the model expects 1 target columns, the data has 2", Some(Box::new(cause)));
+        let wrapped = Named(
+            "data do not fit the model: the model expects 1 target columns, the data has 2",
+            Some(Box::new(cause)),
+        );
         let error = anyhow::Error::new(wrapped).context("building the posterior");
         assert_eq!(error_report(&error), "building the posterior: data do not fit the model: the model expects 1 target columns, the data has 2");
         let plain = anyhow::anyhow!("disk full").context("writing summary.json");

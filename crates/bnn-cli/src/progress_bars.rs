@@ -26,9 +26,11 @@ pub struct ProgressBars {
 impl ProgressBars {
     fn start(&self, iterations: usize, chains: &[usize], done: &[usize]) {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template("chain {prefix:>3} [{bar:30}] {pos}/{len} {msg} eta {eta}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> ");
+        let style = ProgressStyle::with_template(
+            "chain {prefix:>3} [{bar:30}] {pos}/{len} {msg} eta {eta}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
         let bars = chains
             .iter()
             .zip(done)
@@ -37,18 +39,33 @@ impl ProgressBars {
                 bar.set_style(style.clone());
                 bar.set_prefix(c.to_string());
                 bar.set_position(done as u64);
-                ChainBar { chain: c, bar, last_update: None }
+                ChainBar {
+                    chain: c,
+                    bar,
+                    last_update: None,
+                }
             })
             .collect();
         *self.bars.lock().unwrap_or_else(PoisonError::into_inner) = Some((multi, bars));
     }
 
     fn update(&self, it: &ChainIteration) {
-        if let Some((_, bars)) = self.bars.lock().unwrap_or_else(PoisonError::into_inner).as_mut() {
-            let Some(entry) = bars.iter_mut().find(|b| b.chain == it.chain) else { return };
+        if let Some((_, bars)) = self
+            .bars
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_mut()
+        {
+            let Some(entry) = bars.iter_mut().find(|b| b.chain == it.chain) else {
+                return;
+            };
             let now = Instant::now();
             let last = it.iteration as u64 >= entry.bar.length().unwrap_or(0);
-            if !last && entry.last_update.is_some_and(|t| now.duration_since(t) < REDRAW_INTERVAL) {
+            if !last
+                && entry
+                    .last_update
+                    .is_some_and(|t| now.duration_since(t) < REDRAW_INTERVAL)
+            {
                 return;
             }
             entry.last_update = Some(now);
@@ -64,7 +81,12 @@ impl ProgressBars {
     }
 
     fn end(&self) {
-        if let Some((_, bars)) = self.bars.lock().unwrap_or_else(PoisonError::into_inner).take() {
+        if let Some((_, bars)) = self
+            .bars
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
             for ChainBar { bar, .. } in &bars {
                 bar.abandon();
             }
@@ -76,8 +98,14 @@ impl Progress for ProgressBars {
     fn report(&self, event: &ProgressEvent<'_>) {
         match event {
             // Lines only while no bars are drawn: a line printed under them leaves stale copies.
-            ProgressEvent::Started { message, .. } | ProgressEvent::Finished { message, .. } => eprintln!("{message}"),
-            ProgressEvent::ChainsStarted { iterations, chains, done } => self.start(*iterations, chains, done),
+            ProgressEvent::Started { message, .. } | ProgressEvent::Finished { message, .. } => {
+                eprintln!("{message}")
+            }
+            ProgressEvent::ChainsStarted {
+                iterations,
+                chains,
+                done,
+            } => self.start(*iterations, chains, done),
             ProgressEvent::Iteration(it) => self.update(it),
             ProgressEvent::ChainsEnded => self.end(),
         }

@@ -200,7 +200,6 @@ pub struct RunFlags {
     pub gradient: Option<GradientPath>,
 }
 
-
 fn set<T: Clone>(target: &mut T, value: &Option<T>) {
     if let Some(v) = value {
         *target = v.clone();
@@ -227,7 +226,8 @@ impl RunFlags {
             anyhow::bail!("{} holds no trained ensemble (no ensemble/members.json); train one with `bnn train --out {}`", source.display(), source.display());
         }
         let stored = run_dir.load_config()?;
-        self.resolve()?.over_stored_ensemble(&stored, &self.explicit_ensemble_settings()?, source)
+        self.resolve()?
+            .over_stored_ensemble(&stored, &self.explicit_ensemble_settings()?, source)
     }
 
     /// The settings that decide an ensemble which this command gives on purpose, as `(how it
@@ -237,35 +237,116 @@ impl RunFlags {
         let flags: [(&str, &str, &str, bool); 19] = [
             ("--dataset", "data", "dataset", f.dataset.is_some()),
             ("--split-seed", "data", "split_seed", f.split_seed.is_some()),
-            ("--test-fraction", "data", "test_fraction", f.test_fraction.is_some()),
-            ("--validation-fraction", "data", "validation_fraction", f.validation_fraction.is_some() || f.mile || f.preset.is_some()),
-            ("--standardize", "data", "standardize", f.standardize.is_some()),
-            ("--target", "data", "target_columns", !f.target_columns.is_empty()),
+            (
+                "--test-fraction",
+                "data",
+                "test_fraction",
+                f.test_fraction.is_some(),
+            ),
+            (
+                "--validation-fraction",
+                "data",
+                "validation_fraction",
+                f.validation_fraction.is_some() || f.mile || f.preset.is_some(),
+            ),
+            (
+                "--standardize",
+                "data",
+                "standardize",
+                f.standardize.is_some(),
+            ),
+            (
+                "--target",
+                "data",
+                "target_columns",
+                !f.target_columns.is_empty(),
+            ),
             ("--hidden", "model", "hidden", f.hidden.is_some()),
-            ("--activation", "model", "activation", f.activation.is_some()),
-            ("--likelihood", "model", "likelihood", f.likelihood.is_some()),
+            (
+                "--activation",
+                "model",
+                "activation",
+                f.activation.is_some(),
+            ),
+            (
+                "--likelihood",
+                "model",
+                "likelihood",
+                f.likelihood.is_some(),
+            ),
             ("--targets", "model", "targets", f.targets.is_some()),
             ("--prior", "model", "prior", f.prior.is_some()),
-            ("--layer-prior", "model", "layer_priors", !f.layer_priors.is_empty()),
+            (
+                "--layer-prior",
+                "model",
+                "layer_priors",
+                !f.layer_priors.is_empty(),
+            ),
             ("--members", "ensemble", "members", f.members.is_some()),
-            ("--epochs", "ensemble", "epochs", f.epochs.is_some() || f.mile || f.preset.is_some()),
-            ("--learning-rate", "ensemble", "learning_rate", f.learning_rate.is_some() || f.mile || f.preset.is_some()),
-            ("--weight-decay", "ensemble", "weight_decay", f.weight_decay.is_some() || f.mile || f.preset.is_some()),
-            ("--batch-size", "ensemble", "batch_size", f.batch_size.is_some() || f.mile || f.preset.is_some()),
-            ("--patience", "ensemble", "patience", f.patience.is_some() || f.mile || f.preset.is_some()),
+            (
+                "--epochs",
+                "ensemble",
+                "epochs",
+                f.epochs.is_some() || f.mile || f.preset.is_some(),
+            ),
+            (
+                "--learning-rate",
+                "ensemble",
+                "learning_rate",
+                f.learning_rate.is_some() || f.mile || f.preset.is_some(),
+            ),
+            (
+                "--weight-decay",
+                "ensemble",
+                "weight_decay",
+                f.weight_decay.is_some() || f.mile || f.preset.is_some(),
+            ),
+            (
+                "--batch-size",
+                "ensemble",
+                "batch_size",
+                f.batch_size.is_some() || f.mile || f.preset.is_some(),
+            ),
+            (
+                "--patience",
+                "ensemble",
+                "patience",
+                f.patience.is_some() || f.mile || f.preset.is_some(),
+            ),
             ("--seed", "sampler", "seed", f.seed.is_some()),
         ];
-        let recipe = if f.preset.is_some() { " (or --preset mile)" } else if f.mile { " (or --mile)" } else { "" };
-        let mut explicit: Vec<(String, &'static str, &'static str)> =
-            flags.iter().filter(|(.., set)| *set).map(|&(flag, section, key, _)| (format!("{flag}{recipe}"), section, key)).collect();
+        let recipe = if f.preset.is_some() {
+            " (or --preset mile)"
+        } else if f.mile {
+            " (or --mile)"
+        } else {
+            ""
+        };
+        let mut explicit: Vec<(String, &'static str, &'static str)> = flags
+            .iter()
+            .filter(|(.., set)| *set)
+            .map(|&(flag, section, key, _)| (format!("{flag}{recipe}"), section, key))
+            .collect();
         if f.decoupled_weight_decay.is_some() || f.mile || f.preset.is_some() {
-            explicit.push((format!("--decoupled-weight-decay{recipe}"), "ensemble", "decoupled_weight_decay"));
+            explicit.push((
+                format!("--decoupled-weight-decay{recipe}"),
+                "ensemble",
+                "decoupled_weight_decay",
+            ));
         }
         if let Some(path) = &self.config {
             for (section, key) in RunConfig::keys_in_toml_file(path)? {
-                let known = flags.iter().map(|&(_, s, k, _)| (s, k)).chain([("ensemble", "decoupled_weight_decay")]).find(|&(s, k)| s == section && k == key);
+                let known = flags
+                    .iter()
+                    .map(|&(_, s, k, _)| (s, k))
+                    .chain([("ensemble", "decoupled_weight_decay")])
+                    .find(|&(s, k)| s == section && k == key);
                 if let Some((section, key)) = known {
-                    explicit.push((format!("[{section}] {key} in {}", path.display()), section, key));
+                    explicit.push((
+                        format!("[{section}] {key} in {}", path.display()),
+                        section,
+                        key,
+                    ));
                 }
             }
         }
@@ -366,7 +447,10 @@ impl RunFlags {
         }
         set(&mut s.frozen_metric, &f.frozen_metric);
         set(&mut s.fixed_point_tolerance, &f.fixed_point_tolerance);
-        set(&mut s.max_fixed_point_iterations, &f.max_fixed_point_iterations);
+        set(
+            &mut s.max_fixed_point_iterations,
+            &f.max_fixed_point_iterations,
+        );
         set(&mut s.adapt, &f.adapt);
         set(&mut s.thin, &f.thin);
         set(&mut s.seed, &f.seed);
@@ -395,8 +479,16 @@ mod tests {
     fn flags_override_file_which_overrides_defaults() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.toml");
-        std::fs::write(&path, "[data]\ndataset = \"concrete\"\n[sampler]\ndraws = 300\nwarmup = 50\n").unwrap();
-        let flags = RunFlags { config: Some(path), warmup: Some(7), ..RunFlags::default() };
+        std::fs::write(
+            &path,
+            "[data]\ndataset = \"concrete\"\n[sampler]\ndraws = 300\nwarmup = 50\n",
+        )
+        .unwrap();
+        let flags = RunFlags {
+            config: Some(path),
+            warmup: Some(7),
+            ..RunFlags::default()
+        };
         let config = flags.resolve().unwrap();
         assert_eq!(config.data.dataset, "concrete");
         assert_eq!(config.sampler.draws, 300);
@@ -409,19 +501,54 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.toml");
         std::fs::write(&path, "[sampler]\ndraw = 300\n").unwrap();
-        let error = RunFlags { config: Some(path.clone()), ..RunFlags::default() }.resolve().unwrap_err();
-        let expected = format!("config {}: line 2: unknown key `draw` in [sampler]; valid keys: ", path.display());
+        let error = RunFlags {
+            config: Some(path.clone()),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap_err();
+        let expected = format!(
+            "config {}: line 2: unknown key `draw` in [sampler]; valid keys: ",
+            path.display()
+        );
         assert!(format!("{error:#}").starts_with(&expected), "{error:#}");
         for flags in [
-            RunFlags { draws: Some(0), ..RunFlags::default() },
-            RunFlags { thin: Some(0), ..RunFlags::default() },
-            RunFlags { patience: Some(3), ..RunFlags::default() },
-            RunFlags { init: Some(Init::Single), ..RunFlags::default() },
-            RunFlags { activation: Some("swish2".into()), ..RunFlags::default() },
-            RunFlags { device: Some("tpu".into()), ..RunFlags::default() },
-            RunFlags { adapt: Some(false), ..RunFlags::default() },
-            RunFlags { step_size: Some(-0.1), ..RunFlags::default() },
-            RunFlags { step_size: Some(f64::NAN), ..RunFlags::default() },
+            RunFlags {
+                draws: Some(0),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                thin: Some(0),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                patience: Some(3),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                init: Some(Init::Single),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                activation: Some("swish2".into()),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                device: Some("tpu".into()),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                adapt: Some(false),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                step_size: Some(-0.1),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                step_size: Some(f64::NAN),
+                ..RunFlags::default()
+            },
         ] {
             assert!(flags.resolve().is_err(), "{flags:?}");
         }
@@ -443,48 +570,147 @@ mod tests {
             bnn_sampler::AlgorithmConfig::Hmc(hmc) => assert_eq!(hmc.num_steps, 200),
             other => panic!("expected HMC, got {other:?}"),
         }
-        let adaptive = RunFlags::default().resolve().unwrap().sampler.sampler_config(None);
-        assert!(adaptive.warmup.adapt_step_size && adaptive.warmup.adapt_metric && adaptive.initial_step_size.is_none());
+        let adaptive = RunFlags::default()
+            .resolve()
+            .unwrap()
+            .sampler
+            .sampler_config(None);
+        assert!(
+            adaptive.warmup.adapt_step_size
+                && adaptive.warmup.adapt_metric
+                && adaptive.initial_step_size.is_none()
+        );
     }
 
     #[test]
     fn mile_preset_runs_mclmc_at_miles_budget_and_flags_still_win() {
-        let config = RunFlags { preset: Some(Preset::Mile), draws: Some(2000), ..RunFlags::default() }.resolve().unwrap();
+        let config = RunFlags {
+            preset: Some(Preset::Mile),
+            draws: Some(2000),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap();
         assert_eq!(config.sampler.algorithm, Algorithm::Mclmc);
-        assert_eq!((config.sampler.warmup, config.sampler.draws, config.sampler.thin), (50_000, 2000, 10));
+        assert_eq!(
+            (
+                config.sampler.warmup,
+                config.sampler.draws,
+                config.sampler.thin
+            ),
+            (50_000, 2000, 10)
+        );
         assert_eq!(config.ensemble.batch_size, Some(32));
-        let flags = RunFlags { sampler: Some(Algorithm::Mclmc), tune_fractions: Some("0.5,0.3".into()), ..RunFlags::default() };
+        let flags = RunFlags {
+            sampler: Some(Algorithm::Mclmc),
+            tune_fractions: Some("0.5,0.3".into()),
+            ..RunFlags::default()
+        };
         assert!(flags.resolve().is_err(), "two phase shares are refused");
-        let flags = RunFlags { sampler: Some(Algorithm::Mclmc), tune_fractions: Some("0.5,0.3,0.2".into()), energy_variance_end: Some(0.01), ..RunFlags::default() };
-        match flags.resolve().unwrap().sampler.sampler_config(None).algorithm {
+        let flags = RunFlags {
+            sampler: Some(Algorithm::Mclmc),
+            tune_fractions: Some("0.5,0.3,0.2".into()),
+            energy_variance_end: Some(0.01),
+            ..RunFlags::default()
+        };
+        match flags
+            .resolve()
+            .unwrap()
+            .sampler
+            .sampler_config(None)
+            .algorithm
+        {
             bnn_sampler::AlgorithmConfig::Mclmc(mclmc) => {
-                assert_eq!((mclmc.phase1_fraction, mclmc.phase2_fraction, mclmc.energy_variance_end), (0.5, 0.3, 0.01))
+                assert_eq!(
+                    (
+                        mclmc.phase1_fraction,
+                        mclmc.phase2_fraction,
+                        mclmc.energy_variance_end
+                    ),
+                    (0.5, 0.3, 0.01)
+                )
             }
             other => panic!("expected MCLMC, got {other:?}"),
         }
-        let flags = RunFlags { sampler: Some(Algorithm::Mclmc), target_accept: Some(0.8), ..RunFlags::default() };
+        let flags = RunFlags {
+            sampler: Some(Algorithm::Mclmc),
+            target_accept: Some(0.8),
+            ..RunFlags::default()
+        };
         assert!(flags.resolve().is_err(), "MCLMC has no acceptance target");
-        let flags = RunFlags { sampler: Some(Algorithm::Mams), target_accept: Some(0.8), tune_fractions: Some("0.25,0.25,0.25,0.25".into()), ..RunFlags::default() };
-        match flags.resolve().unwrap().sampler.sampler_config(None).algorithm {
-            bnn_sampler::AlgorithmConfig::Mams(mams) => assert_eq!((mams.target_accept, mams.tune_fractions), (0.8, vec![0.25; 4])),
+        let flags = RunFlags {
+            sampler: Some(Algorithm::Mams),
+            target_accept: Some(0.8),
+            tune_fractions: Some("0.25,0.25,0.25,0.25".into()),
+            ..RunFlags::default()
+        };
+        match flags
+            .resolve()
+            .unwrap()
+            .sampler
+            .sampler_config(None)
+            .algorithm
+        {
+            bnn_sampler::AlgorithmConfig::Mams(mams) => assert_eq!(
+                (mams.target_accept, mams.tune_fractions),
+                (0.8, vec![0.25; 4])
+            ),
             other => panic!("expected MAMS, got {other:?}"),
         }
-        let flags = RunFlags { sampler: Some(Algorithm::Mams), tune_fractions: Some("0.5,0.5".into()), ..RunFlags::default() };
+        let flags = RunFlags {
+            sampler: Some(Algorithm::Mams),
+            tune_fractions: Some("0.5,0.5".into()),
+            ..RunFlags::default()
+        };
         assert!(flags.resolve().is_err(), "MAMS needs four phase shares");
-        let default = RunFlags::default().resolve().unwrap().sampler.sampler_config(None);
+        let default = RunFlags::default()
+            .resolve()
+            .unwrap()
+            .sampler
+            .sampler_config(None);
         assert_eq!(default.warmup.step_size_search, StepSizeSearch::Stan);
-        let flags = RunFlags { step_size_search: Some(StepSizeSearch::Target), ..RunFlags::default() };
-        assert_eq!(flags.resolve().unwrap().sampler.sampler_config(None).warmup.step_size_search, StepSizeSearch::Target);
+        let flags = RunFlags {
+            step_size_search: Some(StepSizeSearch::Target),
+            ..RunFlags::default()
+        };
+        assert_eq!(
+            flags
+                .resolve()
+                .unwrap()
+                .sampler
+                .sampler_config(None)
+                .warmup
+                .step_size_search,
+            StepSizeSearch::Target
+        );
         assert!(parse_step_size_search("numpyro").is_err());
         assert_eq!(default.warmup.metric_estimate, MetricEstimate::Draws);
-        let flags = RunFlags { metric_estimate: Some(MetricEstimate::DrawsAndGradients), ..RunFlags::default() };
-        assert_eq!(flags.resolve().unwrap().sampler.sampler_config(None).warmup.metric_estimate, MetricEstimate::DrawsAndGradients);
+        let flags = RunFlags {
+            metric_estimate: Some(MetricEstimate::DrawsAndGradients),
+            ..RunFlags::default()
+        };
+        assert_eq!(
+            flags
+                .resolve()
+                .unwrap()
+                .sampler
+                .sampler_config(None)
+                .warmup
+                .metric_estimate,
+            MetricEstimate::DrawsAndGradients
+        );
         assert!(parse_metric_estimate("gradients").is_err());
     }
 
     #[test]
     fn mile_recipe_sets_its_parts_and_flags_still_win() {
-        let config = RunFlags { mile: true, patience: Some(4), ..RunFlags::default() }.resolve().unwrap();
+        let config = RunFlags {
+            mile: true,
+            patience: Some(4),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap();
         assert_eq!(config.ensemble.batch_size, Some(32));
         assert_eq!(config.ensemble.patience, Some(4));
         assert!(config.ensemble.decoupled_weight_decay);

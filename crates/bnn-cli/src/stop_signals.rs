@@ -12,7 +12,9 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// Installs the handlers and returns the stop flag they raise.
 pub fn install() -> Arc<AtomicBool> {
-    let stop = STOP.get_or_init(|| Arc::new(AtomicBool::new(false))).clone();
+    let stop = STOP
+        .get_or_init(|| Arc::new(AtomicBool::new(false)))
+        .clone();
     let flag = stop.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
     #[cfg(unix)]

@@ -9,7 +9,10 @@ use crate::error::DataError;
 
 /// Lower-case hex SHA-256 of the file's bytes, as `sha256sum` prints it.
 pub fn sha256_file(path: &Path) -> Result<String, DataError> {
-    let io_error = |cause| DataError::Io { path: path.to_path_buf(), cause };
+    let io_error = |cause| DataError::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
     let mut file = std::fs::File::open(path).map_err(io_error)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 1 << 16];
@@ -20,7 +23,11 @@ pub fn sha256_file(path: &Path) -> Result<String, DataError> {
         }
         hasher.update(&buffer[..read]);
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
 }
 
 #[cfg(test)]

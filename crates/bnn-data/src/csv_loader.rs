@@ -47,7 +47,10 @@ pub struct CsvOptions {
 /// dataset is named after the file stem. Constant columns are rejected, because the samplers
 /// work on standardized data.
 pub fn load_csv(path: &Path, opts: &CsvOptions) -> Result<Dataset, DataError> {
-    let bytes = std::fs::read(path).map_err(|cause| DataError::Io { path: path.to_path_buf(), cause })?;
+    let bytes = std::fs::read(path).map_err(|cause| DataError::Io {
+        path: path.to_path_buf(),
+        cause,
+    })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         DataError::NotUtf8 {
@@ -62,7 +65,12 @@ pub fn load_csv(path: &Path, opts: &CsvOptions) -> Result<Dataset, DataError> {
 }
 
 /// Parses CSV text; `path` is only used to label errors and the dataset's source.
-pub fn parse_csv(text: &str, path: &Path, name: &str, opts: &CsvOptions) -> Result<Dataset, DataError> {
+pub fn parse_csv(
+    text: &str,
+    path: &Path,
+    name: &str,
+    opts: &CsvOptions,
+) -> Result<Dataset, DataError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text
         .lines()
@@ -82,10 +90,11 @@ pub fn parse_csv(text: &str, path: &Path, name: &str, opts: &CsvOptions) -> Resu
     let mut y_data = Vec::new();
     let mut n_rows = 0;
     for (line, line_text) in lines {
-        let fields = split_fields(line_text, separator).map_err(|_| DataError::UnterminatedQuote {
-            path: path.to_path_buf(),
-            line,
-        })?;
+        let fields =
+            split_fields(line_text, separator).map_err(|_| DataError::UnterminatedQuote {
+                path: path.to_path_buf(),
+                line,
+            })?;
         if fields.len() != n_cols {
             return Err(DataError::RaggedRow {
                 path: path.to_path_buf(),
@@ -112,9 +121,17 @@ pub fn parse_csv(text: &str, path: &Path, name: &str, opts: &CsvOptions) -> Resu
         });
     }
 
-    let target_names: Vec<String> = target_indices.iter().map(|&j| header.names[j].clone()).collect();
-    let feature_names: Vec<String> =
-        header.names.into_iter().enumerate().filter(|(j, _)| !target_indices.contains(j)).map(|(_, n)| n).collect();
+    let target_names: Vec<String> = target_indices
+        .iter()
+        .map(|&j| header.names[j].clone())
+        .collect();
+    let feature_names: Vec<String> = header
+        .names
+        .into_iter()
+        .enumerate()
+        .filter(|(j, _)| !target_indices.contains(j))
+        .map(|(_, n)| n)
+        .collect();
     let dataset = Dataset {
         name: name.to_string(),
         source: path.display().to_string(),
@@ -134,7 +151,12 @@ struct Header {
 }
 
 impl Header {
-    fn parse(text: &str, line: usize, separator: Separator, path: &Path) -> Result<Self, DataError> {
+    fn parse(
+        text: &str,
+        line: usize,
+        separator: Separator,
+        path: &Path,
+    ) -> Result<Self, DataError> {
         let fields = split_fields(text, separator).map_err(|_| DataError::UnterminatedQuote {
             path: path.to_path_buf(),
             line,
@@ -166,24 +188,32 @@ impl Header {
     /// The target columns' indices, in the order the targets were named.
     fn target_indices(&self, target: &TargetColumn, path: &Path) -> Result<Vec<usize>, DataError> {
         let index_of = |wanted: &String| {
-            self.names.iter().position(|n| n == wanted).ok_or_else(|| DataError::UnknownTarget {
-                path: path.to_path_buf(),
-                target: wanted.clone(),
-                available: self.names.clone(),
-            })
+            self.names
+                .iter()
+                .position(|n| n == wanted)
+                .ok_or_else(|| DataError::UnknownTarget {
+                    path: path.to_path_buf(),
+                    target: wanted.clone(),
+                    available: self.names.clone(),
+                })
         };
         let indices = match target {
             TargetColumn::Last => vec![self.names.len() - 1],
             TargetColumn::Named(wanted) => vec![index_of(wanted)?],
             TargetColumn::Columns(wanted) => {
                 if wanted.is_empty() {
-                    return Err(DataError::NoTargetColumns { path: path.to_path_buf() });
+                    return Err(DataError::NoTargetColumns {
+                        path: path.to_path_buf(),
+                    });
                 }
                 let mut indices = Vec::with_capacity(wanted.len());
                 for name in wanted {
                     let index = index_of(name)?;
                     if indices.contains(&index) {
-                        return Err(DataError::RepeatedTarget { path: path.to_path_buf(), target: name.clone() });
+                        return Err(DataError::RepeatedTarget {
+                            path: path.to_path_buf(),
+                            target: name.clone(),
+                        });
                     }
                     indices.push(index);
                 }
@@ -194,14 +224,24 @@ impl Header {
             return Err(DataError::NoFeatureColumns {
                 path: path.to_path_buf(),
                 line: self.line,
-                target: indices.iter().map(|&j| self.names[j].as_str()).collect::<Vec<_>>().join("\", \""),
+                target: indices
+                    .iter()
+                    .map(|&j| self.names[j].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\", \""),
             });
         }
         Ok(indices)
     }
 }
 
-fn parse_cell(field: &str, line: usize, j: usize, name: &str, path: &Path) -> Result<f64, DataError> {
+fn parse_cell(
+    field: &str,
+    line: usize,
+    j: usize,
+    name: &str,
+    path: &Path,
+) -> Result<f64, DataError> {
     let value: f64 = field.parse().map_err(|_| DataError::NonNumeric {
         path: path.to_path_buf(),
         line,

@@ -36,13 +36,20 @@ pub(crate) fn find_shared_folder(start_dirs: &[PathBuf], relative: &[&str]) -> O
     start_dirs
         .iter()
         .flat_map(|start| start.ancestors())
-        .map(|ancestor| relative.iter().fold(ancestor.join("shared"), |path, part| path.join(part)))
+        .map(|ancestor| {
+            relative
+                .iter()
+                .fold(ancestor.join("shared"), |path, part| path.join(part))
+        })
         .find(|candidate| candidate.is_dir())
 }
 
 /// [`data_dir`] with its inputs made explicit, so it can be tested without touching the
 /// process-wide environment.
-pub fn locate_data_dir(env_value: Option<&OsStr>, start_dirs: &[PathBuf]) -> Result<PathBuf, DataError> {
+pub fn locate_data_dir(
+    env_value: Option<&OsStr>,
+    start_dirs: &[PathBuf],
+) -> Result<PathBuf, DataError> {
     if let Some(value) = env_value.filter(|v| !v.is_empty()) {
         let path = PathBuf::from(value);
         return if path.is_dir() {
@@ -51,12 +58,16 @@ pub fn locate_data_dir(env_value: Option<&OsStr>, start_dirs: &[PathBuf]) -> Res
             Err(DataError::DataDirInvalid { path })
         };
     }
-    find_shared_folder(start_dirs, &["datasets"]).ok_or_else(|| DataError::DataDirNotFound { searched_from: start_dirs.to_vec() })
+    find_shared_folder(start_dirs, &["datasets"]).ok_or_else(|| DataError::DataDirNotFound {
+        searched_from: start_dirs.to_vec(),
+    })
 }
 
 /// Joins a manifest's `/`-separated relative path onto `dir` in the platform's way.
 pub(crate) fn join_relative(dir: &Path, relative: &str) -> PathBuf {
-    relative.split('/').fold(dir.to_path_buf(), |p, part| p.join(part))
+    relative
+        .split('/')
+        .fold(dir.to_path_buf(), |p, part| p.join(part))
 }
 
 #[cfg(test)]
@@ -81,7 +92,10 @@ mod tests {
         let deep = tmp.path().join("main").join("crates").join("bnn-data");
         std::fs::create_dir_all(&data).unwrap();
         std::fs::create_dir_all(&deep).unwrap();
-        assert_eq!(locate_data_dir(Some(OsStr::new("")), &[deep]).unwrap(), data);
+        assert_eq!(
+            locate_data_dir(Some(OsStr::new("")), &[deep]).unwrap(),
+            data
+        );
     }
 
     #[test]

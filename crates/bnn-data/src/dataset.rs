@@ -20,10 +20,21 @@ impl Dataset {
     /// with `n_features` values per row, `y` with `n_targets` per row. Columns are named
     /// `x0, x1, …` and `y0, …`; lengths that do not make whole rows, a mismatch in the number of
     /// rows, or a NaN or infinite value are errors.
-    pub fn from_rows<T: Copy + Into<f64>>(name: &str, x: &[T], n_features: usize, y: &[T], n_targets: usize) -> Result<Self, DataError> {
-        let invalid = |problem: String| DataError::InvalidRows { dataset: name.to_string(), problem };
+    pub fn from_rows<T: Copy + Into<f64>>(
+        name: &str,
+        x: &[T],
+        n_features: usize,
+        y: &[T],
+        n_targets: usize,
+    ) -> Result<Self, DataError> {
+        let invalid = |problem: String| DataError::InvalidRows {
+            dataset: name.to_string(),
+            problem,
+        };
         if n_features == 0 || n_targets == 0 {
-            return Err(invalid(format!("needs at least one feature and one target (got {n_features} and {n_targets})")));
+            return Err(invalid(format!(
+                "needs at least one feature and one target (got {n_features} and {n_targets})"
+            )));
         }
         if x.len() % n_features != 0 || y.len() % n_targets != 0 {
             return Err(invalid(format!(
@@ -34,12 +45,20 @@ impl Dataset {
         }
         let rows = x.len() / n_features;
         if y.len() / n_targets != rows {
-            return Err(invalid(format!("x has {rows} rows, y has {}", y.len() / n_targets)));
+            return Err(invalid(format!(
+                "x has {rows} rows, y has {}",
+                y.len() / n_targets
+            )));
         }
         let widen = |values: &[T], what: &str, cols: usize| -> Result<Vec<f64>, DataError> {
             let values: Vec<f64> = values.iter().map(|&v| v.into()).collect();
             match values.iter().position(|v| !v.is_finite()) {
-                Some(i) => Err(invalid(format!("{what} row {}, column {} is {}; every value must be finite", i / cols, i % cols, values[i]))),
+                Some(i) => Err(invalid(format!(
+                    "{what} row {}, column {} is {}; every value must be finite",
+                    i / cols,
+                    i % cols,
+                    values[i]
+                ))),
                 None => Ok(values),
             }
         };
@@ -140,7 +159,14 @@ mod tests {
     fn constant_target_is_named() {
         let d = tiny(vec![1.0, 5.0, 2.0, 6.0, 3.0, 7.0], vec![4.0, 4.0, 4.0]);
         let err = d.check_no_constant_columns().unwrap_err();
-        assert!(matches!(err, DataError::ConstantColumn { role: ColumnRole::Target, column: 1, .. }));
+        assert!(matches!(
+            err,
+            DataError::ConstantColumn {
+                role: ColumnRole::Target,
+                column: 1,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -152,9 +178,15 @@ mod tests {
         let error = Dataset::from_rows("mine", &[1.0, 2.0, 3.0], 2, &[0.5], 1).unwrap_err();
         assert!(error.to_string().contains("not whole rows"), "{error}");
         let error = Dataset::from_rows("mine", &[1.0, 2.0], 1, &[0.5], 1).unwrap_err();
-        assert!(error.to_string().contains("x has 2 rows, y has 1"), "{error}");
+        assert!(
+            error.to_string().contains("x has 2 rows, y has 1"),
+            "{error}"
+        );
         let error = Dataset::from_rows("mine", &[1.0, f64::NAN], 1, &[0.5, 1.0], 1).unwrap_err();
-        assert!(error.to_string().contains("x row 1, column 0 is NaN"), "{error}");
+        assert!(
+            error.to_string().contains("x row 1, column 0 is NaN"),
+            "{error}"
+        );
     }
 
     #[test]

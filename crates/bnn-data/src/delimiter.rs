@@ -40,7 +40,10 @@ pub(crate) struct UnterminatedQuote;
 
 /// Splits `line` into trimmed fields. Double quotes group text (so a quoted header name may
 /// contain the separator) and are removed; `""` inside quotes is a literal quote.
-pub(crate) fn split_fields(line: &str, sep: Separator) -> Result<Vec<Cow<'_, str>>, UnterminatedQuote> {
+pub(crate) fn split_fields(
+    line: &str,
+    sep: Separator,
+) -> Result<Vec<Cow<'_, str>>, UnterminatedQuote> {
     if !line.contains('"') {
         // Fast path for the numeric rows, which never carry quotes.
         return Ok(match sep {
@@ -99,7 +102,11 @@ mod tests {
     use super::*;
 
     fn split(line: &str, sep: Separator) -> Vec<String> {
-        split_fields(line, sep).unwrap().into_iter().map(|c| c.into_owned()).collect()
+        split_fields(line, sep)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.into_owned())
+            .collect()
     }
 
     #[test]
@@ -112,25 +119,40 @@ mod tests {
 
     #[test]
     fn comma_fields_are_trimmed_and_empty_fields_kept() {
-        assert_eq!(split(" 1, 2 ,,3", Separator::Char(',')), ["1", "2", "", "3"]);
+        assert_eq!(
+            split(" 1, 2 ,,3", Separator::Char(',')),
+            ["1", "2", "", "3"]
+        );
     }
 
     #[test]
     fn whitespace_runs_and_trailing_space_form_one_separator() {
-        assert_eq!(split("  -2.3 0.568\t\t4.78 ", Separator::Whitespace), ["-2.3", "0.568", "4.78"]);
+        assert_eq!(
+            split("  -2.3 0.568\t\t4.78 ", Separator::Whitespace),
+            ["-2.3", "0.568", "4.78"]
+        );
     }
 
     #[test]
     fn quotes_are_removed_and_may_hide_the_separator() {
         assert_eq!(
-            split(r#""fixed acidity";"a;b";"say ""hi""""#, Separator::Char(';')),
+            split(
+                r#""fixed acidity";"a;b";"say ""hi""""#,
+                Separator::Char(';')
+            ),
             ["fixed acidity", "a;b", r#"say "hi""#]
         );
-        assert_eq!(split(r#""a b" c """#, Separator::Whitespace), ["a b", "c", ""]);
+        assert_eq!(
+            split(r#""a b" c """#, Separator::Whitespace),
+            ["a b", "c", ""]
+        );
     }
 
     #[test]
     fn unterminated_quote_is_reported() {
-        assert_eq!(split_fields(r#""RMSD,F1"#, Separator::Char(',')), Err(UnterminatedQuote));
+        assert_eq!(
+            split_fields(r#""RMSD,F1"#, Separator::Char(',')),
+            Err(UnterminatedQuote)
+        );
     }
 }

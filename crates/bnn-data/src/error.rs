@@ -27,7 +27,10 @@ pub enum DataError {
     /// The message names the I/O error itself; it is not also returned as `source()`, so a
     /// report of the error chain says it once.
     #[error("cannot read {}: {cause}", path.display())]
-    Io { path: PathBuf, cause: std::io::Error },
+    Io {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
 
     #[error("{}, line {line}: the file is not UTF-8 text; save it as UTF-8 (or plain ASCII)", path.display())]
     NotUtf8 { path: PathBuf, line: usize },
@@ -42,7 +45,11 @@ pub enum DataError {
     UnterminatedQuote { path: PathBuf, line: usize },
 
     #[error("{}, line {line}, column {column}: the header has an empty column name; every column needs a name", path.display())]
-    EmptyColumnName { path: PathBuf, line: usize, column: usize },
+    EmptyColumnName {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+    },
 
     #[error(
         "{}, line {line}: the column name {name:?} appears twice (columns {first} and {second}); column names must be unique",
@@ -60,7 +67,11 @@ pub enum DataError {
         "{}, line {line}: the header has only the target column(s) \"{target}\"; at least one feature column is needed",
         path.display()
     )]
-    NoFeatureColumns { path: PathBuf, line: usize, target: String },
+    NoFeatureColumns {
+        path: PathBuf,
+        line: usize,
+        target: String,
+    },
 
     #[error("{}: the list of target columns is empty", path.display())]
     NoTargetColumns { path: PathBuf },
@@ -134,7 +145,9 @@ pub enum DataError {
         fitted_on: String,
     },
 
-    #[error("dataset {dataset:?} has {rows} rows, too few for {purpose}: it needs at least {needed}")]
+    #[error(
+        "dataset {dataset:?} has {rows} rows, too few for {purpose}: it needs at least {needed}"
+    )]
     TooFewRows {
         dataset: String,
         rows: usize,
@@ -209,7 +222,8 @@ fn display_paths(paths: &[PathBuf]) -> String {
 
 fn non_numeric_reason(text: &str) -> String {
     if text.is_empty() {
-        "the cell is empty; every cell must hold a number (missing values are not supported)".to_string()
+        "the cell is empty; every cell must hold a number (missing values are not supported)"
+            .to_string()
     } else {
         format!("cannot read {text:?} as a number")
     }

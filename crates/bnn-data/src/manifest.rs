@@ -38,8 +38,8 @@ struct Manifest {
 pub fn list_named() -> &'static [NamedDataset] {
     static NAMED: OnceLock<Vec<NamedDataset>> = OnceLock::new();
     NAMED.get_or_init(|| {
-        let manifest: Manifest =
-            serde_json::from_str(MANIFEST_JSON).expect("datasets/manifest.json is embedded at build time and must parse");
+        let manifest: Manifest = serde_json::from_str(MANIFEST_JSON)
+            .expect("datasets/manifest.json is embedded at build time and must parse");
         manifest.datasets
     })
 }
@@ -61,11 +61,25 @@ mod tests {
         let names = named_dataset_names();
         assert_eq!(
             names,
-            ["airfoil", "bikesharing", "concrete", "energy", "protein", "yacht", "wine-quality-red"]
+            [
+                "airfoil",
+                "bikesharing",
+                "concrete",
+                "energy",
+                "protein",
+                "yacht",
+                "wine-quality-red"
+            ]
         );
         for d in list_named() {
             assert_eq!(d.sha256.len(), 64, "{}", d.name);
-            assert!(d.sha256.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()), "{}", d.name);
+            assert!(
+                d.sha256
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()),
+                "{}",
+                d.name
+            );
             assert!(d.rows > 0 && d.features > 0, "{}", d.name);
         }
     }

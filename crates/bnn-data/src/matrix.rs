@@ -42,7 +42,11 @@ impl Matrix {
 
     /// A copy of column `j`; columns are strided, so they cannot be borrowed as a slice.
     pub fn column(&self, j: usize) -> Vec<f64> {
-        assert!(j < self.cols, "column {j} out of range for {} columns", self.cols);
+        assert!(
+            j < self.cols,
+            "column {j} out of range for {} columns",
+            self.cols
+        );
         self.iter_rows().map(|r| r[j]).collect()
     }
 

@@ -23,16 +23,32 @@ pub fn require_data_dir(test: &str) -> Option<PathBuf> {
         Ok(dir) => dir,
         Err(e) => {
             let why = match e {
-                DataError::DataDirNotFound { .. } => "no shared/datasets beside the checkout".to_string(),
-                DataError::DataDirInvalid { path } => format!("BNN_DATA_DIR is {}, not a folder", path.display()),
+                DataError::DataDirNotFound { .. } => {
+                    "no shared/datasets beside the checkout".to_string()
+                }
+                DataError::DataDirInvalid { path } => {
+                    format!("BNN_DATA_DIR is {}, not a folder", path.display())
+                }
                 other => other.to_string(),
             };
-            return skip(test, &format!("UCI data not found ({why}): set BNN_DATA_DIR"));
+            return skip(
+                test,
+                &format!("UCI data not found ({why}): set BNN_DATA_DIR"),
+            );
         }
     };
-    if let Some(entry) = list_named().iter().find(|entry| !join_relative(&dir, &entry.file).is_file()) {
+    if let Some(entry) = list_named()
+        .iter()
+        .find(|entry| !join_relative(&dir, &entry.file).is_file())
+    {
         let missing = join_relative(&dir, &entry.file);
-        return skip(test, &format!("UCI data not found ({} is missing): set BNN_DATA_DIR", missing.display()));
+        return skip(
+            test,
+            &format!(
+                "UCI data not found ({} is missing): set BNN_DATA_DIR",
+                missing.display()
+            ),
+        );
     }
     Some(dir)
 }
@@ -51,7 +67,13 @@ pub fn require_fixtures_dir(test: &str) -> Option<PathBuf> {
         },
     };
     if !dir.join("SHA256SUMS").is_file() {
-        return skip(test, &format!("ArviZ fixtures not found ({} has no SHA256SUMS): set BNN_FIXTURES_DIR", dir.display()));
+        return skip(
+            test,
+            &format!(
+                "ArviZ fixtures not found ({} has no SHA256SUMS): set BNN_FIXTURES_DIR",
+                dir.display()
+            ),
+        );
     }
     Some(dir)
 }
@@ -74,7 +96,13 @@ pub fn require_reference_file(test: &str, file: &str) -> Option<PathBuf> {
     };
     let path = dir.join(file);
     if !path.is_file() {
-        return skip(test, &format!("reference table not found ({} is missing): set BNN_REFERENCE_DIR", path.display()));
+        return skip(
+            test,
+            &format!(
+                "reference table not found ({} is missing): set BNN_REFERENCE_DIR",
+                path.display()
+            ),
+        );
     }
     Some(path)
 }
@@ -90,7 +118,12 @@ fn skip(test: &str, reason: &str) -> Option<PathBuf> {
     skip_unless_required(test, reason, data_required(), &mut std::io::stderr().lock())
 }
 
-fn skip_unless_required(test: &str, reason: &str, required: bool, out: &mut dyn Write) -> Option<PathBuf> {
+fn skip_unless_required(
+    test: &str,
+    reason: &str,
+    required: bool,
+    out: &mut dyn Write,
+) -> Option<PathBuf> {
     if required {
         panic!("{test}: {reason} ({REQUIRE_DATA_ENV} is set, so a missing file is a failure)");
     }
@@ -105,13 +138,31 @@ mod tests {
     #[test]
     fn a_skip_says_what_and_why_in_one_line() {
         let mut out = Vec::new();
-        assert_eq!(skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", false, &mut out), None);
-        assert_eq!(String::from_utf8(out).unwrap(), "skipping some_test: UCI data not found: set BNN_DATA_DIR\n");
+        assert_eq!(
+            skip_unless_required(
+                "some_test",
+                "UCI data not found: set BNN_DATA_DIR",
+                false,
+                &mut out
+            ),
+            None
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "skipping some_test: UCI data not found: set BNN_DATA_DIR\n"
+        );
     }
 
     #[test]
-    #[should_panic(expected = "some_test: UCI data not found: set BNN_DATA_DIR (BNN_REQUIRE_DATA is set")]
+    #[should_panic(
+        expected = "some_test: UCI data not found: set BNN_DATA_DIR (BNN_REQUIRE_DATA is set"
+    )]
     fn a_required_skip_is_a_failure() {
-        skip_unless_required("some_test", "UCI data not found: set BNN_DATA_DIR", true, &mut Vec::new());
+        skip_unless_required(
+            "some_test",
+            "UCI data not found: set BNN_DATA_DIR",
+            true,
+            &mut Vec::new(),
+        );
     }
 }

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use crate::csv_loader::{load_csv, CsvOptions};
 use crate::dataset::Dataset;
 use crate::error::DataError;
-use crate::generators::{cos2x, robot_arm_stacked, COS2X_DEFAULT_NOISE_SD, COS2X_DEFAULT_ROWS, ROBOT_ARM_ROWS_PER_PART};
+use crate::generators::{
+    cos2x, robot_arm_stacked, COS2X_DEFAULT_NOISE_SD, COS2X_DEFAULT_ROWS, ROBOT_ARM_ROWS_PER_PART,
+};
 use crate::manifest::{find_named, named_dataset_names, NamedDataset};
 use crate::named::load_named;
 

@@ -24,7 +24,12 @@ pub struct Split {
 }
 
 impl Split {
-    fn from_indices(dataset: &Dataset, train: Vec<usize>, valid: Option<Vec<usize>>, test: Vec<usize>) -> Self {
+    fn from_indices(
+        dataset: &Dataset,
+        train: Vec<usize>,
+        valid: Option<Vec<usize>>,
+        test: Vec<usize>,
+    ) -> Self {
         Split {
             train: dataset.select_rows(&train),
             valid: valid.as_deref().map(|v| dataset.select_rows(v)),
@@ -49,13 +54,21 @@ impl Split {
                 y.data[i * y.cols..(i + 1) * y.cols].copy_from_slice(part.y.row(k));
             }
         }
-        Dataset { x, y, ..self.train.clone() }
+        Dataset {
+            x,
+            y,
+            ..self.train.clone()
+        }
     }
 }
 
 /// Splits off `round(n * test_fraction)` test rows (at least 1) by a permutation seeded with
 /// `seed`; the rest is training data, which must keep at least 2 rows.
-pub fn train_test_split(dataset: &Dataset, test_fraction: f64, seed: u64) -> Result<Split, DataError> {
+pub fn train_test_split(
+    dataset: &Dataset,
+    test_fraction: f64,
+    seed: u64,
+) -> Result<Split, DataError> {
     let sizes = PartSizes::new(dataset, None, test_fraction)?;
     let (train, valid, test) = sizes.assign(seeded_permutation(dataset.n_rows(), seed));
     Ok(Split::from_indices(dataset, train, valid, test))
@@ -82,10 +95,17 @@ pub fn split_at_row(dataset: &Dataset, n_train: usize) -> Result<Split, DataErro
             dataset: dataset.name.clone(),
             rows: n,
             needed: n_train.max(2) + 1,
-            purpose: format!("a split with the first {n_train} rows for training and at least 1 for testing"),
+            purpose: format!(
+                "a split with the first {n_train} rows for training and at least 1 for testing"
+            ),
         });
     }
-    Ok(Split::from_indices(dataset, (0..n_train).collect(), None, (n_train..n).collect()))
+    Ok(Split::from_indices(
+        dataset,
+        (0..n_train).collect(),
+        None,
+        (n_train..n).collect(),
+    ))
 }
 
 /// Row counts of each part, validated before anything is shuffled.
@@ -96,7 +116,11 @@ struct PartSizes {
 }
 
 impl PartSizes {
-    fn new(dataset: &Dataset, valid_fraction: Option<f64>, test_fraction: f64) -> Result<Self, DataError> {
+    fn new(
+        dataset: &Dataset,
+        valid_fraction: Option<f64>,
+        test_fraction: f64,
+    ) -> Result<Self, DataError> {
         check_fraction("test_fraction", test_fraction)?;
         if let Some(v) = valid_fraction {
             check_fraction("valid_fraction", v)?;
@@ -120,12 +144,18 @@ impl PartSizes {
                 rows: n,
                 needed: held_out + 2,
                 purpose: match valid {
-                    Some(v) => format!("{test} test rows, {v} validation rows and at least 2 training rows"),
+                    Some(v) => format!(
+                        "{test} test rows, {v} validation rows and at least 2 training rows"
+                    ),
                     None => format!("{test} test rows and at least 2 training rows"),
                 },
             });
         }
-        Ok(Self { train: n - held_out, valid, test })
+        Ok(Self {
+            train: n - held_out,
+            valid,
+            test,
+        })
     }
 
     /// Deals out a permutation: train first, then validation, then test; each part sorted.
@@ -138,7 +168,11 @@ impl PartSizes {
         let (train, rest) = permutation.split_at(self.train);
         let (valid, test) = rest.split_at(self.valid.unwrap_or(0));
         debug_assert_eq!(test.len(), self.test);
-        (sorted(train), self.valid.map(|_| sorted(valid)), sorted(test))
+        (
+            sorted(train),
+            self.valid.map(|_| sorted(valid)),
+            sorted(test),
+        )
     }
 }
 

@@ -81,7 +81,12 @@ impl Standardizer {
         }
         let (x_mean, x_sd) = column_moments(&data.x);
         let (y_mean, y_sd) = column_moments(&data.y);
-        Ok(Self { x_mean, x_sd, y_mean, y_sd })
+        Ok(Self {
+            x_mean,
+            x_sd,
+            y_mean,
+            y_sd,
+        })
     }
 
     pub fn transform_x(&self, x: &Matrix) -> Matrix {
@@ -94,7 +99,9 @@ impl Standardizer {
 
     /// Standardized target values (or predictive means) back to original units.
     pub fn inverse_y_mean(&self, values: &Matrix) -> Matrix {
-        map_columns(values, &self.y_mean, &self.y_sd, |v, mean, sd| v * sd + mean)
+        map_columns(values, &self.y_mean, &self.y_sd, |v, mean, sd| {
+            v * sd + mean
+        })
     }
 
     /// Standardized spreads (predictive or noise standard deviations) back to original units;
@@ -113,20 +120,34 @@ impl Standardizer {
 }
 
 /// Standardizes every part of `split` with statistics from `source`.
-pub fn standardize_split(split: &Split, source: StatsSource) -> Result<(StandardizedSplit, Standardizer), DataError> {
+pub fn standardize_split(
+    split: &Split,
+    source: StatsSource,
+) -> Result<(StandardizedSplit, Standardizer), DataError> {
     scale_split(split, source, false)
 }
 
 /// As [`standardize_split`] for the features only: the targets are class labels and stay as
 /// they are (the standardizer's target map is the identity).
-pub fn standardize_features_only(split: &Split, source: StatsSource) -> Result<(StandardizedSplit, Standardizer), DataError> {
+pub fn standardize_features_only(
+    split: &Split,
+    source: StatsSource,
+) -> Result<(StandardizedSplit, Standardizer), DataError> {
     scale_split(split, source, true)
 }
 
-fn scale_split(split: &Split, source: StatsSource, keep_targets: bool) -> Result<(StandardizedSplit, Standardizer), DataError> {
+fn scale_split(
+    split: &Split,
+    source: StatsSource,
+    keep_targets: bool,
+) -> Result<(StandardizedSplit, Standardizer), DataError> {
     let mut standardizer = match source {
-        StatsSource::TrainingSplit => Standardizer::fit_dataset(&split.train, "the training split")?,
-        StatsSource::FullData => Standardizer::fit_dataset(&split.original_rows(), "the full dataset")?,
+        StatsSource::TrainingSplit => {
+            Standardizer::fit_dataset(&split.train, "the training split")?
+        }
+        StatsSource::FullData => {
+            Standardizer::fit_dataset(&split.original_rows(), "the full dataset")?
+        }
     };
     if keep_targets {
         standardizer.y_mean.fill(0.0);
@@ -134,7 +155,10 @@ fn scale_split(split: &Split, source: StatsSource, keep_targets: bool) -> Result
     }
     let standardized = StandardizedSplit {
         train: standardizer.transform_dataset(&split.train),
-        valid: split.valid.as_ref().map(|v| standardizer.transform_dataset(v)),
+        valid: split
+            .valid
+            .as_ref()
+            .map(|v| standardizer.transform_dataset(v)),
         test: standardizer.transform_dataset(&split.test),
     };
     Ok((standardized, standardizer))

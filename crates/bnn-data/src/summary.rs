@@ -68,7 +68,10 @@ pub fn describe(dataset: &Dataset) -> DatasetSummary {
             values.sort_by(f64::total_cmp);
             TargetQuantiles {
                 name: name.clone(),
-                quantiles: SUMMARY_QUANTILES.iter().map(|&p| (p, quantile_of_sorted(&values, p))).collect(),
+                quantiles: SUMMARY_QUANTILES
+                    .iter()
+                    .map(|&p| (p, quantile_of_sorted(&values, p)))
+                    .collect(),
             }
         })
         .collect();
@@ -105,7 +108,13 @@ impl fmt::Display for DatasetSummary {
         writeln!(f, "targets   {}", self.targets)?;
         writeln!(f)?;
 
-        let name_width = self.columns.iter().map(|c| c.name.chars().count()).max().unwrap_or(0).max(6);
+        let name_width = self
+            .columns
+            .iter()
+            .map(|c| c.name.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(6);
         writeln!(
             f,
             "{:<7}  {:<name_width$}  {:>12}  {:>12}  {:>12}  {:>12}",

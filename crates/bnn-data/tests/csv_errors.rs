@@ -26,22 +26,51 @@ fn load_err(contents: &str) -> (DataError, String, PathBuf, tempfile::TempDir) {
 #[test]
 fn ragged_row_names_line_and_counts() {
     let (err, message, ..) = load_err("a,b,y\n1,2,3\n4,5\n");
-    assert!(matches!(err, DataError::RaggedRow { line: 3, expected: 3, found: 2, .. }), "{err:?}");
-    assert!(message.contains("line 3") && message.contains("expected 3 fields") && message.contains("found 2"));
+    assert!(
+        matches!(
+            err,
+            DataError::RaggedRow {
+                line: 3,
+                expected: 3,
+                found: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        message.contains("line 3")
+            && message.contains("expected 3 fields")
+            && message.contains("found 2")
+    );
 }
 
 #[test]
 fn non_numeric_cell_shows_text_line_and_column() {
     let (err, message, ..) = load_err("a,b,y\n1,2,3\n4,abc,6\n");
-    assert!(matches!(err, DataError::NonNumeric { line: 3, column: 2, .. }), "{err:?}");
-    assert!(message.contains("line 3") && message.contains("column 2") && message.contains("\"b\""));
+    assert!(
+        matches!(
+            err,
+            DataError::NonNumeric {
+                line: 3,
+                column: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        message.contains("line 3") && message.contains("column 2") && message.contains("\"b\"")
+    );
     assert!(message.contains("\"abc\""), "{message}");
 }
 
 #[test]
 fn empty_cell_is_called_empty() {
     let (err, message, ..) = load_err("a,b,y\n1,,3\n4,5,6\n");
-    assert!(matches!(err, DataError::NonNumeric { line: 2, column: 2, ref text, .. } if text.is_empty()));
+    assert!(
+        matches!(err, DataError::NonNumeric { line: 2, column: 2, ref text, .. } if text.is_empty())
+    );
     assert!(message.contains("empty"), "{message}");
 }
 
@@ -49,8 +78,21 @@ fn empty_cell_is_called_empty() {
 fn nan_and_infinite_cells_are_rejected() {
     for bad in ["NaN", "inf", "-Infinity"] {
         let (err, message, ..) = load_err(&format!("a,y\n1,2\n{bad},3\n"));
-        assert!(matches!(err, DataError::NonFinite { line: 3, column: 1, .. }), "{bad}: {err:?}");
-        assert!(message.contains("NaN or infinite") && message.contains(bad), "{message}");
+        assert!(
+            matches!(
+                err,
+                DataError::NonFinite {
+                    line: 3,
+                    column: 1,
+                    ..
+                }
+            ),
+            "{bad}: {err:?}"
+        );
+        assert!(
+            message.contains("NaN or infinite") && message.contains(bad),
+            "{message}"
+        );
     }
 }
 
@@ -66,7 +108,10 @@ fn empty_file_and_blank_file_are_rejected() {
 #[test]
 fn header_only_file_is_rejected() {
     let (err, message, ..) = load_err("a,b,y\n\n");
-    assert!(matches!(err, DataError::NoDataRows { header_line: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, DataError::NoDataRows { header_line: 1, .. }),
+        "{err:?}"
+    );
     assert!(message.contains("no data rows"));
 }
 
@@ -77,10 +122,15 @@ fn constant_feature_and_constant_target_are_named() {
         matches!(err, DataError::ConstantColumn { role: ColumnRole::Feature, column: 2, ref name, .. } if name == "b"),
         "{err:?}"
     );
-    assert!(message.contains("\"b\"") && message.contains("divide by zero"), "{message}");
+    assert!(
+        message.contains("\"b\"") && message.contains("divide by zero"),
+        "{message}"
+    );
 
     let (err, message, ..) = load_err("a,b,y\n1,7,3\n2,8,3\n");
-    assert!(matches!(err, DataError::ConstantColumn { role: ColumnRole::Target, ref name, .. } if name == "y"));
+    assert!(
+        matches!(err, DataError::ConstantColumn { role: ColumnRole::Target, ref name, .. } if name == "y")
+    );
     assert!(message.contains("target column"), "{message}");
 }
 
@@ -94,7 +144,10 @@ fn unknown_target_lists_available_columns() {
     let err = load_csv(&path, &opts).unwrap_err();
     let message = err.to_string();
     assert!(matches!(err, DataError::UnknownTarget { .. }), "{err:?}");
-    assert!(message.contains("\"price\"") && message.contains("\"a\", \"b\", \"y\""), "{message}");
+    assert!(
+        message.contains("\"price\"") && message.contains("\"a\", \"b\", \"y\""),
+        "{message}"
+    );
 }
 
 #[test]
@@ -110,7 +163,17 @@ fn duplicate_header_names_both_columns() {
 #[test]
 fn empty_header_name_is_rejected() {
     let (err, message, ..) = load_err("a,,y\n1,2,3\n4,5,7\n");
-    assert!(matches!(err, DataError::EmptyColumnName { line: 1, column: 2, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            DataError::EmptyColumnName {
+                line: 1,
+                column: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(message.contains("column 2"));
 }
 
@@ -125,12 +188,25 @@ fn target_lists_that_cannot_work_are_named() {
     let (_dir, path) = write_temp(b"a,b,y\n1,2,3\n4,5,7\n");
     let with = |names: &[&str]| {
         let target = TargetColumn::Columns(names.iter().map(|n| n.to_string()).collect());
-        load_csv(&path, &CsvOptions { target, ..CsvOptions::default() }).unwrap_err()
+        load_csv(
+            &path,
+            &CsvOptions {
+                target,
+                ..CsvOptions::default()
+            },
+        )
+        .unwrap_err()
     };
     let err = with(&["y", "b", "y"]);
-    assert!(matches!(err, DataError::RepeatedTarget { ref target, .. } if target == "y"), "{err:?}");
+    assert!(
+        matches!(err, DataError::RepeatedTarget { ref target, .. } if target == "y"),
+        "{err:?}"
+    );
     let err = with(&["y", "nope"]);
-    assert!(matches!(err, DataError::UnknownTarget { ref target, .. } if target == "nope"), "{err:?}");
+    assert!(
+        matches!(err, DataError::UnknownTarget { ref target, .. } if target == "nope"),
+        "{err:?}"
+    );
     assert!(matches!(with(&[]), DataError::NoTargetColumns { .. }));
     let err = with(&["a", "b", "y"]);
     assert!(matches!(err, DataError::NoFeatureColumns { .. }), "{err:?}");
@@ -140,7 +216,10 @@ fn target_lists_that_cannot_work_are_named() {
 #[test]
 fn unterminated_quote_names_line() {
     let (err, message, ..) = load_err("\"a,b,y\n1,2,3\n");
-    assert!(matches!(err, DataError::UnterminatedQuote { line: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, DataError::UnterminatedQuote { line: 1, .. }),
+        "{err:?}"
+    );
     assert!(message.contains("line 1"));
 }
 
@@ -163,5 +242,15 @@ fn missing_file_is_an_io_error_naming_the_path() {
 #[test]
 fn line_numbers_count_skipped_blank_lines() {
     let (err, ..) = load_err("\na,y\n\n1,2\n\n3,x\n");
-    assert!(matches!(err, DataError::NonNumeric { line: 6, column: 2, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            DataError::NonNumeric {
+                line: 6,
+                column: 2,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }

@@ -24,7 +24,10 @@ fn comma_file_with_crlf_and_bom_loads_target_last() {
 
 #[test]
 fn whitespace_separated_file_with_ragged_spacing() {
-    let (_dir, path) = write_temp("yacht.data", "lcb  cp\tfroude y\n-2.3 0.568  0.125 0.11 \n-2.4\t0.569 0.150 0.27\n\n");
+    let (_dir, path) = write_temp(
+        "yacht.data",
+        "lcb  cp\tfroude y\n-2.3 0.568  0.125 0.11 \n-2.4\t0.569 0.150 0.27\n\n",
+    );
     let d = load_csv(&path, &CsvOptions::default()).unwrap();
     assert_eq!(d.feature_names, ["lcb", "cp", "froude"]);
     assert_eq!(d.x.row(1), &[-2.4, 0.569, 0.15]);
@@ -45,7 +48,10 @@ fn semicolon_file_with_quoted_header() {
 
 #[test]
 fn named_target_in_the_middle_is_removed_from_features() {
-    let (_dir, path) = write_temp("casp.csv", "\"F1\",\"RMSD\",\"F2\"\n10,1.5,100\n20,2.5,200\n30,3.5,300\n");
+    let (_dir, path) = write_temp(
+        "casp.csv",
+        "\"F1\",\"RMSD\",\"F2\"\n10,1.5,100\n20,2.5,200\n30,3.5,300\n",
+    );
     let opts = CsvOptions {
         target: TargetColumn::Named("RMSD".into()),
         ..CsvOptions::default()
@@ -53,7 +59,10 @@ fn named_target_in_the_middle_is_removed_from_features() {
     let d = load_csv(&path, &opts).unwrap();
     assert_eq!(d.feature_names, ["F1", "F2"]);
     assert_eq!(d.target_names, ["RMSD"]);
-    assert_eq!(d.x, Matrix::new(3, 2, vec![10.0, 100.0, 20.0, 200.0, 30.0, 300.0]));
+    assert_eq!(
+        d.x,
+        Matrix::new(3, 2, vec![10.0, 100.0, 20.0, 200.0, 30.0, 300.0])
+    );
     assert_eq!(d.y.column(0), vec![1.5, 2.5, 3.5]);
 }
 
@@ -73,7 +82,10 @@ fn named_target_in_first_column() {
 #[test]
 fn several_named_targets_become_y_columns_in_the_order_given() {
     // Targets listed against the file's column order; the features keep theirs.
-    let (_dir, path) = write_temp("arm.csv", "y2,x1,y1,x2\n0.5,1,10,2\n0.6,3,30,4\n0.7,5,50,6\n");
+    let (_dir, path) = write_temp(
+        "arm.csv",
+        "y2,x1,y1,x2\n0.5,1,10,2\n0.6,3,30,4\n0.7,5,50,6\n",
+    );
     let opts = CsvOptions {
         target: TargetColumn::from_names(&["y1".to_string(), "y2".to_string()]),
         ..CsvOptions::default()
@@ -81,10 +93,16 @@ fn several_named_targets_become_y_columns_in_the_order_given() {
     let d = load_csv(&path, &opts).unwrap();
     assert_eq!(d.target_names, ["y1", "y2"]);
     assert_eq!(d.feature_names, ["x1", "x2"]);
-    assert_eq!(d.y, Matrix::new(3, 2, vec![10.0, 0.5, 30.0, 0.6, 50.0, 0.7]));
+    assert_eq!(
+        d.y,
+        Matrix::new(3, 2, vec![10.0, 0.5, 30.0, 0.6, 50.0, 0.7])
+    );
     assert_eq!(d.x, Matrix::new(3, 2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]));
     assert_eq!(TargetColumn::from_names(&[]), TargetColumn::Last);
-    assert_eq!(TargetColumn::from_names(&["y".to_string()]), TargetColumn::Named("y".into()));
+    assert_eq!(
+        TargetColumn::from_names(&["y".to_string()]),
+        TargetColumn::Named("y".into())
+    );
 }
 
 #[test]

@@ -8,7 +8,10 @@ use bnn_data::{
 fn benchmark_and_generator_names_resolve() {
     assert!(matches!(DatasetSpec::parse("protein"), Ok(DatasetSpec::Named(e)) if e.rows == 45730));
     assert_eq!(DatasetSpec::parse("cos2x").unwrap(), DatasetSpec::Cos2x);
-    assert_eq!(DatasetSpec::parse("robot-arm").unwrap(), DatasetSpec::RobotArm);
+    assert_eq!(
+        DatasetSpec::parse("robot-arm").unwrap(),
+        DatasetSpec::RobotArm
+    );
     assert_eq!(load_dataset("cos2x").unwrap().n_rows(), COS2X_DEFAULT_ROWS);
 }
 
@@ -31,7 +34,10 @@ fn existing_path_loads_as_csv() {
     let path = dir.path().join("mine.csv");
     std::fs::write(&path, "a,y\n1,2\n3,5\n").unwrap();
     let spec = path.to_str().unwrap();
-    assert_eq!(DatasetSpec::parse(spec).unwrap(), DatasetSpec::CsvFile(path.clone()));
+    assert_eq!(
+        DatasetSpec::parse(spec).unwrap(),
+        DatasetSpec::CsvFile(path.clone())
+    );
     assert_eq!(load_dataset(spec).unwrap().name, "mine");
 }
 

@@ -1,11 +1,16 @@
 //! Synthetic data: shapes, ranges, noise level and seed determinism.
 
-use bnn_data::{cos2x, robot_arm, robot_arm_stacked, DataError, ROBOT_ARM_NOISE_SD, ROBOT_ARM_ROWS_PER_PART};
+use bnn_data::{
+    cos2x, robot_arm, robot_arm_stacked, DataError, ROBOT_ARM_NOISE_SD, ROBOT_ARM_ROWS_PER_PART,
+};
 
 fn mean_and_sd(values: &[f64]) -> (f64, f64) {
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
-    (mean, (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt())
+    (
+        mean,
+        (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt(),
+    )
 }
 
 #[test]
@@ -24,14 +29,25 @@ fn cos2x_noise_has_the_requested_sd() {
     // 0.1, an error of 0.216) is 300 standard errors away.
     let (n, s) = (10_000, 0.1);
     let d = cos2x(n, s, 17).unwrap();
-    let residuals: Vec<f64> = d.x.data.iter().zip(&d.y.data).map(|(x, y)| y - (2.0 * x).cos()).collect();
+    let residuals: Vec<f64> =
+        d.x.data
+            .iter()
+            .zip(&d.y.data)
+            .map(|(x, y)| y - (2.0 * x).cos())
+            .collect();
     let (mean, sd) = mean_and_sd(&residuals);
     let n = n as f64;
     assert!(mean.abs() < 5.0 * s / n.sqrt(), "residual mean {mean}");
-    assert!((sd - s).abs() < 5.0 * s / (2.0 * n).sqrt(), "residual sd {sd}");
+    assert!(
+        (sd - s).abs() < 5.0 * s / (2.0 * n).sqrt(),
+        "residual sd {sd}"
+    );
     // x ~ U(0, 4): mean 2, sd 4/sqrt(12); same 5-standard-error rule.
     let (x_mean, _) = mean_and_sd(&d.x.data);
-    assert!((x_mean - 2.0).abs() < 5.0 * (4.0 / 12f64.sqrt()) / n.sqrt(), "x mean {x_mean}");
+    assert!(
+        (x_mean - 2.0).abs() < 5.0 * (4.0 / 12f64.sqrt()) / n.sqrt(),
+        "x mean {x_mean}"
+    );
 }
 
 #[test]
@@ -42,7 +58,10 @@ fn cos2x_is_deterministic_per_seed() {
 
 #[test]
 fn cos2x_rejects_bad_parameters() {
-    assert!(matches!(cos2x(0, 0.1, 0), Err(DataError::InvalidParameter { .. })));
+    assert!(matches!(
+        cos2x(0, 0.1, 0),
+        Err(DataError::InvalidParameter { .. })
+    ));
     for bad in [-0.1, f64::NAN, f64::INFINITY] {
         let err = cos2x(10, bad, 0).unwrap_err();
         assert!(err.to_string().contains("noise_sd"), "{err}");
@@ -59,14 +78,19 @@ fn cos2x_rejects_bad_parameters() {
 fn robot_arm_shapes_and_input_ranges() {
     let (train, test) = robot_arm(0);
     for d in [&train, &test] {
-        assert_eq!((d.n_rows(), d.n_features(), d.n_targets()), (ROBOT_ARM_ROWS_PER_PART, 2, 2));
+        assert_eq!(
+            (d.n_rows(), d.n_features(), d.n_targets()),
+            (ROBOT_ARM_ROWS_PER_PART, 2, 2)
+        );
         for row in d.x.iter_rows() {
             assert!((0.453..1.932).contains(&row[0].abs()), "x1 = {}", row[0]);
             assert!((0.534..3.142).contains(&row[1]), "x2 = {}", row[1]);
         }
     }
     // Both halves of the x1 domain are used: P(all 200 on one side) = 2^-199.
-    assert!(train.x.column(0).iter().any(|&v| v < 0.0) && train.x.column(0).iter().any(|&v| v > 0.0));
+    assert!(
+        train.x.column(0).iter().any(|&v| v < 0.0) && train.x.column(0).iter().any(|&v| v > 0.0)
+    );
 }
 
 #[test]
@@ -82,7 +106,10 @@ fn robot_arm_targets_follow_the_kinematics_with_the_stated_noise() {
     let (mean, sd) = mean_and_sd(&residuals);
     let s = ROBOT_ARM_NOISE_SD;
     assert!(mean.abs() < 5.0 * s / n.sqrt(), "residual mean {mean}");
-    assert!((sd - s).abs() < 5.0 * s / (2.0 * n).sqrt(), "residual sd {sd}");
+    assert!(
+        (sd - s).abs() < 5.0 * s / (2.0 * n).sqrt(),
+        "residual sd {sd}"
+    );
 }
 
 #[test]

@@ -11,14 +11,21 @@ use bnn_data::{list_named, load_named, load_named_from, require_data_dir, sha256
 
 #[test]
 fn every_named_dataset_loads_with_the_manifest_shape() {
-    let Some(dir) = require_data_dir("every_named_dataset_loads_with_the_manifest_shape") else { return };
+    let Some(dir) = require_data_dir("every_named_dataset_loads_with_the_manifest_shape") else {
+        return;
+    };
     for entry in list_named() {
         let d = load_named_from(&dir, &entry.name).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(d.name, entry.name);
         assert_eq!(d.n_rows(), entry.rows, "{}", entry.name);
         assert_eq!(d.n_features(), entry.features, "{}", entry.name);
         assert_eq!(d.feature_names.len(), entry.features);
-        assert_eq!(d.target_names, std::slice::from_ref(&entry.target), "{}", entry.name);
+        assert_eq!(
+            d.target_names,
+            std::slice::from_ref(&entry.target),
+            "{}",
+            entry.name
+        );
         assert!(!d.feature_names.contains(&entry.target));
         assert!(Path::new(&d.source).ends_with(&entry.file), "{}", d.source);
     }
@@ -26,7 +33,9 @@ fn every_named_dataset_loads_with_the_manifest_shape() {
 
 #[test]
 fn airfoil_first_row_has_the_published_values() {
-    let Some(dir) = require_data_dir("airfoil_first_row_has_the_published_values") else { return };
+    let Some(dir) = require_data_dir("airfoil_first_row_has_the_published_values") else {
+        return;
+    };
     let d = load_named_from(&dir, "airfoil").unwrap();
     // First line of UCI's airfoil_self_noise.dat: 800 0 0.3048 71.3 0.00266337 126.201
     assert_eq!(d.x.row(0), &[800.0, 0.0, 0.3048, 71.3, 0.00266337]);
@@ -44,7 +53,9 @@ fn load_named_finds_the_data_folder_by_itself() {
 
 #[test]
 fn corrupted_copy_fails_the_checksum() {
-    let Some(dir) = require_data_dir("corrupted_copy_fails_the_checksum") else { return };
+    let Some(dir) = require_data_dir("corrupted_copy_fails_the_checksum") else {
+        return;
+    };
     let entry = list_named().iter().find(|d| d.name == "yacht").unwrap();
     let original = std::fs::read_to_string(dir.join("yacht").join("yacht.csv")).unwrap();
     // Change one value; the file still parses, so only the checksum can catch it.
@@ -59,14 +70,21 @@ fn corrupted_copy_fails_the_checksum() {
     let err = load_named_from(tmp.path(), "yacht").unwrap_err();
     let actual = sha256_file(&copy).unwrap();
     match &err {
-        DataError::ChecksumMismatch { expected, actual: found, .. } => {
+        DataError::ChecksumMismatch {
+            expected,
+            actual: found,
+            ..
+        } => {
             assert_eq!(expected, &entry.sha256);
             assert_eq!(found, &actual);
         }
         other => panic!("expected a checksum error, got {other:?}"),
     }
     let message = err.to_string();
-    assert!(message.contains(&entry.sha256) && message.contains(&actual), "{message}");
+    assert!(
+        message.contains(&entry.sha256) && message.contains(&actual),
+        "{message}"
+    );
 }
 
 #[test]
@@ -75,7 +93,11 @@ fn missing_file_says_how_to_get_it() {
     let err = load_named_from(tmp.path(), "concrete").unwrap_err();
     assert!(matches!(err, DataError::DataFileMissing { .. }), "{err:?}");
     let message = err.to_string();
-    assert!(message.contains("concrete.csv") && message.contains("fetch.py") && message.contains("BNN_DATA_DIR"));
+    assert!(
+        message.contains("concrete.csv")
+            && message.contains("fetch.py")
+            && message.contains("BNN_DATA_DIR")
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Seeded splits: sizes, partition property, determinism and the failure cases.
 
 use bnn_data::{
-    split_at_row, train_test_split, train_valid_test_split, DataError, Dataset, Matrix, Split, DEFAULT_TEST_FRACTION,
+    split_at_row, train_test_split, train_valid_test_split, DataError, Dataset, Matrix, Split,
+    DEFAULT_TEST_FRACTION,
 };
 
 /// `n` rows with x = (i, i²) and y = 3i + 1, so every row is identifiable by its values.
@@ -27,7 +28,11 @@ fn assert_partition(split: &Split, n: usize) {
         .copied()
         .collect();
     all.sort_unstable();
-    assert_eq!(all, (0..n).collect::<Vec<_>>(), "parts must be disjoint and cover every row");
+    assert_eq!(
+        all,
+        (0..n).collect::<Vec<_>>(),
+        "parts must be disjoint and cover every row"
+    );
 }
 
 fn assert_rows_match_indices(part: &Dataset, indices: &[usize], whole: &Dataset) {
@@ -56,8 +61,15 @@ fn parts_are_disjoint_cover_all_rows_and_carry_the_right_rows() {
     assert_rows_match_indices(&split.train, &split.train_indices, &data);
     assert_rows_match_indices(split.valid.as_ref().unwrap(), &split.valid_indices, &data);
     assert_rows_match_indices(&split.test, &split.test_indices, &data);
-    for indices in [&split.train_indices, &split.valid_indices, &split.test_indices] {
-        assert!(indices.windows(2).all(|w| w[0] < w[1]), "rows keep their original order");
+    for indices in [
+        &split.train_indices,
+        &split.valid_indices,
+        &split.test_indices,
+    ] {
+        assert!(
+            indices.windows(2).all(|w| w[0] < w[1]),
+            "rows keep their original order"
+        );
     }
 }
 
@@ -65,7 +77,11 @@ fn parts_are_disjoint_cover_all_rows_and_carry_the_right_rows() {
 fn train_valid_test_sizes() {
     let split = train_valid_test_split(&numbered(100), 0.1, 0.2, 0).unwrap();
     assert_eq!(
-        (split.train.n_rows(), split.valid.as_ref().unwrap().n_rows(), split.test.n_rows()),
+        (
+            split.train.n_rows(),
+            split.valid.as_ref().unwrap().n_rows(),
+            split.test.n_rows()
+        ),
         (70, 10, 20)
     );
 }
@@ -93,11 +109,31 @@ fn tiny_datasets_keep_one_test_row_and_two_training_rows() {
     assert_eq!((split.train.n_rows(), split.test.n_rows()), (2, 1));
 
     let err = train_test_split(&numbered(2), 0.2, 0).unwrap_err();
-    assert!(matches!(err, DataError::TooFewRows { rows: 2, needed: 3, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            DataError::TooFewRows {
+                rows: 2,
+                needed: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("\"numbered\" has 2 rows"), "{err}");
 
     let err = train_valid_test_split(&numbered(3), 0.1, 0.1, 0).unwrap_err();
-    assert!(matches!(err, DataError::TooFewRows { rows: 3, needed: 4, .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            DataError::TooFewRows {
+                rows: 3,
+                needed: 4,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[test]
@@ -105,7 +141,16 @@ fn fractions_outside_the_open_unit_interval_are_rejected() {
     let data = numbered(50);
     for bad in [0.0, 1.0, -0.2, 1.5, f64::NAN] {
         let err = train_test_split(&data, bad, 0).unwrap_err();
-        assert!(matches!(err, DataError::InvalidParameter { name: "test_fraction", .. }), "{bad}: {err:?}");
+        assert!(
+            matches!(
+                err,
+                DataError::InvalidParameter {
+                    name: "test_fraction",
+                    ..
+                }
+            ),
+            "{bad}: {err:?}"
+        );
     }
     let err = train_valid_test_split(&data, 0.5, 0.5, 0).unwrap_err();
     assert!(matches!(err, DataError::InvalidParameter { .. }), "{err:?}");
@@ -119,8 +164,14 @@ fn split_at_row_uses_leading_rows_for_training() {
     assert_eq!(split.train_indices, (0..7).collect::<Vec<_>>());
     assert_eq!(split.test_indices, vec![7, 8, 9]);
     assert_rows_match_indices(&split.test, &split.test_indices, &data);
-    assert!(matches!(split_at_row(&data, 10), Err(DataError::TooFewRows { .. })));
-    assert!(matches!(split_at_row(&data, 1), Err(DataError::TooFewRows { .. })));
+    assert!(matches!(
+        split_at_row(&data, 10),
+        Err(DataError::TooFewRows { .. })
+    ));
+    assert!(matches!(
+        split_at_row(&data, 1),
+        Err(DataError::TooFewRows { .. })
+    ));
 }
 
 #[test]

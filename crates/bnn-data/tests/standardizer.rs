@@ -1,8 +1,8 @@
 //! Standardization: zero mean and unit sd on the fitting rows, exact inverses, both stats sources.
 
 use bnn_data::{
-    split_at_row, standardize_split, train_test_split, ColumnRole, DataError, Dataset, Matrix, Standardizer,
-    StatsSource,
+    split_at_row, standardize_split, train_test_split, ColumnRole, DataError, Dataset, Matrix,
+    Standardizer, StatsSource,
 };
 
 /// Deterministic, irregular data: two features and two targets on different scales.
@@ -13,7 +13,9 @@ fn irregular(n: usize) -> Dataset {
             [1000.0 + 37.0 * (t * 0.7).sin(), 0.001 * t * t]
         })
         .collect();
-    let y = (0..n).flat_map(|i| [(i as f64).sqrt() * 5.0 - 3.0, ((i * 7) % 11) as f64]).collect();
+    let y = (0..n)
+        .flat_map(|i| [(i as f64).sqrt() * 5.0 - 3.0, ((i * 7) % 11) as f64])
+        .collect();
     Dataset {
         name: "irregular".into(),
         source: "test".into(),
@@ -31,7 +33,10 @@ fn moments(m: &Matrix) -> Vec<(f64, f64)> {
             let c = m.column(j);
             let n = c.len() as f64;
             let mean = c.iter().sum::<f64>() / n;
-            (mean, (c.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt())
+            (
+                mean,
+                (c.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n).sqrt(),
+            )
         })
         .collect()
 }
@@ -114,7 +119,10 @@ fn constant_training_column_is_an_error_naming_it() {
         "{err:?}"
     );
     let message = err.to_string();
-    assert!(message.contains("\"b\"") && message.contains("training split"), "{message}");
+    assert!(
+        message.contains("\"b\"") && message.contains("training split"),
+        "{message}"
+    );
     assert!(standardize_split(&split, StatsSource::FullData).is_ok());
 }
 
@@ -123,7 +131,10 @@ fn equal_values_with_rounding_still_count_as_zero_spread() {
     // 0.1 three times has a rounded mean != 0.1, so a naive sd check would see ~1e-17.
     let x = Matrix::new(3, 1, vec![0.1, 0.1, 0.1]);
     let y = Matrix::new(3, 1, vec![1.0, 2.0, 3.0]);
-    assert!(matches!(Standardizer::fit(&x, &y), Err(DataError::ZeroSpread { .. })));
+    assert!(matches!(
+        Standardizer::fit(&x, &y),
+        Err(DataError::ZeroSpread { .. })
+    ));
 }
 
 #[test]

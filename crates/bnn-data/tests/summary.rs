@@ -41,7 +41,17 @@ fn target_quantiles_interpolate() {
 #[test]
 fn table_names_every_column_and_statistic() {
     let text = describe(&small()).to_string();
-    for needle in ["small", "test.csv", "rows      5", "width", "price", "mean", "sd", "50%", "48.0000"] {
+    for needle in [
+        "small",
+        "test.csv",
+        "rows      5",
+        "width",
+        "price",
+        "mean",
+        "sd",
+        "50%",
+        "48.0000",
+    ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
 }

@@ -3,8 +3,8 @@
 //! Every function takes the draws of one scalar parameter, one slice per chain, and returns NaN
 //! for fewer than 4 draws per chain or any NaN draw. One chain is enough.
 
-use crate::chain_matrix::ChainMatrix;
 use crate::autocovariance::{fft_size_for, single_chain_lags, PooledAutocovariance};
+use crate::chain_matrix::ChainMatrix;
 use crate::fft::Radix2Fft;
 use crate::geyer_ess::{constant_shortcut, geyer_ess, geyer_ess_from_lags};
 use crate::quantile_type7::quantile_type7_sorted;
@@ -104,9 +104,18 @@ pub fn ess_identity_each<C: AsRef<[f64]>>(series: &[C]) -> Vec<f64> {
     let fft = Radix2Fft::new(fft_size_for(n));
     let mut buffer = Vec::new();
     for pair in slow.chunks(2) {
-        let (lags_a, lags_b) = single_chain_lags(&pair[0].1, pair.get(1).map(|(_, b)| b.as_slice()), &fft, &mut buffer);
-        for ((index, _), lags) in pair.iter().zip([Some(lags_a), lags_b].into_iter().flatten()) {
-            ess[*index] = geyer_ess_from_lags(1, n, 0.0, |lag| lags.get(lag).copied()).unwrap_or(f64::NAN);
+        let (lags_a, lags_b) = single_chain_lags(
+            &pair[0].1,
+            pair.get(1).map(|(_, b)| b.as_slice()),
+            &fft,
+            &mut buffer,
+        );
+        for ((index, _), lags) in pair
+            .iter()
+            .zip([Some(lags_a), lags_b].into_iter().flatten())
+        {
+            ess[*index] =
+                geyer_ess_from_lags(1, n, 0.0, |lag| lags.get(lag).copied()).unwrap_or(f64::NAN);
         }
     }
     ess
@@ -197,7 +206,10 @@ mod tests {
             if expected.is_nan() {
                 assert!(got.is_nan(), "series {k}: {got} for NaN");
             } else {
-                assert!((got / expected - 1.0).abs() < 1e-9, "series {k}: {got} vs {expected}");
+                assert!(
+                    (got / expected - 1.0).abs() < 1e-9,
+                    "series {k}: {got} vs {expected}"
+                );
             }
         }
         assert!(each[3] < 100.0, "φ = 0.99 must mix slowly: {}", each[3]);

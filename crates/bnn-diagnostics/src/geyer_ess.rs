@@ -26,7 +26,11 @@ pub(crate) fn geyer_ess(y: &ChainMatrix) -> f64 {
         return total_draws;
     }
     let mut autocovariance = PooledAutocovariance::new(y);
-    let between_chain_variance = if y.n_chains() > 1 { variance(autocovariance.chain_means(), 1) } else { 0.0 };
+    let between_chain_variance = if y.n_chains() > 1 {
+        variance(autocovariance.chain_means(), 1)
+    } else {
+        0.0
+    };
     let lags = |lag: usize| Some(autocovariance.at(lag));
     geyer_ess_from_lags(y.n_chains(), y.n_draws(), between_chain_variance, lags).unwrap_or(f64::NAN)
 }

@@ -44,7 +44,8 @@ pub use chainwise_rhat::{
 };
 pub use cumulative_lppd::{cumulative_lppd_trace, CumulativeLppd};
 pub use ess::{
-    ess_bulk, ess_identity, ess_identity_each, ess_mean, ess_quantile, ess_sd, ess_tail, TAIL_PROBABILITIES,
+    ess_bulk, ess_identity, ess_identity_each, ess_mean, ess_quantile, ess_sd, ess_tail,
+    TAIL_PROBABILITIES,
 };
 pub use long_draws_csv::{parse_long_draws_csv, read_long_draws_csv, DrawsCsvError, LongDraws};
 pub use lppd_convergence::LppdConvergence;

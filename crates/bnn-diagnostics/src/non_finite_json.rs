@@ -13,7 +13,10 @@ pub fn serialize_non_finite<S: Serializer>(value: &f64, serializer: S) -> Result
 }
 
 /// Serializes a list of values each as [`serialize_non_finite`] does.
-pub fn serialize_non_finite_slice<S: Serializer>(values: &[f64], serializer: S) -> Result<S::Ok, S::Error> {
+pub fn serialize_non_finite_slice<S: Serializer>(
+    values: &[f64],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeSeq;
     struct One(f64);
     impl serde::Serialize for One {
@@ -54,11 +57,20 @@ mod tests {
 
     #[test]
     fn numbers_null_and_inf_strings_round_trip() {
-        let text = serde_json::to_string(&Row { value: f64::INFINITY, values: vec![1.5, f64::NAN, f64::NEG_INFINITY] }).unwrap();
+        let text = serde_json::to_string(&Row {
+            value: f64::INFINITY,
+            values: vec![1.5, f64::NAN, f64::NEG_INFINITY],
+        })
+        .unwrap();
         assert_eq!(text, r#"{"value":"inf","values":[1.5,null,"-inf"]}"#);
         let back: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(non_finite_from_json(&back["value"]), Some(f64::INFINITY));
-        let values: Vec<Option<f64>> = back["values"].as_array().unwrap().iter().map(non_finite_from_json).collect();
+        let values: Vec<Option<f64>> = back["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(non_finite_from_json)
+            .collect();
         assert_eq!((values[0], values[2]), (Some(1.5), Some(f64::NEG_INFINITY)));
         assert!(values[1].unwrap().is_nan());
         assert_eq!(non_finite_from_json(&serde_json::json!("high")), None);

@@ -8,13 +8,13 @@ use crate::chainwise_rhat::{
 use crate::ess::tail_ess_of;
 use crate::geyer_ess::geyer_ess;
 use crate::mcse::mcse_sd_of;
+use crate::non_finite_json::{serialize_non_finite, serialize_non_finite_slice};
 use crate::potential_scale_reduction::potential_scale_reduction;
 use crate::quantile_type7::quantile_type7_sorted;
 use crate::rank_normalize::BlomScoreTables;
 use crate::ranked_draws::RankedDraws;
 use crate::rhat::larger_preferring_first;
 use crate::sample_moments::mean_and_variance;
-use crate::non_finite_json::{serialize_non_finite, serialize_non_finite_slice};
 use serde::Serialize;
 
 /// Posterior summary and convergence diagnostics of one scalar parameter. Each field equals the

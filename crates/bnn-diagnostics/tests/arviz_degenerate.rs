@@ -77,7 +77,13 @@ fn check(case: &str, chains: &[Vec<f64>], e: &Expected) {
         ("summary.rhat", summary.rhat, e.rhat, 1e-9, 0.0),
         ("summary.ess_bulk", summary.ess_bulk, e.ess_bulk, 0.0, 1e-8),
         ("summary.ess_tail", summary.ess_tail, e.ess_tail, 0.0, 1e-8),
-        ("summary.mcse_mean", summary.mcse_mean, e.mcse_mean, 0.0, 1e-8),
+        (
+            "summary.mcse_mean",
+            summary.mcse_mean,
+            e.mcse_mean,
+            0.0,
+            1e-8,
+        ),
         ("summary.mean", summary.mean, e.mean, 0.0, 1e-12),
         ("summary.sd", summary.sd, e.sd, 0.0, 1e-12),
     ];
@@ -86,7 +92,9 @@ fn check(case: &str, chains: &[Vec<f64>], e: &Expected) {
         .filter(|(_, actual, expected, absolute, relative)| {
             !close(*actual, *expected, *absolute, *relative)
         })
-        .map(|(field, actual, expected, _, _)| format!("{case}/{field}: got {actual:e}, ArviZ {expected:e}"))
+        .map(|(field, actual, expected, _, _)| {
+            format!("{case}/{field}: got {actual:e}, ArviZ {expected:e}")
+        })
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -118,7 +126,10 @@ fn all_constant_draws_have_no_rhat_and_the_full_ess() {
 /// split R-hat `inf`; the within-chain variance is exactly zero, so R-hat is +∞.
 #[test]
 fn stuck_chains_have_infinite_rhat() {
-    let chains: Vec<Vec<f64>> = [-2.0, -0.5, 1.0, 4.0].iter().map(|&v| vec![v; 200]).collect();
+    let chains: Vec<Vec<f64>> = [-2.0, -0.5, 1.0, 4.0]
+        .iter()
+        .map(|&v| vec![v; 200])
+        .collect();
     check(
         "stuck_chains",
         &chains,
@@ -276,7 +287,13 @@ fn an_infinite_draw_keeps_the_rank_diagnostics() {
 fn chains_of_different_lengths_are_a_clear_error() {
     let text = "chain,draw,v\n0,0,1\n0,1,2\n0,2,3\n1,0,1\n1,1,2\n";
     let error = parse_long_draws_csv(text).unwrap_err();
-    assert!(matches!(error, DrawsCsvError::UnequalChainLengths { .. }), "{error:?}");
+    assert!(
+        matches!(error, DrawsCsvError::UnequalChainLengths { .. }),
+        "{error:?}"
+    );
     let message = error.to_string();
-    assert!(message.contains("chain 1 has 2 draws") && message.contains("chain 0 has 3"), "{message}");
+    assert!(
+        message.contains("chain 1 has 2 draws") && message.contains("chain 0 has 3"),
+        "{message}"
+    );
 }

@@ -40,7 +40,10 @@ const BETA_QUANTILE_RELATIVE: f64 = 1e-10;
 /// Case names, from the `<case>.expected.json` files present.
 fn case_names(dir: &Path) -> Vec<String> {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| {
-        panic!("fixtures folder {} is not readable ({e}); set BNN_FIXTURES_DIR", dir.display())
+        panic!(
+            "fixtures folder {} is not readable ({e}); set BNN_FIXTURES_DIR",
+            dir.display()
+        )
     });
     let mut names: Vec<String> = entries
         .filter_map(|entry| {
@@ -435,7 +438,9 @@ fn larger(first: f64, second: f64) -> f64 {
 
 #[test]
 fn every_fixture_value_matches_arviz() {
-    let Some(dir) = bnn_data::require_fixtures_dir("every_fixture_value_matches_arviz") else { return };
+    let Some(dir) = bnn_data::require_fixtures_dir("every_fixture_value_matches_arviz") else {
+        return;
+    };
     let cases = case_names(&dir);
     assert!(
         cases.len() >= 7,
@@ -506,7 +511,9 @@ fn every_fixture_value_matches_arviz() {
 
 #[test]
 fn fixture_files_match_their_checksums() {
-    let Some(dir) = bnn_data::require_fixtures_dir("fixture_files_match_their_checksums") else { return };
+    let Some(dir) = bnn_data::require_fixtures_dir("fixture_files_match_their_checksums") else {
+        return;
+    };
     let sums =
         std::fs::read_to_string(dir.join("SHA256SUMS")).expect("SHA256SUMS next to the fixtures");
     let mut checked = 0;

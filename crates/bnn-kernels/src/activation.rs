@@ -56,7 +56,11 @@ pub(crate) mod kinds {
     impl<R: Real> Elementwise<R> for LeakyRelu<R> {
         #[inline(always)]
         fn value(self, a: R) -> R {
-            if a > R::ZERO { a } else { self.0 * a }
+            if a > R::ZERO {
+                a
+            } else {
+                self.0 * a
+            }
         }
         #[inline(always)]
         fn scale(self, g: R, a: R, _: R) -> R {
@@ -92,7 +96,11 @@ pub(crate) mod kinds {
         }
         #[inline(always)]
         fn scale(self, g: R, a: R, _: R) -> R {
-            g * if a > R::ZERO && a < R::ONE { R::ONE } else { R::ZERO }
+            g * if a > R::ZERO && a < R::ONE {
+                R::ONE
+            } else {
+                R::ZERO
+            }
         }
     }
     impl<R: Real> Elementwise<R> for Identity {
@@ -159,7 +167,12 @@ pub(crate) fn forward<R: Real>(activation: KernelActivation, pre: &[R], post: &m
 
 /// `grad[i] = grad[i] · act'(pre[i])` (from `pre` or `post = act(pre)`, whichever is cheaper).
 #[inline(always)]
-pub(crate) fn backward<R: Real>(activation: KernelActivation, pre: &[R], post: &[R], grad: &mut [R]) {
+pub(crate) fn backward<R: Real>(
+    activation: KernelActivation,
+    pre: &[R],
+    post: &[R],
+    grad: &mut [R],
+) {
     // Plain loops, not `for_each`: its `fold` may stay out of line, compiled without the
     // dispatched instruction set (measured: 20× slower tanh, software FMAs).
     with_activation!(activation, |act| {
@@ -182,7 +195,15 @@ pub(crate) fn backward_with_sums<R: Real>(
     bias_grad: &mut [R],
     weight_grad: Option<(&[R], &mut [R])>,
 ) {
-    with_activation!(activation, |act| rows_with_sums(pre, post, grad, width, bias_grad, weight_grad, |g, a, h| act.scale(g, a, h)))
+    with_activation!(activation, |act| rows_with_sums(
+        pre,
+        post,
+        grad,
+        width,
+        bias_grad,
+        weight_grad,
+        |g, a, h| act.scale(g, a, h)
+    ))
 }
 
 #[inline(always)]
@@ -252,13 +273,26 @@ pub(crate) fn add_scaled_row<R: Real>(dst: &mut [R], a: R, src: &[R]) {
 /// [`update_row`].
 #[inline(always)]
 pub(crate) fn scaled_row_plus<R: Real>(dst: &mut [R], a: R, src: &[R], b: &[R]) {
-    let (mut d, mut s, mut c) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK), b.chunks_exact(BLOCK));
+    let (mut d, mut s, mut c) = (
+        dst.chunks_exact_mut(BLOCK),
+        src.chunks_exact(BLOCK),
+        b.chunks_exact(BLOCK),
+    );
     for ((d, s), c) in (&mut d).zip(&mut s).zip(&mut c) {
-        let (d, s, c): (&mut [R; BLOCK], &[R; BLOCK], &[R; BLOCK]) = (d.try_into().unwrap(), s.try_into().unwrap(), c.try_into().unwrap());
+        let (d, s, c): (&mut [R; BLOCK], &[R; BLOCK], &[R; BLOCK]) = (
+            d.try_into().unwrap(),
+            s.try_into().unwrap(),
+            c.try_into().unwrap(),
+        );
         let (y, z) = (*s, *c);
         *d = std::array::from_fn(|i| a * y[i] + z[i]);
     }
-    for ((d, &s), &c) in d.into_remainder().iter_mut().zip(s.remainder()).zip(c.remainder()) {
+    for ((d, &s), &c) in d
+        .into_remainder()
+        .iter_mut()
+        .zip(s.remainder())
+        .zip(c.remainder())
+    {
         *d = a * s + c;
     }
 }

@@ -21,7 +21,11 @@ pub enum CholeskyError {
 impl std::fmt::Display for CholeskyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CholeskyError::Shape { dim, values } => write!(f, "a {dim} × {dim} matrix needs {} values, got {values}", dim * dim),
+            CholeskyError::Shape { dim, values } => write!(
+                f,
+                "a {dim} × {dim} matrix needs {} values, got {values}",
+                dim * dim
+            ),
             CholeskyError::NotPositiveDefinite { index, pivot } => {
                 write!(f, "the matrix is not positive definite: pivot {index} of its Cholesky factorization is {pivot}")
             }
@@ -35,7 +39,10 @@ impl Cholesky {
     /// Factors `matrix` (`[dim, dim]`, row major; only its lower triangle is read).
     pub fn new(matrix: &[f64], dim: usize) -> Result<Self, CholeskyError> {
         if matrix.len() != dim * dim {
-            return Err(CholeskyError::Shape { dim, values: matrix.len() });
+            return Err(CholeskyError::Shape {
+                dim,
+                values: matrix.len(),
+            });
         }
         let mut factor = vec![0.0; dim * dim];
         let mut log_det = 0.0;
@@ -50,11 +57,19 @@ impl Cholesky {
             factor[j * dim + j] = diagonal;
             for i in j + 1..dim {
                 let (upper, lower) = factor.split_at_mut(i * dim);
-                let dot: f64 = upper[j * dim..j * dim + j].iter().zip(&lower[..j]).map(|(a, b)| a * b).sum();
+                let dot: f64 = upper[j * dim..j * dim + j]
+                    .iter()
+                    .zip(&lower[..j])
+                    .map(|(a, b)| a * b)
+                    .sum();
                 lower[j] = (matrix[i * dim + j] - dot) / diagonal;
             }
         }
-        Ok(Self { dim, factor, log_det })
+        Ok(Self {
+            dim,
+            factor,
+            log_det,
+        })
     }
 
     pub fn dim(&self) -> usize {
@@ -74,7 +89,11 @@ impl Cholesky {
     /// `L z` into `out`: with `z ~ N(0, I)` a draw from `N(0, A)`.
     pub fn factor_times(&self, z: &[f64], out: &mut [f64]) {
         for (i, o) in out.iter_mut().enumerate().take(self.dim) {
-            *o = self.factor[i * self.dim..i * self.dim + i + 1].iter().zip(z).map(|(l, z)| l * z).sum();
+            *o = self.factor[i * self.dim..i * self.dim + i + 1]
+                .iter()
+                .zip(z)
+                .map(|(l, z)| l * z)
+                .sum();
         }
     }
 
@@ -134,7 +153,8 @@ impl Cholesky {
         let n = self.dim;
         for i in 0..n {
             let row = &self.factor[i * n..i * n + i];
-            out[i] = (b[i] - row.iter().zip(&out[..i]).map(|(l, y)| l * y).sum::<f64>()) / self.factor[i * n + i];
+            out[i] = (b[i] - row.iter().zip(&out[..i]).map(|(l, y)| l * y).sum::<f64>())
+                / self.factor[i * n + i];
         }
         for i in (0..n).rev() {
             let tail: f64 = (i + 1..n).map(|k| self.factor[k * n + i] * out[k]).sum();

@@ -18,9 +18,9 @@
 //! of `½ log det G + ½ pᵀG⁻¹p`, built from exact Hessian-vector products of the outputs
 //! (Pearlmutter's R-operator through the same forward and reverse pass).
 
+use crate::likelihood::{self, HeadInput};
 use crate::metric_factor::MetricFactor;
 use crate::mlp::{matmul_accumulate, Layout};
-use crate::likelihood::{self, HeadInput};
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
 
 /// The network outputs and their Jacobian at every input row.
@@ -69,9 +69,17 @@ fn activate(activation: KernelActivation, a: f64) -> (f64, f64, f64) {
         }
         KernelActivation::Silu => {
             let s = 1.0 / (1.0 + (-a).exp());
-            (a * s, s * (1.0 + a * (1.0 - s)), s * (1.0 - s) * (2.0 + a * (1.0 - 2.0 * s)))
+            (
+                a * s,
+                s * (1.0 + a * (1.0 - s)),
+                s * (1.0 - s) * (2.0 + a * (1.0 - 2.0 * s)),
+            )
         }
-        KernelActivation::TruncRelu => (a.clamp(0.0, 1.0), if a > 0.0 && a < 1.0 { 1.0 } else { 0.0 }, 0.0),
+        KernelActivation::TruncRelu => (
+            a.clamp(0.0, 1.0),
+            if a > 0.0 && a < 1.0 { 1.0 } else { 0.0 },
+            0.0,
+        ),
         KernelActivation::Identity => (a, 1.0, 0.0),
     }
 }
@@ -138,7 +146,12 @@ impl RowPass {
             delta = (0..layer.d_in)
                 .map(|i| {
                     let start = layer.weight_offset + i * layer.d_out;
-                    theta[start..start + layer.d_out].iter().zip(&delta).map(|(w, d)| w * d).sum::<f64>() * self.slopes[l - 1][i]
+                    theta[start..start + layer.d_out]
+                        .iter()
+                        .zip(&delta)
+                        .map(|(w, d)| w * d)
+                        .sum::<f64>()
+                        * self.slopes[l - 1][i]
                 })
                 .collect();
         }
@@ -146,7 +159,13 @@ impl RowPass {
 
     /// `H_k v`: the Hessian of output `k` (in θ) times `direction`, exactly, by differentiating
     /// the forward and the reverse pass along `direction` (Pearlmutter 1994's R-operator).
-    fn output_hessian_times(&self, spec: &KernelSpec, theta: &[f64], k: usize, direction: &[f64]) -> Vec<f64> {
+    fn output_hessian_times(
+        &self,
+        spec: &KernelSpec,
+        theta: &[f64],
+        k: usize,
+        direction: &[f64],
+    ) -> Vec<f64> {
         let mut weights = vec![0.0; self.outputs.len()];
         weights[k] = 1.0;
         self.weighted_hessian_times(spec, theta, &weights, direction)
@@ -154,7 +173,13 @@ impl RowPass {
 
     /// `(Σ_k w_k H_k) v`: the Hessian of the weighted sum of the outputs times `direction`, in
     /// one forward and one reverse R-pass (the weights held constant).
-    fn weighted_hessian_times(&self, spec: &KernelSpec, theta: &[f64], weights: &[f64], direction: &[f64]) -> Vec<f64> {
+    fn weighted_hessian_times(
+        &self,
+        spec: &KernelSpec,
+        theta: &[f64],
+        weights: &[f64],
+        direction: &[f64],
+    ) -> Vec<f64> {
         let depth = spec.layers.len();
         // Forward: R(pre_l) = dW_l·input_l + W_l·R(input_l) + db_l, R(input_{l+1}) = σ'·R(pre_l).
         let mut r_inputs: Vec<Vec<f64>> = spec.layers.iter().map(|l| vec![0.0; l.d_in]).collect();
@@ -164,7 +189,11 @@ impl RowPass {
             for i in 0..layer.d_in {
                 let start = layer.weight_offset + i * layer.d_out;
                 let (input, r_input) = (self.inputs[l][i], r_inputs[l][i]);
-                for ((rj, &dw), &w) in r.iter_mut().zip(&direction[start..start + layer.d_out]).zip(&theta[start..start + layer.d_out]) {
+                for ((rj, &dw), &w) in r
+                    .iter_mut()
+                    .zip(&direction[start..start + layer.d_out])
+                    .zip(&theta[start..start + layer.d_out])
+                {
                     *rj += dw * input + w * r_input;
                 }
             }
@@ -183,7 +212,11 @@ impl RowPass {
             for i in 0..layer.d_in {
                 let start = layer.weight_offset + i * layer.d_out;
                 let (input, r_input) = (self.inputs[l][i], r_inputs[l][i]);
-                for ((h, &d), &rd) in hv[start..start + layer.d_out].iter_mut().zip(&delta).zip(&r_delta) {
+                for ((h, &d), &rd) in hv[start..start + layer.d_out]
+                    .iter_mut()
+                    .zip(&delta)
+                    .zip(&r_delta)
+                {
                     *h = r_input * d + input * rd;
                 }
             }
@@ -195,12 +228,16 @@ impl RowPass {
             let mut r_below = vec![0.0; layer.d_in];
             for i in 0..layer.d_in {
                 let start = layer.weight_offset + i * layer.d_out;
-                let (w, dw) = (&theta[start..start + layer.d_out], &direction[start..start + layer.d_out]);
+                let (w, dw) = (
+                    &theta[start..start + layer.d_out],
+                    &direction[start..start + layer.d_out],
+                );
                 let back: f64 = w.iter().zip(&delta).map(|(w, d)| w * d).sum();
                 let r_back: f64 = dw.iter().zip(&delta).map(|(dw, d)| dw * d).sum::<f64>()
                     + w.iter().zip(&r_delta).map(|(w, rd)| w * rd).sum::<f64>();
                 below[i] = back * self.slopes[l - 1][i];
-                r_below[i] = r_back * self.slopes[l - 1][i] + back * self.curvatures[l - 1][i] * r_pre[l - 1][i];
+                r_below[i] = r_back * self.slopes[l - 1][i]
+                    + back * self.curvatures[l - 1][i] * r_pre[l - 1][i];
             }
             delta = below;
             r_delta = r_below;
@@ -227,15 +264,31 @@ pub fn output_jacobian(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> OutputJac
             pass.output_gradient(spec, theta, k, row);
         }
     }
-    OutputJacobian { rows, outputs, dim: spec.dim, values, jacobian }
+    OutputJacobian {
+        rows,
+        outputs,
+        dim: spec.dim,
+        values,
+        jacobian,
+    }
 }
 
 /// `(rows, d_in, outputs)` of `x` under `spec`, after checking the lengths.
 fn check_shapes(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> (usize, usize, usize) {
-    assert_eq!(theta.len(), spec.dim, "θ has {} values, the spec {}", theta.len(), spec.dim);
+    assert_eq!(
+        theta.len(),
+        spec.dim,
+        "θ has {} values, the spec {}",
+        theta.len(),
+        spec.dim
+    );
     let d_in = spec.layers.first().map_or(0, |l| l.d_in);
     let outputs = spec.layers.last().map_or(0, |l| l.d_out);
-    assert!(d_in > 0 && x.len() % d_in == 0, "x has {} values, not rows of {d_in}", x.len());
+    assert!(
+        d_in > 0 && x.len() % d_in == 0,
+        "x has {} values, not rows of {d_in}",
+        x.len()
+    );
     (x.len() / d_in, d_in, outputs)
 }
 
@@ -255,7 +308,11 @@ impl DiagonalPrior<'_> {
     /// infinite at it; the Fisher information of a Laplace location, 1/scale², is the smooth
     /// stand-in, the way the likelihood's part is a Fisher information too).
     pub fn metric_diagonal(&self) -> Vec<f64> {
-        self.quadratic.iter().zip(self.absolute).map(|(q, b)| q + b * b).collect()
+        self.quadratic
+            .iter()
+            .zip(self.absolute)
+            .map(|(q, b)| q + b * b)
+            .collect()
     }
 }
 
@@ -264,14 +321,31 @@ impl DiagonalPrior<'_> {
 /// likelihood definitions and constants as the fused kernel, whose f32 value it matches to
 /// rounding). `y` is the kernel's target layout (`[rows, targets]`; one-hot `[rows, classes]`).
 /// A learned log σ's likelihood and prior terms land on its own coordinate.
-pub fn posterior_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64], prior: DiagonalPrior<'_>) -> Result<(f64, Vec<f64>), String> {
+pub fn posterior_potential(
+    spec: &KernelSpec,
+    x: &[f64],
+    y: &[f64],
+    theta: &[f64],
+    prior: DiagonalPrior<'_>,
+) -> Result<(f64, Vec<f64>), String> {
     let (rows, d_in, outputs) = check_shapes(spec, x, theta);
-    let target_width = if matches!(spec.head, KernelHead::Categorical) { outputs } else { spec.target_columns };
+    let target_width = if matches!(spec.head, KernelHead::Categorical) {
+        outputs
+    } else {
+        spec.target_columns
+    };
     if y.len() != rows * target_width {
-        return Err(format!("{} target values for {rows} rows × {target_width} columns", y.len()));
+        return Err(format!(
+            "{} target values for {rows} rows × {target_width} columns",
+            y.len()
+        ));
     }
     if prior.quadratic.len() != spec.dim || prior.absolute.len() != spec.dim {
-        return Err(format!("prior coefficients for {} coordinates, θ has {}", prior.quadratic.len(), spec.dim));
+        return Err(format!(
+            "prior coefficients for {} coordinates, θ has {}",
+            prior.quadratic.len(),
+            spec.dim
+        ));
     }
     let mut pass = RowPass::new(spec);
     let mut values = vec![0.0; rows * outputs];
@@ -280,7 +354,14 @@ pub fn posterior_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64
         values[n * outputs..(n + 1) * outputs].copy_from_slice(&pass.outputs);
     }
     let log_sigma = learned_log_sigma(spec, theta);
-    let input = HeadInput { outputs: &values, targets: y, rows, outputs_per_row: outputs, target_columns: spec.target_columns, log_sigma };
+    let input = HeadInput {
+        outputs: &values,
+        targets: y,
+        rows,
+        outputs_per_row: outputs,
+        target_columns: spec.target_columns,
+        log_sigma,
+    };
     let mut d_outputs = vec![0.0; rows * outputs];
     let head = likelihood::evaluate(spec.head, &input, Some(&mut d_outputs));
     let mut log_density = head.log_likelihood + prior.constant;
@@ -299,15 +380,28 @@ pub fn posterior_potential(spec: &KernelSpec, x: &[f64], y: &[f64], theta: &[f64
             }
         }
     }
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        for (g, d) in gradient[log_sigma_offset..].iter_mut().zip(&head.d_log_sigma) {
+    if let KernelHead::LearnedSigma {
+        log_sigma_offset, ..
+    } = spec.head
+    {
+        for (g, d) in gradient[log_sigma_offset..]
+            .iter_mut()
+            .zip(&head.d_log_sigma)
+        {
             *g += d;
         }
     }
     for (i, &t) in theta.iter().enumerate() {
         let (q, b) = (prior.quadratic[i], prior.absolute[i]);
         log_density -= 0.5 * q * t * t + b * t.abs();
-        gradient[i] -= q * t + b * if t > 0.0 { 1.0 } else if t < 0.0 { -1.0 } else { 0.0 };
+        gradient[i] -= q * t
+            + b * if t > 0.0 {
+                1.0
+            } else if t < 0.0 {
+                -1.0
+            } else {
+                0.0
+            };
     }
     if !log_density.is_finite() {
         return Err(format!("the log density is not finite ({log_density})"));
@@ -340,19 +434,31 @@ pub struct OutputPoint {
 
 impl OutputPoint {
     pub fn new(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> Self {
-        Self { theta: theta.to_vec(), jac: output_jacobian(spec, x, theta) }
+        Self {
+            theta: theta.to_vec(),
+            jac: output_jacobian(spec, x, theta),
+        }
     }
 
     /// `G = Σ_n J_nᵀ Λ_n J_n + diag(prior_precision)`, factored: densely, or as the diagonal
     /// plus the `r` rows of `Λ^{½} J` when `r < D` (cost `O(min(D, N·K)² · max(D, N·K))`); an
     /// error when it is not positive definite.
-    pub fn metric(&self, spec: &KernelSpec, prior_precision: &[f64]) -> Result<MetricFactor, String> {
-        assert_eq!(prior_precision.len(), spec.dim, "one prior precision per parameter");
+    pub fn metric(
+        &self,
+        spec: &KernelSpec,
+        prior_precision: &[f64],
+    ) -> Result<MetricFactor, String> {
+        assert_eq!(
+            prior_precision.len(),
+            spec.dim,
+            "one prior precision per parameter"
+        );
         let log_sigma = learned_log_sigma(spec, &self.theta);
         let mut diagonal = prior_precision.to_vec();
         add_log_sigma_fisher(spec, self.jac.rows, &mut diagonal);
         let rows = curvature_rows(spec, &self.jac, log_sigma);
-        MetricFactor::choose(&diagonal, rows, |rows| dense_metric(rows, &diagonal)).map_err(|e| e.to_string())
+        MetricFactor::choose(&diagonal, rows, |rows| dense_metric(rows, &diagonal))
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -377,8 +483,17 @@ fn curvature_rows(spec: &KernelSpec, jac: &OutputJacobian, log_sigma: Option<&[f
         for (k, &weight) in fisher.diagonal.iter().enumerate() {
             if weight > 0.0 {
                 let scale = weight.sqrt();
-                let centre = if fisher.rank_one.is_some() { &mixed[..] } else { &[][..] };
-                rows.extend(jac.row(n, k).iter().enumerate().map(|(i, j)| scale * (j - centre.get(i).copied().unwrap_or(0.0))));
+                let centre = if fisher.rank_one.is_some() {
+                    &mixed[..]
+                } else {
+                    &[][..]
+                };
+                rows.extend(
+                    jac.row(n, k)
+                        .iter()
+                        .enumerate()
+                        .map(|(i, j)| scale * (j - centre.get(i).copied().unwrap_or(0.0))),
+                );
             }
         }
     }
@@ -402,10 +517,18 @@ pub fn riemannian_terms(
     metric.solve(momentum, &mut velocity);
     let kinetic_energy = 0.5 * dot(momentum, &velocity);
     let mut gradient = log_det_gradient(spec, x, &point, &metric);
-    for (g, k) in gradient.iter_mut().zip(kinetic_gradient(spec, x, &point, &velocity)) {
+    for (g, k) in gradient
+        .iter_mut()
+        .zip(kinetic_gradient(spec, x, &point, &velocity))
+    {
         *g += k;
     }
-    Ok(RiemannianTerms { metric, velocity, kinetic_energy, gradient })
+    Ok(RiemannianTerms {
+        metric,
+        velocity,
+        kinetic_energy,
+        gradient,
+    })
 }
 
 /// `∇_θ ½ log det G = ½ tr(G⁻¹ ∂_i G)`. Per row, `∂_i G` has the network's curvature,
@@ -416,7 +539,12 @@ pub fn riemannian_terms(
 /// A learned log σ_k scales output k's part of the weights' block by `e^{−2s_k}`:
 /// `∂_{s_k} = −2 e^{−2s_k} Σ_n (M_n)_kk`.
 /// `O(N·K·D²)`: the solves `G⁻¹ J_nk`, like forming `G`.
-pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metric: &MetricFactor) -> Vec<f64> {
+pub fn log_det_gradient(
+    spec: &KernelSpec,
+    x: &[f64],
+    point: &OutputPoint,
+    metric: &MetricFactor,
+) -> Vec<f64> {
     let (dim, jac) = (spec.dim, &point.jac);
     let outputs = jac.outputs;
     let log_sigma = learned_log_sigma(spec, &point.theta);
@@ -434,7 +562,9 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
     for n in 0..jac.rows {
         let values = &jac.values[n * outputs..(n + 1) * outputs];
         let fisher = output_fisher(spec.head, spec.target_columns, values, log_sigma);
-        let solved: Vec<&[f64]> = all_solved[n * outputs * dim..(n + 1) * outputs * dim].chunks_exact(dim).collect();
+        let solved: Vec<&[f64]> = all_solved[n * outputs * dim..(n + 1) * outputs * dim]
+            .chunks_exact(dim)
+            .collect();
         for k in 0..outputs {
             for l in 0..outputs {
                 if k == l || full_m {
@@ -463,15 +593,24 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
             for (i, d) in direction.iter_mut().enumerate() {
                 *d = weight * solved[k][i] - mixed.as_ref().map_or(0.0, |s| rank_one * s[i]);
             }
-            for (g, h) in gradient.iter_mut().zip(pass.output_hessian_times(spec, &point.theta, k, &direction)) {
+            for (g, h) in gradient.iter_mut().zip(pass.output_hessian_times(
+                spec,
+                &point.theta,
+                k,
+                &direction,
+            )) {
                 *g += h;
             }
         }
         add_head_term(&mut gradient, spec, jac, n, values, &m);
     }
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+    if let KernelHead::LearnedSigma {
+        log_sigma_offset, ..
+    } = spec.head
+    {
         for (k, m) in diagonal_m.iter().enumerate() {
-            gradient[log_sigma_offset + k] += -2.0 * (-2.0 * point.theta[log_sigma_offset + k]).exp() * m;
+            gradient[log_sigma_offset + k] +=
+                -2.0 * (-2.0 * point.theta[log_sigma_offset + k]).exp() * m;
         }
     }
     gradient
@@ -482,7 +621,12 @@ pub fn log_det_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, metri
 /// weighted output sum) and the head's term with `M_n = −½ a_n a_nᵀ`; a learned log σ_k gets
 /// `e^{−2s_k} Σ_n a_nk²`. `O(N·K·D)`, no solves: what the fixed-point iteration for `p½`
 /// re-evaluates at a fixed θ.
-pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, velocity: &[f64]) -> Vec<f64> {
+pub fn kinetic_gradient(
+    spec: &KernelSpec,
+    x: &[f64],
+    point: &OutputPoint,
+    velocity: &[f64],
+) -> Vec<f64> {
     let (dim, jac) = (spec.dim, &point.jac);
     let outputs = jac.outputs;
     let log_sigma = learned_log_sigma(spec, &point.theta);
@@ -504,20 +648,29 @@ pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, veloc
         }
         let mixed = fisher.rank_one.as_ref().map_or(0.0, |c| dot(c, &along));
         for k in 0..outputs {
-            weights[k] = -(fisher.diagonal[k] * along[k] - fisher.rank_one.as_ref().map_or(0.0, |c| c[k] * mixed));
+            weights[k] = -(fisher.diagonal[k] * along[k]
+                - fisher.rank_one.as_ref().map_or(0.0, |c| c[k] * mixed));
             for l in 0..outputs {
                 m[k * outputs + l] = -0.5 * along[k] * along[l];
             }
         }
         if weights.iter().any(|&w| w != 0.0) {
             pass.forward(spec, &x[n * d_in..(n + 1) * d_in], &point.theta);
-            for (g, h) in gradient.iter_mut().zip(pass.weighted_hessian_times(spec, &point.theta, &weights, velocity)) {
+            for (g, h) in gradient.iter_mut().zip(pass.weighted_hessian_times(
+                spec,
+                &point.theta,
+                &weights,
+                velocity,
+            )) {
                 *g += h;
             }
         }
         add_head_term(&mut gradient, spec, jac, n, values, &m);
     }
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+    if let KernelHead::LearnedSigma {
+        log_sigma_offset, ..
+    } = spec.head
+    {
         for (k, s) in squares.iter().enumerate() {
             gradient[log_sigma_offset + k] += (-2.0 * point.theta[log_sigma_offset + k]).exp() * s;
         }
@@ -526,8 +679,18 @@ pub fn kinetic_gradient(spec: &KernelSpec, x: &[f64], point: &OutputPoint, veloc
 }
 
 /// Adds `Σ_m c_nm J_nm` (the head's Fisher information moving with row `n`'s outputs).
-fn add_head_term(gradient: &mut [f64], spec: &KernelSpec, jac: &OutputJacobian, n: usize, values: &[f64], m: &[f64]) {
-    for (k, c) in fisher_derivative_weights(spec.head, spec.target_columns, values, m).into_iter().enumerate() {
+fn add_head_term(
+    gradient: &mut [f64],
+    spec: &KernelSpec,
+    jac: &OutputJacobian,
+    n: usize,
+    values: &[f64],
+    m: &[f64],
+) {
+    for (k, c) in fisher_derivative_weights(spec.head, spec.target_columns, values, m)
+        .into_iter()
+        .enumerate()
+    {
         if c != 0.0 {
             for (g, j) in gradient.iter_mut().zip(jac.row(n, k)) {
                 *g += c * j;
@@ -543,7 +706,9 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 /// θ's log σ per target column, for the learned-σ head.
 fn learned_log_sigma<'a>(spec: &KernelSpec, theta: &'a [f64]) -> Option<&'a [f64]> {
     match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
+        KernelHead::LearnedSigma {
+            log_sigma_offset, ..
+        } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
         _ => None,
     }
 }
@@ -551,7 +716,10 @@ fn learned_log_sigma<'a>(spec: &KernelSpec, theta: &'a [f64]) -> Option<&'a [f64
 /// The Fisher information of each learned log σ_t (2 per observation of column t) added to the
 /// metric's diagonal; nothing for the other heads.
 fn add_log_sigma_fisher(spec: &KernelSpec, rows: usize, diagonal: &mut [f64]) {
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+    if let KernelHead::LearnedSigma {
+        log_sigma_offset, ..
+    } = spec.head
+    {
         for d in &mut diagonal[log_sigma_offset..log_sigma_offset + spec.target_columns] {
             *d += 2.0 * rows as f64;
         }
@@ -569,34 +737,55 @@ fn log_sd_link(softplus: bool, sigma_min: f64, sigma_max: f64, raw: f64) -> (f64
         }
         let logistic = 1.0 / (1.0 + (-raw).exp());
         let slope = logistic / value;
-        (value.ln(), slope, (logistic * (1.0 - logistic) * value - logistic * logistic) / (value * value))
+        (
+            value.ln(),
+            slope,
+            (logistic * (1.0 - logistic) * value - logistic * logistic) / (value * value),
+        )
     } else {
         let (lo, hi) = (sigma_min.ln(), sigma_max.ln());
-        (raw.clamp(lo, hi), if raw >= lo && raw <= hi { 1.0 } else { 0.0 }, 0.0)
+        (
+            raw.clamp(lo, hi),
+            if raw >= lo && raw <= hi { 1.0 } else { 0.0 },
+            0.0,
+        )
     }
 }
 
 /// `c_m = Σ_kl ∂Λ_kl/∂f_m · M_lk` for one row (`m`: `M = J B Jᵀ`, `[outputs, outputs]`; only its
 /// diagonal is read except for the categorical head).
-fn fisher_derivative_weights(head: KernelHead, targets: usize, outputs: &[f64], m: &[f64]) -> Vec<f64> {
+fn fisher_derivative_weights(
+    head: KernelHead,
+    targets: usize,
+    outputs: &[f64],
+    m: &[f64],
+) -> Vec<f64> {
     let k = outputs.len();
     let mut c = vec![0.0; k];
     match head {
         KernelHead::Fixed { .. } | KernelHead::LearnedSigma { .. } => {}
-        KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
+        KernelHead::Heteroscedastic {
+            softplus,
+            sigma_min,
+            sigma_max,
+        } => {
             // Λ_μ = e^{−2ℓ(raw)}, Λ_raw = 2 ℓ'(raw)².
             for t in 0..targets {
-                let (log_sd, slope, curvature) = log_sd_link(softplus, sigma_min, sigma_max, outputs[targets + t]);
+                let (log_sd, slope, curvature) =
+                    log_sd_link(softplus, sigma_min, sigma_max, outputs[targets + t]);
                 let d_mean = -2.0 * slope * (-2.0 * log_sd).exp();
                 let d_scale = 4.0 * slope * curvature;
-                c[targets + t] = d_mean * m[t * k + t] + d_scale * m[(targets + t) * k + targets + t];
+                c[targets + t] =
+                    d_mean * m[t * k + t] + d_scale * m[(targets + t) * k + targets + t];
             }
         }
         KernelHead::Categorical => {
             // Λ = diag(p) − ppᵀ, ∂p_j/∂f_m = p_j(δ_jm − p_m): c_m = p_m (a_m − Σ_j p_j a_j) with
             // a_j = M_jj − 2 (M p)_j.
             let p = softmax(outputs);
-            let a: Vec<f64> = (0..k).map(|j| m[j * k + j] - 2.0 * (0..k).map(|l| m[j * k + l] * p[l]).sum::<f64>()).collect();
+            let a: Vec<f64> = (0..k)
+                .map(|j| m[j * k + j] - 2.0 * (0..k).map(|l| m[j * k + l] * p[l]).sum::<f64>())
+                .collect();
             let mean: f64 = p.iter().zip(&a).map(|(p, a)| p * a).sum();
             for j in 0..k {
                 c[j] = p[j] * (a[j] - mean);
@@ -622,26 +811,48 @@ struct OutputFisher {
 }
 
 /// `Λ_n` for one row's `outputs`.
-fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: Option<&[f64]>) -> OutputFisher {
+fn output_fisher(
+    head: KernelHead,
+    targets: usize,
+    outputs: &[f64],
+    log_sigma: Option<&[f64]>,
+) -> OutputFisher {
     match head {
-        KernelHead::Fixed { sigma } => OutputFisher { diagonal: vec![1.0 / (sigma * sigma); outputs.len()], rank_one: None },
+        KernelHead::Fixed { sigma } => OutputFisher {
+            diagonal: vec![1.0 / (sigma * sigma); outputs.len()],
+            rank_one: None,
+        },
         KernelHead::LearnedSigma { .. } => {
             let log_sigma = log_sigma.expect("the learned-σ head reads log σ from θ");
-            OutputFisher { diagonal: log_sigma.iter().map(|s| (-2.0 * s).exp()).collect(), rank_one: None }
+            OutputFisher {
+                diagonal: log_sigma.iter().map(|s| (-2.0 * s).exp()).collect(),
+                rank_one: None,
+            }
         }
-        KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
+        KernelHead::Heteroscedastic {
+            softplus,
+            sigma_min,
+            sigma_max,
+        } => {
             // y ~ N(μ, σ²): Fisher 1/σ² for μ and 2 for log σ, times (d log σ / d raw)².
             let mut diagonal = vec![0.0; 2 * targets];
             for t in 0..targets {
-                let (log_sd, slope, _) = log_sd_link(softplus, sigma_min, sigma_max, outputs[targets + t]);
+                let (log_sd, slope, _) =
+                    log_sd_link(softplus, sigma_min, sigma_max, outputs[targets + t]);
                 diagonal[t] = (-2.0 * log_sd).exp();
                 diagonal[targets + t] = 2.0 * slope * slope;
             }
-            OutputFisher { diagonal, rank_one: None }
+            OutputFisher {
+                diagonal,
+                rank_one: None,
+            }
         }
         KernelHead::Categorical => {
             let p = softmax(outputs);
-            OutputFisher { diagonal: p.clone(), rank_one: Some(p) }
+            OutputFisher {
+                diagonal: p.clone(),
+                rank_one: Some(p),
+            }
         }
     }
 }
@@ -653,13 +864,27 @@ fn output_fisher(head: KernelHead, targets: usize, outputs: &[f64], log_sigma: O
 ///
 /// # Panics
 /// If `prior_precision` is not of length `dim`, or as [`output_jacobian`].
-pub fn gauss_newton_metric(spec: &KernelSpec, x: &[f64], theta: &[f64], prior_precision: &[f64]) -> Vec<f64> {
-    assert_eq!(prior_precision.len(), spec.dim, "one prior precision per parameter");
+pub fn gauss_newton_metric(
+    spec: &KernelSpec,
+    x: &[f64],
+    theta: &[f64],
+    prior_precision: &[f64],
+) -> Vec<f64> {
+    assert_eq!(
+        prior_precision.len(),
+        spec.dim,
+        "one prior precision per parameter"
+    );
     let jac = output_jacobian(spec, x, theta);
     metric_from_jacobian(spec, &jac, learned_log_sigma(spec, theta), prior_precision)
 }
 
-fn metric_from_jacobian(spec: &KernelSpec, jac: &OutputJacobian, log_sigma: Option<&[f64]>, prior_precision: &[f64]) -> Vec<f64> {
+fn metric_from_jacobian(
+    spec: &KernelSpec,
+    jac: &OutputJacobian,
+    log_sigma: Option<&[f64]>,
+    prior_precision: &[f64],
+) -> Vec<f64> {
     let mut diagonal = prior_precision.to_vec();
     add_log_sigma_fisher(spec, jac.rows, &mut diagonal);
     dense_metric(&curvature_rows(spec, jac, log_sigma), &diagonal)
@@ -672,7 +897,17 @@ fn dense_metric(rows: &[f64], diagonal: &[f64]) -> Vec<f64> {
     let rank = rows.len() / dim.max(1);
     let mut metric = vec![0.0; dim * dim];
     if rank > 0 {
-        matmul_accumulate(&mut metric, rows, rows, dim, dim, rank, Layout::transposed(dim), Layout::row(dim), false);
+        matmul_accumulate(
+            &mut metric,
+            rows,
+            rows,
+            dim,
+            dim,
+            rank,
+            Layout::transposed(dim),
+            Layout::row(dim),
+            false,
+        );
     }
     for (i, &p) in diagonal.iter().enumerate() {
         metric[i * dim + i] += p;
@@ -685,11 +920,15 @@ mod tests {
     use super::*;
 
     fn small_inputs(rows: usize, d_in: usize) -> Vec<f64> {
-        (0..rows * d_in).map(|i| ((i * 7 % 13) as f64 - 6.0) / 5.0).collect()
+        (0..rows * d_in)
+            .map(|i| ((i * 7 % 13) as f64 - 6.0) / 5.0)
+            .collect()
     }
 
     fn small_theta(dim: usize) -> Vec<f64> {
-        (0..dim).map(|i| ((i * 5 % 11) as f64 - 5.0) / 7.0).collect()
+        (0..dim)
+            .map(|i| ((i * 5 % 11) as f64 - 5.0) / 7.0)
+            .collect()
     }
 
     #[test]
@@ -702,7 +941,12 @@ mod tests {
             KernelActivation::Relu,
         ];
         for activation in smooth {
-            let spec = KernelSpec::dense(&[3, 5, 4, 2], activation, KernelHead::Fixed { sigma: 0.1 }, 2);
+            let spec = KernelSpec::dense(
+                &[3, 5, 4, 2],
+                activation,
+                KernelHead::Fixed { sigma: 0.1 },
+                2,
+            );
             let x = small_inputs(6, 3);
             let theta = small_theta(spec.dim);
             let jac = output_jacobian(&spec, &x, &theta);
@@ -711,7 +955,10 @@ mod tests {
                 let (mut up, mut down) = (theta.clone(), theta.clone());
                 up[i] += h;
                 down[i] -= h;
-                let (f_up, f_down) = (output_jacobian(&spec, &x, &up).values, output_jacobian(&spec, &x, &down).values);
+                let (f_up, f_down) = (
+                    output_jacobian(&spec, &x, &up).values,
+                    output_jacobian(&spec, &x, &down).values,
+                );
                 for n in 0..jac.rows {
                     for k in 0..jac.outputs {
                         let numeric = (f_up[n * 2 + k] - f_down[n * 2 + k]) / (2.0 * h);
@@ -728,11 +975,23 @@ mod tests {
 
     #[test]
     fn hessian_vector_products_match_differences_of_the_gradient() {
-        for activation in [KernelActivation::Tanh, KernelActivation::Sigmoid, KernelActivation::Silu, KernelActivation::Identity] {
-            let spec = KernelSpec::dense(&[3, 5, 4, 2], activation, KernelHead::Fixed { sigma: 0.1 }, 2);
+        for activation in [
+            KernelActivation::Tanh,
+            KernelActivation::Sigmoid,
+            KernelActivation::Silu,
+            KernelActivation::Identity,
+        ] {
+            let spec = KernelSpec::dense(
+                &[3, 5, 4, 2],
+                activation,
+                KernelHead::Fixed { sigma: 0.1 },
+                2,
+            );
             let x = small_inputs(1, 3);
             let theta = small_theta(spec.dim);
-            let v: Vec<f64> = (0..spec.dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 4.0).collect();
+            let v: Vec<f64> = (0..spec.dim)
+                .map(|i| ((i * 3 % 7) as f64 - 3.0) / 4.0)
+                .collect();
             let mut pass = RowPass::new(&spec);
             pass.forward(&spec, &x, &theta);
             let h = 1e-5;
@@ -750,7 +1009,11 @@ mod tests {
                 let (g_up, g_down) = (gradient_at(&up, k), gradient_at(&down, k));
                 for i in 0..spec.dim {
                     let numeric = (g_up[i] - g_down[i]) / (2.0 * h);
-                    assert!((hv[i] - numeric).abs() < 1e-7 * (1.0 + numeric.abs()), "{activation:?} (H{k} v)[{i}]: {} vs {numeric}", hv[i]);
+                    assert!(
+                        (hv[i] - numeric).abs() < 1e-7 * (1.0 + numeric.abs()),
+                        "{activation:?} (H{k} v)[{i}]: {} vs {numeric}",
+                        hv[i]
+                    );
                 }
             }
         }
@@ -761,9 +1024,33 @@ mod tests {
     fn every_head() -> [(KernelHead, usize, usize); 5] {
         [
             (KernelHead::Fixed { sigma: 0.2 }, 2, 2),
-            (KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2, 2),
-            (KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
-            (KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (
+                KernelHead::LearnedSigma {
+                    log_sigma_offset: 0,
+                    prior_mean: 0.0,
+                    prior_sd: 1.0,
+                },
+                2,
+                2,
+            ),
+            (
+                KernelHead::Heteroscedastic {
+                    softplus: false,
+                    sigma_min: 1e-3,
+                    sigma_max: 1e3,
+                },
+                4,
+                2,
+            ),
+            (
+                KernelHead::Heteroscedastic {
+                    softplus: true,
+                    sigma_min: 1e-3,
+                    sigma_max: 1e3,
+                },
+                4,
+                2,
+            ),
             (KernelHead::Categorical, 3, 3),
         ]
     }
@@ -771,7 +1058,9 @@ mod tests {
     /// `φ = ½ log det G + ½ pᵀG⁻¹p` against central differences of itself, for `spec`.
     fn check_metric_gradient(spec: &KernelSpec, rows: usize, theta: &[f64], prior: &[f64]) {
         let x = small_inputs(rows, spec.d_input());
-        let p: Vec<f64> = (0..spec.dim).map(|i| ((i * 5 % 9) as f64 - 4.0) / 3.0).collect();
+        let p: Vec<f64> = (0..spec.dim)
+            .map(|i| ((i * 5 % 9) as f64 - 4.0) / 3.0)
+            .collect();
         let phi = |t: &[f64]| {
             let terms = riemannian_terms(spec, &x, t, prior, &p).unwrap();
             0.5 * terms.metric.log_det() + terms.kinetic_energy
@@ -794,7 +1083,9 @@ mod tests {
         // The velocity is G⁻¹p: G times it gives p back.
         let g = gauss_newton_metric(spec, &x, theta, prior);
         for i in 0..spec.dim {
-            let back: f64 = (0..spec.dim).map(|j| g[i * spec.dim + j] * terms.velocity[j]).sum();
+            let back: f64 = (0..spec.dim)
+                .map(|j| g[i * spec.dim + j] * terms.velocity[j])
+                .sum();
             assert!((back - p[i]).abs() < 1e-9 * (1.0 + p[i].abs()));
         }
     }
@@ -808,7 +1099,10 @@ mod tests {
         for (head, outputs, targets) in every_head() {
             let spec = KernelSpec::dense(&[2, 4, outputs], KernelActivation::Tanh, head, targets);
             let mut theta = small_theta(spec.dim);
-            if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+            if let KernelHead::LearnedSigma {
+                log_sigma_offset, ..
+            } = spec.head
+            {
                 // A different σ per output: each log σ_k scales only its own output's block.
                 theta[log_sigma_offset] = -0.7;
                 theta[log_sigma_offset + 1] = 0.4;
@@ -816,10 +1110,26 @@ mod tests {
             let prior: Vec<f64> = (0..spec.dim).map(|i| 0.5 + (i % 3) as f64).collect();
             // 7 rows: fewer curvature rows than parameters, the low-rank form; 20 rows: dense.
             let x7 = small_inputs(7, 2);
-            assert!(matches!(OutputPoint::new(&spec, &x7, &theta).metric(&spec, &prior).unwrap(), MetricFactor::LowRank(_)), "{head:?}");
+            assert!(
+                matches!(
+                    OutputPoint::new(&spec, &x7, &theta)
+                        .metric(&spec, &prior)
+                        .unwrap(),
+                    MetricFactor::LowRank(_)
+                ),
+                "{head:?}"
+            );
             check_metric_gradient(&spec, 7, &theta, &prior);
             let x20 = small_inputs(20, 2);
-            assert!(matches!(OutputPoint::new(&spec, &x20, &theta).metric(&spec, &prior).unwrap(), MetricFactor::Dense(_)), "{head:?}");
+            assert!(
+                matches!(
+                    OutputPoint::new(&spec, &x20, &theta)
+                        .metric(&spec, &prior)
+                        .unwrap(),
+                    MetricFactor::Dense(_)
+                ),
+                "{head:?}"
+            );
             check_metric_gradient(&spec, 20, &theta, &prior);
         }
     }
@@ -830,45 +1140,91 @@ mod tests {
             let spec = KernelSpec::dense(&[2, 4, outputs], KernelActivation::Tanh, head, targets);
             let x = small_inputs(6, 2);
             let y: Vec<f64> = match head {
-                KernelHead::Categorical => (0..6 * 3).map(|i| if i % 3 == (i / 3) % 3 { 1.0 } else { 0.0 }).collect(),
-                _ => (0..6 * targets).map(|i| ((i * 3 % 5) as f64 - 2.0) / 4.0).collect(),
+                KernelHead::Categorical => (0..6 * 3)
+                    .map(|i| if i % 3 == (i / 3) % 3 { 1.0 } else { 0.0 })
+                    .collect(),
+                _ => (0..6 * targets)
+                    .map(|i| ((i * 3 % 5) as f64 - 2.0) / 4.0)
+                    .collect(),
             };
             let theta = small_theta(spec.dim);
             // Normal on the even coordinates, Laplace on the odd ones.
-            let quadratic: Vec<f64> = (0..spec.dim).map(|i| if i % 2 == 0 { 1.5 } else { 0.0 }).collect();
-            let absolute: Vec<f64> = (0..spec.dim).map(|i| if i % 2 == 1 { 2.0 } else { 0.0 }).collect();
-            let prior = DiagonalPrior { quadratic: &quadratic, absolute: &absolute, constant: -3.0 };
+            let quadratic: Vec<f64> = (0..spec.dim)
+                .map(|i| if i % 2 == 0 { 1.5 } else { 0.0 })
+                .collect();
+            let absolute: Vec<f64> = (0..spec.dim)
+                .map(|i| if i % 2 == 1 { 2.0 } else { 0.0 })
+                .collect();
+            let prior = DiagonalPrior {
+                quadratic: &quadratic,
+                absolute: &absolute,
+                constant: -3.0,
+            };
             let (u, gradient) = posterior_potential(&spec, &x, &y, &theta, prior).unwrap();
             let h = 1e-6;
             for i in 0..spec.dim {
                 let (mut up, mut down) = (theta.clone(), theta.clone());
                 up[i] += h;
                 down[i] -= h;
-                let numeric = (posterior_potential(&spec, &x, &y, &up, prior).unwrap().0 - posterior_potential(&spec, &x, &y, &down, prior).unwrap().0) / (2.0 * h);
-                assert!((gradient[i] - numeric).abs() < 1e-6 * (1.0 + numeric.abs()), "{head:?} ∂U/∂θ{i}: {} vs {numeric}", gradient[i]);
+                let numeric = (posterior_potential(&spec, &x, &y, &up, prior).unwrap().0
+                    - posterior_potential(&spec, &x, &y, &down, prior).unwrap().0)
+                    / (2.0 * h);
+                assert!(
+                    (gradient[i] - numeric).abs() < 1e-6 * (1.0 + numeric.abs()),
+                    "{head:?} ∂U/∂θ{i}: {} vs {numeric}",
+                    gradient[i]
+                );
             }
             if let KernelHead::Fixed { sigma } = head {
                 // The value itself, from the outputs: Gaussian terms with their constant, the
                 // prior's quadratic and absolute terms, minus its constant.
                 let f = output_jacobian(&spec, &x, &theta).values;
                 let squares: f64 = f.iter().zip(&y).map(|(f, y)| (y - f) * (y - f)).sum();
-                let likelihood = 0.5 * squares / (sigma * sigma) + 12.0 * (sigma.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
-                let penalty: f64 = theta.iter().enumerate().map(|(i, t)| 0.5 * quadratic[i] * t * t + absolute[i] * t.abs()).sum();
+                let likelihood = 0.5 * squares / (sigma * sigma)
+                    + 12.0 * (sigma.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
+                let penalty: f64 = theta
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| 0.5 * quadratic[i] * t * t + absolute[i] * t.abs())
+                    .sum();
                 let expected = likelihood + penalty + 3.0;
-                assert!((u - expected).abs() < 1e-10 * expected.abs(), "U = {u}, expected {expected}");
+                assert!(
+                    (u - expected).abs() < 1e-10 * expected.abs(),
+                    "U = {u}, expected {expected}"
+                );
             }
         }
-        let spec = KernelSpec::dense(&[2, 4, 2], KernelActivation::Tanh, KernelHead::Fixed { sigma: 0.2 }, 2);
+        let spec = KernelSpec::dense(
+            &[2, 4, 2],
+            KernelActivation::Tanh,
+            KernelHead::Fixed { sigma: 0.2 },
+            2,
+        );
         let zeros = vec![0.0; spec.dim];
-        let prior = DiagonalPrior { quadratic: &zeros, absolute: &zeros, constant: 0.0 };
-        let err = posterior_potential(&spec, &small_inputs(3, 2), &[0.0; 5], &small_theta(spec.dim), prior).unwrap_err();
+        let prior = DiagonalPrior {
+            quadratic: &zeros,
+            absolute: &zeros,
+            constant: 0.0,
+        };
+        let err = posterior_potential(
+            &spec,
+            &small_inputs(3, 2),
+            &[0.0; 5],
+            &small_theta(spec.dim),
+            prior,
+        )
+        .unwrap_err();
         assert!(err.contains("target values"), "{err}");
     }
 
     #[test]
     fn a_laplace_prior_enters_the_metric_through_its_fisher_information() {
         let (quadratic, absolute) = (vec![1.0, 0.0, 0.25], vec![0.0, 3.0, 0.5]);
-        let prior = DiagonalPrior { quadratic: &quadratic, absolute: &absolute, constant: 0.0 };
+        let prior = DiagonalPrior {
+            quadratic: &quadratic,
+            absolute: &absolute,
+            constant: 0.0,
+        };
         assert_eq!(prior.metric_diagonal(), vec![1.0, 9.0, 0.5]);
     }
 
@@ -877,7 +1233,12 @@ mod tests {
         // f = x W + b with y ~ N(f, σ²) and θ ~ N(0, s²): the log posterior is quadratic with
         // precision (1/σ²) Σ_n φ_n φ_nᵀ ⊗ I_K + I/s², φ = (x, 1), whatever θ is.
         let (sigma, s) = (0.3, 2.0);
-        let spec = KernelSpec::dense(&[2, 2], KernelActivation::Tanh, KernelHead::Fixed { sigma }, 2);
+        let spec = KernelSpec::dense(
+            &[2, 2],
+            KernelActivation::Tanh,
+            KernelHead::Fixed { sigma },
+            2,
+        );
         let x = small_inputs(5, 2);
         let prior = vec![1.0 / (s * s); spec.dim];
         let metric = gauss_newton_metric(&spec, &x, &small_theta(spec.dim), &prior);
@@ -887,11 +1248,19 @@ mod tests {
             for b in 0..dim {
                 let (ia, ka) = if a < 4 { (a / 2, a % 2) } else { (2, a - 4) };
                 let (ib, kb) = if b < 4 { (b / 2, b % 2) } else { (2, b - 4) };
-                let mut expected = if ka == kb { (0..5).map(|n| feature(n, ia) * feature(n, ib)).sum::<f64>() / (sigma * sigma) } else { 0.0 };
+                let mut expected = if ka == kb {
+                    (0..5).map(|n| feature(n, ia) * feature(n, ib)).sum::<f64>() / (sigma * sigma)
+                } else {
+                    0.0
+                };
                 if a == b {
                     expected += 1.0 / (s * s);
                 }
-                assert!((metric[a * dim + b] - expected).abs() < 1e-10, "G[{a}, {b}] = {} vs {expected}", metric[a * dim + b]);
+                assert!(
+                    (metric[a * dim + b] - expected).abs() < 1e-10,
+                    "G[{a}, {b}] = {} vs {expected}",
+                    metric[a * dim + b]
+                );
             }
         }
     }
@@ -902,15 +1271,35 @@ mod tests {
         let x = small_inputs(1, 3);
         for (head, outputs, targets) in [
             (KernelHead::Categorical, 3, 3),
-            (KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
-            (KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-3, sigma_max: 1e3 }, 4, 2),
+            (
+                KernelHead::Heteroscedastic {
+                    softplus: false,
+                    sigma_min: 1e-3,
+                    sigma_max: 1e3,
+                },
+                4,
+                2,
+            ),
+            (
+                KernelHead::Heteroscedastic {
+                    softplus: true,
+                    sigma_min: 1e-3,
+                    sigma_max: 1e3,
+                },
+                4,
+                2,
+            ),
         ] {
             let spec = KernelSpec::dense(&[3, 4, outputs], KernelActivation::Tanh, head, targets);
             let theta = small_theta(spec.dim);
             let metric = gauss_newton_metric(&spec, &x, &theta, &vec![0.0; spec.dim]);
             let jac = output_jacobian(&spec, &x, &theta);
-            let v: Vec<f64> = (0..spec.dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 4.0).collect();
-            let jv: Vec<f64> = (0..outputs).map(|k| jac.row(0, k).iter().zip(&v).map(|(a, b)| a * b).sum()).collect();
+            let v: Vec<f64> = (0..spec.dim)
+                .map(|i| ((i * 3 % 7) as f64 - 3.0) / 4.0)
+                .collect();
+            let jv: Vec<f64> = (0..outputs)
+                .map(|k| jac.row(0, k).iter().zip(&v).map(|(a, b)| a * b).sum())
+                .collect();
             let o = &jac.values;
             let expected = match head {
                 KernelHead::Categorical => {
@@ -934,24 +1323,52 @@ mod tests {
                     .sum(),
                 _ => unreachable!(),
             };
-            let quadratic: f64 = (0..spec.dim).map(|a| (0..spec.dim).map(|b| v[a] * metric[a * spec.dim + b] * v[b]).sum::<f64>()).sum();
-            assert!((quadratic - expected).abs() < 1e-10 * (1.0 + expected.abs()), "{head:?}: {quadratic} vs {expected}");
-            assert!(quadratic >= -1e-12, "{head:?}: the metric must be positive semidefinite");
+            let quadratic: f64 = (0..spec.dim)
+                .map(|a| {
+                    (0..spec.dim)
+                        .map(|b| v[a] * metric[a * spec.dim + b] * v[b])
+                        .sum::<f64>()
+                })
+                .sum();
+            assert!(
+                (quadratic - expected).abs() < 1e-10 * (1.0 + expected.abs()),
+                "{head:?}: {quadratic} vs {expected}"
+            );
+            assert!(
+                quadratic >= -1e-12,
+                "{head:?}: the metric must be positive semidefinite"
+            );
         }
     }
 
     #[test]
     fn a_learned_sigma_gets_its_own_fisher_block() {
-        let spec = KernelSpec::dense(&[2, 3, 1], KernelActivation::Tanh, KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 1);
+        let spec = KernelSpec::dense(
+            &[2, 3, 1],
+            KernelActivation::Tanh,
+            KernelHead::LearnedSigma {
+                log_sigma_offset: 0,
+                prior_mean: 0.0,
+                prior_sd: 1.0,
+            },
+            1,
+        );
         let mut theta = small_theta(spec.dim);
         let ls = spec.dim - 1;
         theta[ls] = (0.5f64).ln();
         let x = small_inputs(7, 2);
         let metric = gauss_newton_metric(&spec, &x, &theta, &vec![1.0; spec.dim]);
         assert!((metric[ls * spec.dim + ls] - (2.0 * 7.0 + 1.0)).abs() < 1e-12);
-        assert!((0..ls).all(|i| metric[i * spec.dim + ls] == 0.0 && metric[ls * spec.dim + i] == 0.0));
+        assert!(
+            (0..ls).all(|i| metric[i * spec.dim + ls] == 0.0 && metric[ls * spec.dim + i] == 0.0)
+        );
         // The weights' block is (1/σ²) JᵀJ + I with σ = 0.5.
-        let fixed = KernelSpec::dense(&[2, 3, 1], KernelActivation::Tanh, KernelHead::Fixed { sigma: 0.5 }, 1);
+        let fixed = KernelSpec::dense(
+            &[2, 3, 1],
+            KernelActivation::Tanh,
+            KernelHead::Fixed { sigma: 0.5 },
+            1,
+        );
         let reference = gauss_newton_metric(&fixed, &x, &theta[..ls], &vec![1.0; ls]);
         for a in 0..ls {
             for b in 0..ls {
@@ -964,8 +1381,23 @@ mod tests {
     fn each_learned_sigma_weights_only_its_own_output() {
         // Two targets, σ₁ = 0.5 and σ₂ = 2: G = Σ_n Σ_k σ_k⁻² J_nk J_nkᵀ + I on the weights, and
         // 2N + 1 on each log σ_k with no coupling.
-        let spec = KernelSpec::dense(&[2, 3, 2], KernelActivation::Tanh, KernelHead::LearnedSigma { log_sigma_offset: 0, prior_mean: 0.0, prior_sd: 1.0 }, 2);
-        let KernelHead::LearnedSigma { log_sigma_offset: ls, .. } = spec.head else { unreachable!() };
+        let spec = KernelSpec::dense(
+            &[2, 3, 2],
+            KernelActivation::Tanh,
+            KernelHead::LearnedSigma {
+                log_sigma_offset: 0,
+                prior_mean: 0.0,
+                prior_sd: 1.0,
+            },
+            2,
+        );
+        let KernelHead::LearnedSigma {
+            log_sigma_offset: ls,
+            ..
+        } = spec.head
+        else {
+            unreachable!()
+        };
         assert_eq!(ls + 2, spec.dim);
         let mut theta = small_theta(spec.dim);
         theta[ls] = (0.5f64).ln();
@@ -976,14 +1408,25 @@ mod tests {
         for a in 0..spec.dim {
             for b in 0..spec.dim {
                 let expected = if a >= ls || b >= ls {
-                    if a == b { 2.0 * 7.0 + 1.0 } else { 0.0 }
+                    if a == b {
+                        2.0 * 7.0 + 1.0
+                    } else {
+                        0.0
+                    }
                 } else {
                     let weights = (0..7)
-                        .map(|n| jac.row(n, 0)[a] * jac.row(n, 0)[b] / 0.25 + jac.row(n, 1)[a] * jac.row(n, 1)[b] / 4.0)
+                        .map(|n| {
+                            jac.row(n, 0)[a] * jac.row(n, 0)[b] / 0.25
+                                + jac.row(n, 1)[a] * jac.row(n, 1)[b] / 4.0
+                        })
                         .sum::<f64>();
                     weights + if a == b { 1.0 } else { 0.0 }
                 };
-                assert!((metric[a * spec.dim + b] - expected).abs() < 1e-10, "G[{a}, {b}] = {} vs {expected}", metric[a * spec.dim + b]);
+                assert!(
+                    (metric[a * spec.dim + b] - expected).abs() < 1e-10,
+                    "G[{a}, {b}] = {} vs {expected}",
+                    metric[a * spec.dim + b]
+                );
             }
         }
     }

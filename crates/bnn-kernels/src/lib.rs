@@ -15,8 +15,8 @@
 mod activation;
 pub mod cholesky;
 pub mod gauss_newton;
-pub mod metric_factor;
 mod likelihood;
+pub mod metric_factor;
 mod mlp;
 mod narrow_layers;
 mod one_hidden_layer;
@@ -28,8 +28,11 @@ mod spec;
 pub mod vector_math;
 
 pub use cholesky::{Cholesky, CholeskyError};
+pub use gauss_newton::{
+    gauss_newton_metric, kinetic_gradient, log_det_gradient, output_jacobian, posterior_potential,
+    riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint, RiemannianTerms,
+};
 pub use metric_factor::{LowRankMetric, MetricFactor};
-pub use gauss_newton::{gauss_newton_metric, kinetic_gradient, log_det_gradient, output_jacobian, posterior_potential, riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint, RiemannianTerms};
 pub use mlp::{KernelData, MlpKernel, Workspace};
 pub use real::Real;
 /// The instruction set the kernels run at in this process (`avx512`, `avx2_fma`, `portable`).
@@ -37,4 +40,4 @@ pub fn instruction_set() -> &'static str {
     simd::level().name()
 }
 
-pub use spec::{KernelActivation, KernelHead, KernelLayer, KernelSpec, KernelError};
+pub use spec::{KernelActivation, KernelError, KernelHead, KernelLayer, KernelSpec};

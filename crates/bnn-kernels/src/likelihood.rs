@@ -27,12 +27,20 @@ pub(crate) struct HeadInput<'a, R> {
 
 /// Evaluates the head; when `d_outputs` is given it receives ∂ log p / ∂ outputs (`[N, K]`).
 #[inline(always)]
-pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_outputs: Option<&mut [R]>) -> HeadValue {
+pub(crate) fn evaluate<R: Real>(
+    head: KernelHead,
+    input: &HeadInput<R>,
+    mut d_outputs: Option<&mut [R]>,
+) -> HeadValue {
     let (n, k, t) = (input.rows, input.outputs_per_row, input.target_columns);
     let out = input.outputs;
     let y = input.targets;
     match head {
-        KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
+        KernelHead::Heteroscedastic {
+            softplus,
+            sigma_min,
+            sigma_max,
+        } => {
             let mut total = 0.0f64;
             for i in 0..n {
                 let mut row_total = R::ZERO;
@@ -44,7 +52,11 @@ pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_ou
                         softplus_log_sd(raw, sigma_min, sigma_max)
                     } else {
                         let (lo, hi) = (R::from_f64(sigma_min.ln()), R::from_f64(sigma_max.ln()));
-                        let inside = if raw >= lo && raw <= hi { R::ONE } else { R::ZERO };
+                        let inside = if raw >= lo && raw <= hi {
+                            R::ONE
+                        } else {
+                            R::ZERO
+                        };
                         (raw.max(lo).min(hi), inside)
                     };
                     let inv_sd = (-log_sd).exp();
@@ -57,21 +69,34 @@ pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_ou
                 }
                 total += row_total.to_f64();
             }
-            HeadValue { log_likelihood: total - HALF_LOG_2PI * (n * t) as f64, d_log_sigma: Vec::new() }
+            HeadValue {
+                log_likelihood: total - HALF_LOG_2PI * (n * t) as f64,
+                d_log_sigma: Vec::new(),
+            }
         }
         KernelHead::Fixed { sigma } => {
             let precision = R::from_f64(1.0 / (sigma * sigma));
             let squares = residual_squares(out, y, d_outputs, precision);
             let count = (n * t) as f64;
             HeadValue {
-                log_likelihood: -0.5 * squares / (sigma * sigma) - count * (sigma.ln() + HALF_LOG_2PI),
+                log_likelihood: -0.5 * squares / (sigma * sigma)
+                    - count * (sigma.ln() + HALF_LOG_2PI),
                 d_log_sigma: Vec::new(),
             }
         }
-        KernelHead::LearnedSigma { prior_mean, prior_sd, .. } => {
+        KernelHead::LearnedSigma {
+            prior_mean,
+            prior_sd,
+            ..
+        } => {
             // One σ per target column: σ_t² scales column t's residuals only.
-            let log_sigma = input.log_sigma.expect("the learned-σ head reads log σ from θ");
-            let precision: Vec<f64> = log_sigma.iter().map(|s| (-2.0 * s.to_f64()).exp()).collect();
+            let log_sigma = input
+                .log_sigma
+                .expect("the learned-σ head reads log σ from θ");
+            let precision: Vec<f64> = log_sigma
+                .iter()
+                .map(|s| (-2.0 * s.to_f64()).exp())
+                .collect();
             let squares = column_residual_squares(out, y, t, d_outputs, &precision);
             let count = n as f64;
             let mut log_likelihood = 0.0;
@@ -79,13 +104,17 @@ pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_ou
             for ((s, &precision), squares) in log_sigma.iter().zip(&precision).zip(squares) {
                 let s = s.to_f64();
                 let z = (s - prior_mean) / prior_sd;
-                log_likelihood += -0.5 * squares * precision - count * (s + HALF_LOG_2PI)
+                log_likelihood += -0.5 * squares * precision
+                    - count * (s + HALF_LOG_2PI)
                     - 0.5 * z * z
                     - prior_sd.ln()
                     - HALF_LOG_2PI;
                 d_log_sigma.push(squares * precision - count - z / prior_sd);
             }
-            HeadValue { log_likelihood, d_log_sigma }
+            HeadValue {
+                log_likelihood,
+                d_log_sigma,
+            }
         }
         KernelHead::Categorical => {
             let mut total = 0.0f64;
@@ -107,7 +136,10 @@ pub(crate) fn evaluate<R: Real>(head: KernelHead, input: &HeadInput<R>, mut d_ou
                     }
                 }
             }
-            HeadValue { log_likelihood: total, d_log_sigma: Vec::new() }
+            HeadValue {
+                log_likelihood: total,
+                d_log_sigma: Vec::new(),
+            }
         }
     }
 }
@@ -138,15 +170,30 @@ fn residual_squares<R: Real>(out: &[R], y: &[R], d_outputs: Option<&mut [R]>, pr
 /// Σ_i (y_it − f_it)² per column t of `[N, T]` rows, writing `precision_t · (y − f)` into
 /// `d_outputs` when given. One column is [`residual_squares`] itself (same order, same bits).
 #[inline(always)]
-fn column_residual_squares<R: Real>(out: &[R], y: &[R], columns: usize, d_outputs: Option<&mut [R]>, precision: &[f64]) -> Vec<f64> {
+fn column_residual_squares<R: Real>(
+    out: &[R],
+    y: &[R],
+    columns: usize,
+    d_outputs: Option<&mut [R]>,
+    precision: &[f64],
+) -> Vec<f64> {
     if columns == 1 {
-        return vec![residual_squares(out, y, d_outputs, R::from_f64(precision[0]))];
+        return vec![residual_squares(
+            out,
+            y,
+            d_outputs,
+            R::from_f64(precision[0]),
+        )];
     }
     let mut totals = vec![0.0f64; columns];
     let scale: Vec<R> = precision.iter().map(|&p| R::from_f64(p)).collect();
     match d_outputs {
         Some(d) => {
-            for ((d, f), y) in d.chunks_exact_mut(columns).zip(out.chunks_exact(columns)).zip(y.chunks_exact(columns)) {
+            for ((d, f), y) in d
+                .chunks_exact_mut(columns)
+                .zip(out.chunks_exact(columns))
+                .zip(y.chunks_exact(columns))
+            {
                 for t in 0..columns {
                     let r = y[t] - f[t];
                     totals[t] += (r * r).to_f64();

@@ -30,25 +30,45 @@ impl LowRankMetric {
     /// entry must be positive (a prior's precision).
     pub fn new(diagonal: Vec<f64>, rows: Vec<f64>) -> Result<Self, CholeskyError> {
         let dim = diagonal.len();
-        if let Some((index, &pivot)) = diagonal.iter().enumerate().find(|(_, p)| !(**p > 0.0 && p.is_finite())) {
+        if let Some((index, &pivot)) = diagonal
+            .iter()
+            .enumerate()
+            .find(|(_, p)| !(**p > 0.0 && p.is_finite()))
+        {
             return Err(CholeskyError::NotPositiveDefinite { index, pivot });
         }
         if dim == 0 || rows.len() % dim != 0 {
-            return Err(CholeskyError::Shape { dim, values: rows.len() });
+            return Err(CholeskyError::Shape {
+                dim,
+                values: rows.len(),
+            });
         }
         let rank = rows.len() / dim;
-        let scaled: Vec<f64> = rows.chunks_exact(dim).flat_map(|row| row.iter().zip(&diagonal).map(|(b, p)| b / p)).collect();
+        let scaled: Vec<f64> = rows
+            .chunks_exact(dim)
+            .flat_map(|row| row.iter().zip(&diagonal).map(|(b, p)| b / p))
+            .collect();
         let mut capacitance = vec![0.0; rank * rank];
         for i in 0..rank {
             for j in 0..=i {
-                let value: f64 = scaled[i * dim..(i + 1) * dim].iter().zip(&rows[j * dim..(j + 1) * dim]).map(|(a, b)| a * b).sum();
+                let value: f64 = scaled[i * dim..(i + 1) * dim]
+                    .iter()
+                    .zip(&rows[j * dim..(j + 1) * dim])
+                    .map(|(a, b)| a * b)
+                    .sum();
                 capacitance[i * rank + j] = value + if i == j { 1.0 } else { 0.0 };
                 capacitance[j * rank + i] = capacitance[i * rank + j];
             }
         }
         let capacitance = Cholesky::new(&capacitance, rank)?;
         let log_det = diagonal.iter().map(|p| p.ln()).sum::<f64>() + capacitance.log_det();
-        Ok(Self { diagonal, rows, rank, capacitance, log_det })
+        Ok(Self {
+            diagonal,
+            rows,
+            rank,
+            capacitance,
+            log_det,
+        })
     }
 
     pub fn rank(&self) -> usize {
@@ -60,7 +80,11 @@ impl LowRankMetric {
         for ((o, b), p) in out.iter_mut().zip(b).zip(&self.diagonal) {
             *o = b / p;
         }
-        let projected: Vec<f64> = self.rows.chunks_exact(dim).map(|row| row.iter().zip(&*out).map(|(a, y)| a * y).sum()).collect();
+        let projected: Vec<f64> = self
+            .rows
+            .chunks_exact(dim)
+            .map(|row| row.iter().zip(&*out).map(|(a, y)| a * y).sum())
+            .collect();
         let mut inner = vec![0.0; self.rank];
         self.capacitance.solve(&projected, &mut inner);
         for (row, s) in self.rows.chunks_exact(dim).zip(&inner) {
@@ -74,7 +98,11 @@ impl LowRankMetric {
 impl MetricFactor {
     /// The cheaper form of `diag(diagonal) + BᵀB`: low rank when `B` has fewer rows than
     /// columns and the diagonal is positive, else the dense matrix `dense(B)` factored.
-    pub fn choose(diagonal: &[f64], rows: Vec<f64>, dense: impl FnOnce(&[f64]) -> Vec<f64>) -> Result<Self, CholeskyError> {
+    pub fn choose(
+        diagonal: &[f64],
+        rows: Vec<f64>,
+        dense: impl FnOnce(&[f64]) -> Vec<f64>,
+    ) -> Result<Self, CholeskyError> {
         let dim = diagonal.len();
         if dim > 0 && rows.len() / dim < dim && diagonal.iter().all(|p| *p > 0.0 && p.is_finite()) {
             return LowRankMetric::new(diagonal.to_vec(), rows).map(MetricFactor::LowRank);
@@ -172,8 +200,13 @@ mod tests {
     fn the_low_rank_form_solves_and_measures_like_the_dense_one() {
         let dim = 7;
         let diagonal: Vec<f64> = (0..dim).map(|i| 0.5 + i as f64 * 0.3).collect();
-        let rows: Vec<f64> = (0..3 * dim).map(|i| ((i * 7 % 11) as f64 - 5.0) / 3.0).collect();
-        let low = MetricFactor::choose(&diagonal, rows.clone(), |_| unreachable!("3 rows < 7 columns: low rank")).unwrap();
+        let rows: Vec<f64> = (0..3 * dim)
+            .map(|i| ((i * 7 % 11) as f64 - 5.0) / 3.0)
+            .collect();
+        let low = MetricFactor::choose(&diagonal, rows.clone(), |_| {
+            unreachable!("3 rows < 7 columns: low rank")
+        })
+        .unwrap();
         assert!(matches!(low, MetricFactor::LowRank(ref l) if l.rank() == 3));
         let full = Cholesky::new(&dense(&diagonal, &rows), dim).unwrap();
         assert!((low.log_det() - full.log_det()).abs() < 1e-10);
@@ -202,7 +235,9 @@ mod tests {
             }
         }
         // Many right-hand sides at once: each equals its own solve, bit for bit, in both forms.
-        let many: Vec<f64> = (0..5 * dim).map(|i| ((i * 3 % 13) as f64 - 6.0) / 4.0).collect();
+        let many: Vec<f64> = (0..5 * dim)
+            .map(|i| ((i * 3 % 13) as f64 - 6.0) / 4.0)
+            .collect();
         for factor in [low.clone(), MetricFactor::Dense(full.clone())] {
             let mut together = vec![0.0; many.len()];
             factor.solve_many(&many, &mut together);
@@ -214,7 +249,8 @@ mod tests {
         }
         // More rows than columns: the dense form.
         let tall: Vec<f64> = (0..9 * 3).map(|i| (i % 5) as f64).collect();
-        let chosen = MetricFactor::choose(&[1.0; 3], tall.clone(), |rows| dense(&[1.0; 3], rows)).unwrap();
+        let chosen =
+            MetricFactor::choose(&[1.0; 3], tall.clone(), |rows| dense(&[1.0; 3], rows)).unwrap();
         assert!(matches!(chosen, MetricFactor::Dense(_)));
     }
 }

@@ -33,7 +33,12 @@ impl<R: Real> Workspace<R> {
             self.pre[l].resize(rows * layer.d_out, R::ZERO);
             self.post[l].resize(rows * layer.d_out, R::ZERO);
         }
-        let widest = spec.layers.iter().map(|l| l.d_out.max(l.d_in)).max().unwrap_or(0);
+        let widest = spec
+            .layers
+            .iter()
+            .map(|l| l.d_out.max(l.d_in))
+            .max()
+            .unwrap_or(0);
         self.delta.resize(rows * widest, R::ZERO);
         self.delta_below.resize(rows * widest, R::ZERO);
         if one_hidden_layer::applies(spec) {
@@ -83,7 +88,9 @@ impl MlpKernel {
         let spec = &self.spec;
         let (d, c) = (spec.dim, values.len());
         let fail = |m: String| Err(KernelError(m));
-        if data.x.len() != data.rows * spec.d_input() || data.y.len() != data.rows * spec.target_columns {
+        if data.x.len() != data.rows * spec.d_input()
+            || data.y.len() != data.rows * spec.target_columns
+        {
             return fail(format!(
                 "data of {} rows need x {} and y {} values, got {} and {}",
                 data.rows,
@@ -94,11 +101,16 @@ impl MlpKernel {
             ));
         }
         if thetas.len() != c * d || gradients.as_ref().is_some_and(|g| g.len() != c * d) {
-            return fail(format!("{c} chains in dimension {d} need {} values per buffer", c * d));
+            return fail(format!(
+                "{c} chains in dimension {d} need {} values per buffer",
+                c * d
+            ));
         }
         workspace.prepare(spec, data.rows);
         let gradients = gradients.as_deref_mut();
-        crate::simd::dispatch!(evaluate_chains(spec, data, thetas, values, gradients, workspace));
+        crate::simd::dispatch!(evaluate_chains(
+            spec, data, thetas, values, gradients, workspace
+        ));
         Ok(())
     }
 }
@@ -116,7 +128,9 @@ fn evaluate_chains<R: Real>(
     let d = spec.dim;
     for (chain, value) in values.iter_mut().enumerate() {
         let theta = &thetas[chain * d..(chain + 1) * d];
-        let gradient = gradients.as_deref_mut().map(|g| &mut g[chain * d..(chain + 1) * d]);
+        let gradient = gradients
+            .as_deref_mut()
+            .map(|g| &mut g[chain * d..(chain + 1) * d]);
         *value = evaluate_one(spec, data, theta, gradient, workspace);
     }
 }
@@ -165,7 +179,17 @@ fn evaluate_layers<R: Real>(
         } else {
             // pre = input · W + b   ([n, d_in] · [d_in, d_out], all row major). The bias is
             // added after the product: copying it into every row first costs a memcpy per row.
-            matmul_accumulate(pre, input, weight, n, layer.d_out, layer.d_in, Layout::row(layer.d_in), Layout::row(layer.d_out), false);
+            matmul_accumulate(
+                pre,
+                input,
+                weight,
+                n,
+                layer.d_out,
+                layer.d_in,
+                Layout::row(layer.d_in),
+                Layout::row(layer.d_out),
+                false,
+            );
             for row in pre.chunks_exact_mut(layer.d_out) {
                 activation::add_row(row, bias);
             }
@@ -175,7 +199,9 @@ fn evaluate_layers<R: Real>(
         }
     }
     let log_likelihood = apply_head(spec, data, theta, ws, gradient.as_deref_mut());
-    let Some(gradient) = gradient else { return log_likelihood };
+    let Some(gradient) = gradient else {
+        return log_likelihood;
+    };
     for l in (0..=last).rev() {
         let layer = spec.layers[l];
         // Below the output layer, the pass that made this delta (layer l + 1's) already summed
@@ -186,8 +212,19 @@ fn evaluate_layers<R: Real>(
         let delta = &ws.delta[..n * layer.d_out];
         if !weight_done {
             // ∂W = inputᵀ · delta   ([d_in, n] · [n, d_out])
-            let weight_grad = &mut gradient[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
-            matmul_accumulate(weight_grad, input, delta, layer.d_in, layer.d_out, n, Layout::transposed(layer.d_in), Layout::row(layer.d_out), false);
+            let weight_grad =
+                &mut gradient[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+            matmul_accumulate(
+                weight_grad,
+                input,
+                delta,
+                layer.d_in,
+                layer.d_out,
+                n,
+                Layout::transposed(layer.d_in),
+                Layout::row(layer.d_out),
+                false,
+            );
         }
         if !bias_done {
             // ∂b = column sums of delta
@@ -198,16 +235,35 @@ fn evaluate_layers<R: Real>(
         }
         if l > 0 {
             // delta below = (delta · Wᵀ) ⊙ act'(pre below)   ([n, d_out] · [d_out, d_in])
-            let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+            let weight =
+                &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
             let below = &mut ws.delta_below[..n * layer.d_in];
-            matmul_accumulate(below, delta, weight, n, layer.d_in, layer.d_out, Layout::row(layer.d_out), Layout::transposed(layer.d_out), false);
+            matmul_accumulate(
+                below,
+                delta,
+                weight,
+                n,
+                layer.d_in,
+                layer.d_out,
+                Layout::row(layer.d_out),
+                Layout::transposed(layer.d_out),
+                false,
+            );
             // The same pass sums the layer below's bias gradient, and its weight gradient when
             // that layer has one input (then ∂W = Σ_rows input_i · delta_i is a row update).
             let under = spec.layers[l - 1];
             let under_input: &[R] = if l == 1 { data.x } else { &ws.post[l - 2] };
             let (weight_grad, bias_grad) = split_weight_bias(gradient, under);
             let weight_grad = (under.d_in == 1).then_some((under_input, weight_grad));
-            activation::backward_with_sums(spec.activation, &ws.pre[l - 1], &ws.post[l - 1], below, layer.d_in, bias_grad, weight_grad);
+            activation::backward_with_sums(
+                spec.activation,
+                &ws.pre[l - 1],
+                &ws.post[l - 1],
+                below,
+                layer.d_in,
+                bias_grad,
+                weight_grad,
+            );
             std::mem::swap(&mut ws.delta, &mut ws.delta_below);
         }
     }
@@ -218,20 +274,41 @@ fn evaluate_layers<R: Real>(
 /// likelihood, and when a gradient buffer is given, the head's δ in `ws.delta` and the gradient
 /// zeroed but for a learned log σ's coordinates, for the backward pass to fill.
 #[inline(always)]
-pub(crate) fn apply_head<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], ws: &mut Workspace<R>, gradient: Option<&mut [R]>) -> f64 {
+pub(crate) fn apply_head<R: Real>(
+    spec: &KernelSpec,
+    data: KernelData<'_, R>,
+    theta: &[R],
+    ws: &mut Workspace<R>,
+    gradient: Option<&mut [R]>,
+) -> f64 {
     let (n, k, last) = (data.rows, spec.d_output(), spec.layers.len() - 1);
     let log_sigma = match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
+        KernelHead::LearnedSigma {
+            log_sigma_offset, ..
+        } => Some(&theta[log_sigma_offset..log_sigma_offset + spec.target_columns]),
         _ => None,
     };
-    let head_input = HeadInput { outputs: &ws.pre[last][..n * k], targets: data.y, rows: n, outputs_per_row: k, target_columns: spec.target_columns, log_sigma };
+    let head_input = HeadInput {
+        outputs: &ws.pre[last][..n * k],
+        targets: data.y,
+        rows: n,
+        outputs_per_row: k,
+        target_columns: spec.target_columns,
+        log_sigma,
+    };
     let Some(gradient) = gradient else {
         return likelihood::evaluate(spec.head, &head_input, None).log_likelihood;
     };
     let head = likelihood::evaluate(spec.head, &head_input, Some(&mut ws.delta[..n * k]));
     gradient.fill(R::ZERO);
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
-        for (g, &d) in gradient[log_sigma_offset..].iter_mut().zip(&head.d_log_sigma) {
+    if let KernelHead::LearnedSigma {
+        log_sigma_offset, ..
+    } = spec.head
+    {
+        for (g, &d) in gradient[log_sigma_offset..]
+            .iter_mut()
+            .zip(&head.d_log_sigma)
+        {
             *g = R::from_f64(d);
         }
     }
@@ -262,11 +339,17 @@ pub(crate) struct Layout {
 impl Layout {
     /// Row-major storage with `cols` columns.
     pub(crate) fn row(cols: usize) -> Self {
-        Layout { row_stride: cols as isize, col_stride: 1 }
+        Layout {
+            row_stride: cols as isize,
+            col_stride: 1,
+        }
     }
     /// The transpose of a row-major matrix that has `stored_cols` columns.
     pub(crate) fn transposed(stored_cols: usize) -> Self {
-        Layout { row_stride: 1, col_stride: stored_cols as isize }
+        Layout {
+            row_stride: 1,
+            col_stride: stored_cols as isize,
+        }
     }
 }
 
@@ -333,7 +416,9 @@ fn small_matmul<R: Real>(
     accumulate: bool,
 ) {
     let dst = &mut dst[..m * n];
-    let at = |layout: Layout, row: usize, col: usize| row * layout.row_stride as usize + col * layout.col_stride as usize;
+    let at = |layout: Layout, row: usize, col: usize| {
+        row * layout.row_stride as usize + col * layout.col_stride as usize
+    };
     if n == 1 && lhs_layout.col_stride == 1 && rhs_layout.row_stride == 1 {
         // Rows of lhs are contiguous: one dot product per output.
         for (i, out) in dst.iter_mut().enumerate() {
@@ -446,15 +531,32 @@ mod tests {
 
     fn heads() -> Vec<KernelHead> {
         vec![
-            KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-6, sigma_max: 1e6 },
-            KernelHead::Heteroscedastic { softplus: true, sigma_min: 1e-6, sigma_max: 1e6 },
+            KernelHead::Heteroscedastic {
+                softplus: false,
+                sigma_min: 1e-6,
+                sigma_max: 1e6,
+            },
+            KernelHead::Heteroscedastic {
+                softplus: true,
+                sigma_min: 1e-6,
+                sigma_max: 1e6,
+            },
             KernelHead::Fixed { sigma: 0.3 },
-            KernelHead::LearnedSigma { log_sigma_offset: usize::MAX, prior_mean: 0.2, prior_sd: 0.7 },
+            KernelHead::LearnedSigma {
+                log_sigma_offset: usize::MAX,
+                prior_mean: 0.2,
+                prior_sd: 0.7,
+            },
             KernelHead::Categorical,
         ]
     }
 
-    fn spec(widths: &[usize], activation: KernelActivation, head: KernelHead, targets: usize) -> KernelSpec {
+    fn spec(
+        widths: &[usize],
+        activation: KernelActivation,
+        head: KernelHead,
+        targets: usize,
+    ) -> KernelSpec {
         KernelSpec::dense(widths, activation, head, targets)
     }
 
@@ -467,11 +569,23 @@ mod tests {
     }
 
     /// A straightforward f64 evaluation of the same model, loop by loop.
-    fn naive_log_likelihood(spec: &KernelSpec, x: &[f64], y: &[f64], rows: usize, theta: &[f64]) -> f64 {
+    fn naive_log_likelihood(
+        spec: &KernelSpec,
+        x: &[f64],
+        y: &[f64],
+        rows: usize,
+        theta: &[f64],
+    ) -> f64 {
         let act = |a: f64| match spec.activation {
             KernelActivation::Tanh => a.tanh(),
             KernelActivation::Relu => a.max(0.0),
-            KernelActivation::LeakyRelu { slope } => if a > 0.0 { a } else { slope * a },
+            KernelActivation::LeakyRelu { slope } => {
+                if a > 0.0 {
+                    a
+                } else {
+                    slope * a
+                }
+            }
             KernelActivation::Sigmoid => 1.0 / (1.0 + (-a).exp()),
             KernelActivation::Silu => a / (1.0 + (-a).exp()),
             KernelActivation::TruncRelu => a.clamp(0.0, 1.0),
@@ -489,14 +603,26 @@ mod tests {
                         z[j] += hq * theta[layer.weight_offset + q * layer.d_out + j];
                     }
                 }
-                h = if l + 1 < spec.layers.len() { z.iter().map(|&a| act(a)).collect() } else { z };
+                h = if l + 1 < spec.layers.len() {
+                    z.iter().map(|&a| act(a)).collect()
+                } else {
+                    z
+                };
             }
             let t = spec.target_columns;
             let yi = &y[i * t..(i + 1) * t];
             total += match spec.head {
-                KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => (0..t)
+                KernelHead::Heteroscedastic {
+                    softplus,
+                    sigma_min,
+                    sigma_max,
+                } => (0..t)
                     .map(|j| {
-                        let sd = if softplus { (1.0 + h[t + j].exp()).ln() } else { h[t + j].exp() };
+                        let sd = if softplus {
+                            (1.0 + h[t + j].exp()).ln()
+                        } else {
+                            h[t + j].exp()
+                        };
                         let sd = sd.clamp(sigma_min, sigma_max);
                         let z = (yi[j] - h[j]) / sd;
                         -0.5 * z * z - sd.ln() - half_log_2pi
@@ -505,7 +631,9 @@ mod tests {
                 KernelHead::Fixed { sigma } => (0..t)
                     .map(|j| -0.5 * ((yi[j] - h[j]) / sigma).powi(2) - sigma.ln() - half_log_2pi)
                     .sum(),
-                KernelHead::LearnedSigma { log_sigma_offset, .. } => (0..t)
+                KernelHead::LearnedSigma {
+                    log_sigma_offset, ..
+                } => (0..t)
                     .map(|j| {
                         let s = theta[log_sigma_offset + j];
                         -0.5 * ((yi[j] - h[j]) / s.exp()).powi(2) - s - half_log_2pi
@@ -517,7 +645,12 @@ mod tests {
                 }
             };
         }
-        if let KernelHead::LearnedSigma { log_sigma_offset, prior_mean, prior_sd } = spec.head {
+        if let KernelHead::LearnedSigma {
+            log_sigma_offset,
+            prior_mean,
+            prior_sd,
+        } = spec.head
+        {
             for s in &theta[log_sigma_offset..log_sigma_offset + spec.target_columns] {
                 let z = (s - prior_mean) / prior_sd;
                 total += -0.5 * z * z - prior_sd.ln() - half_log_2pi;
@@ -536,7 +669,9 @@ mod tests {
 
     fn problem(spec: &KernelSpec, rows: usize, chains: usize, seed: u64) -> Problem {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let x = (0..rows * spec.d_input()).map(|_| rng.random_range(-1.5..1.5)).collect();
+        let x = (0..rows * spec.d_input())
+            .map(|_| rng.random_range(-1.5..1.5))
+            .collect();
         let t = spec.target_columns;
         let y = match spec.head {
             KernelHead::Categorical => (0..rows)
@@ -544,8 +679,16 @@ mod tests {
                 .collect(),
             _ => (0..rows * t).map(|_| rng.random_range(-2.0..2.0)).collect(),
         };
-        let thetas = (0..chains * spec.dim).map(|_| rng.random_range(-0.9..0.9)).collect();
-        Problem { x, y, rows, thetas, chains }
+        let thetas = (0..chains * spec.dim)
+            .map(|_| rng.random_range(-0.9..0.9))
+            .collect();
+        Problem {
+            x,
+            y,
+            rows,
+            thetas,
+            chains,
+        }
     }
 
     fn run<R: Real>(spec: &KernelSpec, p: &Problem) -> (Vec<f64>, Vec<f64>) {
@@ -554,8 +697,20 @@ mod tests {
         let kernel = MlpKernel::new(spec.clone()).unwrap();
         let mut values = vec![0.0; p.chains];
         let mut grads = vec![R::ZERO; p.chains * spec.dim];
-        let data = KernelData { x: &x, y: &y, rows: p.rows };
-        kernel.evaluate(data, &thetas, &mut values, Some(&mut grads), &mut Workspace::default()).unwrap();
+        let data = KernelData {
+            x: &x,
+            y: &y,
+            rows: p.rows,
+        };
+        kernel
+            .evaluate(
+                data,
+                &thetas,
+                &mut values,
+                Some(&mut grads),
+                &mut Workspace::default(),
+            )
+            .unwrap();
         (values, grads.iter().map(|g| g.to_f64()).collect())
     }
 
@@ -567,7 +722,11 @@ mod tests {
         for c in 0..p.chains {
             let theta = &p.thetas[c * spec.dim..(c + 1) * spec.dim];
             let expected = naive(theta);
-            assert!((values[c] - expected).abs() <= 1e-10 * expected.abs().max(1.0), "{what}: {} vs {expected}", values[c]);
+            assert!(
+                (values[c] - expected).abs() <= 1e-10 * expected.abs().max(1.0),
+                "{what}: {} vs {expected}",
+                values[c]
+            );
             for i in 0..spec.dim {
                 let h = 1e-6;
                 let (mut plus, mut minus) = (theta.to_vec(), theta.to_vec());
@@ -575,7 +734,10 @@ mod tests {
                 minus[i] -= h;
                 let fd = (naive(&plus) - naive(&minus)) / (2.0 * h);
                 let g = grads[c * spec.dim + i];
-                assert!((g - fd).abs() <= 1e-6 * fd.abs().max(1.0), "{what} coordinate {i}: {g} vs {fd}");
+                assert!(
+                    (g - fd).abs() <= 1e-6 * fd.abs().max(1.0),
+                    "{what} coordinate {i}: {g} vs {fd}"
+                );
             }
         }
     }
@@ -585,7 +747,11 @@ mod tests {
         for head in heads() {
             for activation in ACTIVATIONS {
                 let spec = spec_for(head, activation);
-                assert_matches_naive(&spec, &problem(&spec, 17, 2, 7), &format!("{head:?} {activation:?}"));
+                assert_matches_naive(
+                    &spec,
+                    &problem(&spec, 17, 2, 7),
+                    &format!("{head:?} {activation:?}"),
+                );
             }
         }
     }
@@ -602,7 +768,11 @@ mod tests {
             };
             for activation in ACTIVATIONS {
                 let spec = spec(&[1, 6, 1, 5, out], activation, head, targets);
-                assert_matches_naive(&spec, &problem(&spec, 13, 2, 5), &format!("{head:?} {activation:?} 1-6-1-5"));
+                assert_matches_naive(
+                    &spec,
+                    &problem(&spec, 13, 2, 5),
+                    &format!("{head:?} {activation:?} 1-6-1-5"),
+                );
             }
         }
     }
@@ -615,7 +785,10 @@ mod tests {
             KernelHead::Categorical => (2, 2),
             _ => (1, 1),
         };
-        [5, 16, 50].iter().map(|&width| spec(&[1, width, out], activation, head, targets)).collect()
+        [5, 16, 50]
+            .iter()
+            .map(|&width| spec(&[1, width, out], activation, head, targets))
+            .collect()
     }
 
     #[test]
@@ -624,7 +797,10 @@ mod tests {
             for activation in ACTIVATIONS {
                 for spec in one_hidden_specs(head, activation) {
                     assert!(crate::one_hidden_layer::applies(&spec));
-                    let what = format!("{head:?} {activation:?} 1-{}-{}", spec.layers[0].d_out, spec.layers[1].d_out);
+                    let what = format!(
+                        "{head:?} {activation:?} 1-{}-{}",
+                        spec.layers[0].d_out, spec.layers[1].d_out
+                    );
                     // Parameters scaled as 1/√width keep the log likelihood of a wide net near
                     // that of a narrow one (at -4e5 the finite differences' rounding, not the
                     // kernel, would set the error).
@@ -642,28 +818,63 @@ mod tests {
         // With one output the one-hidden-layer pass sums the same products as the general
         // pass in another order (padded chunks, multiply-adds): equal to f32 rounding, value and
         // gradient, for every activation and hidden width.
-        for head in [KernelHead::Fixed { sigma: 0.1 }, KernelHead::LearnedSigma { log_sigma_offset: usize::MAX, prior_mean: 0.2, prior_sd: 0.7 }] {
+        for head in [
+            KernelHead::Fixed { sigma: 0.1 },
+            KernelHead::LearnedSigma {
+                log_sigma_offset: usize::MAX,
+                prior_mean: 0.2,
+                prior_sd: 0.7,
+            },
+        ] {
             for activation in ACTIVATIONS {
                 for spec in one_hidden_specs(head, activation) {
                     let p = problem(&spec, 80, 3, 21);
                     let cast = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
                     let (x, y, thetas) = (cast(&p.x), cast(&p.y), cast(&p.thetas));
-                    let data = KernelData { x: &x, y: &y, rows: p.rows };
+                    let data = KernelData {
+                        x: &x,
+                        y: &y,
+                        rows: p.rows,
+                    };
                     let kernel = MlpKernel::new(spec.clone()).unwrap();
                     let mut fused = vec![0.0; p.chains];
                     let mut g_fused = vec![0.0f32; p.chains * spec.dim];
-                    kernel.evaluate(data, &thetas, &mut fused, Some(&mut g_fused), &mut Workspace::default()).unwrap();
+                    kernel
+                        .evaluate(
+                            data,
+                            &thetas,
+                            &mut fused,
+                            Some(&mut g_fused),
+                            &mut Workspace::default(),
+                        )
+                        .unwrap();
                     let mut ws = Workspace::default();
                     ws.prepare(&spec, p.rows);
                     let d = spec.dim;
                     for c in 0..p.chains {
                         let mut g = vec![0.0f32; d];
-                        let value = evaluate_layers(&spec, data, &thetas[c * d..(c + 1) * d], Some(&mut g), &mut ws);
-                        let what = format!("{head:?} {activation:?} 1-{}-1 chain {c}", spec.layers[0].d_out);
-                        assert!((value - fused[c]).abs() <= 1e-5 * value.abs().max(1.0), "{what}: value {value} vs {}", fused[c]);
+                        let value = evaluate_layers(
+                            &spec,
+                            data,
+                            &thetas[c * d..(c + 1) * d],
+                            Some(&mut g),
+                            &mut ws,
+                        );
+                        let what = format!(
+                            "{head:?} {activation:?} 1-{}-1 chain {c}",
+                            spec.layers[0].d_out
+                        );
+                        assert!(
+                            (value - fused[c]).abs() <= 1e-5 * value.abs().max(1.0),
+                            "{what}: value {value} vs {}",
+                            fused[c]
+                        );
                         let scale = g.iter().fold(1.0f32, |m, v| m.max(v.abs()));
                         for (i, (a, b)) in g.iter().zip(&g_fused[c * d..(c + 1) * d]).enumerate() {
-                            assert!((a - b).abs() <= 2e-5 * scale, "{what} coordinate {i}: {a} vs {b}");
+                            assert!(
+                                (a - b).abs() <= 2e-5 * scale,
+                                "{what} coordinate {i}: {a} vs {b}"
+                            );
                         }
                     }
                 }
@@ -679,27 +890,57 @@ mod tests {
         let mut ws = Workspace::default();
         ws.prepare(spec, p.rows);
         let d = spec.dim;
-        let data = KernelData { x: &p.x, y: &p.y, rows: p.rows };
+        let data = KernelData {
+            x: &p.x,
+            y: &p.y,
+            rows: p.rows,
+        };
         let kernel = MlpKernel::new(spec.clone()).unwrap();
         for c in 0..p.chains {
             let theta = &p.thetas[c * d..(c + 1) * d];
             let mut g = vec![0.0; d];
             let value = evaluate_layers(spec, data, theta, Some(&mut g), &mut ws);
             let what = format!("{what} chain {c}");
-            assert!((value - dispatched[c]).abs() <= 1e-12 * value.abs().max(1.0), "{what}: {value} vs {}", dispatched[c]);
+            assert!(
+                (value - dispatched[c]).abs() <= 1e-12 * value.abs().max(1.0),
+                "{what}: {value} vs {}",
+                dispatched[c]
+            );
             let scale = g.iter().fold(1.0f64, |m, v| m.max(v.abs()));
             for (i, (a, b)) in g.iter().zip(&g_dispatched[c * d..(c + 1) * d]).enumerate() {
-                assert!((a - b).abs() <= 1e-12 * scale, "{what} coordinate {i}: {a} vs {b}");
+                assert!(
+                    (a - b).abs() <= 1e-12 * scale,
+                    "{what} coordinate {i}: {a} vs {b}"
+                );
             }
             let mut value_only = [0.0];
-            kernel.evaluate(data, theta, &mut value_only, None, &mut Workspace::default()).unwrap();
-            assert_eq!(value_only[0].to_bits(), dispatched[c].to_bits(), "{what}: value without gradient");
+            kernel
+                .evaluate(
+                    data,
+                    theta,
+                    &mut value_only,
+                    None,
+                    &mut Workspace::default(),
+                )
+                .unwrap();
+            assert_eq!(
+                value_only[0].to_bits(),
+                dispatched[c].to_bits(),
+                "{what}: value without gradient"
+            );
         }
     }
 
     #[test]
     fn one_hidden_layer_pass_agrees_with_the_general_pass_with_two_outputs() {
-        for head in [KernelHead::Heteroscedastic { softplus: false, sigma_min: 1e-6, sigma_max: 1e6 }, KernelHead::Categorical] {
+        for head in [
+            KernelHead::Heteroscedastic {
+                softplus: false,
+                sigma_min: 1e-6,
+                sigma_max: 1e6,
+            },
+            KernelHead::Categorical,
+        ] {
             for activation in ACTIVATIONS {
                 for spec in one_hidden_specs(head, activation) {
                     let what = format!("{head:?} {activation:?} 1-{}-2", spec.layers[0].d_out);
@@ -721,12 +962,21 @@ mod tests {
                     KernelHead::Categorical => (3, 3),
                     _ => (2, 2),
                 };
-                let mut specs = vec![(spec(&[3, 7, 5, out], activation, head, targets), 37), (spec(&[2, 13, out], activation, head, targets), 5)];
+                let mut specs = vec![
+                    (spec(&[3, 7, 5, out], activation, head, targets), 37),
+                    (spec(&[2, 13, out], activation, head, targets), 5),
+                ];
                 // Yacht's shape: one target column, which the heteroscedastic head reads in place.
                 let (yacht_out, yacht_targets) = if out == 4 { (2, 1) } else { (out, targets) };
-                specs.push((spec(&[6, 16, 16, yacht_out], activation, head, yacht_targets), 16));
+                specs.push((
+                    spec(&[6, 16, 16, yacht_out], activation, head, yacht_targets),
+                    16,
+                ));
                 for (spec, rows) in specs {
-                    assert!(crate::narrow_layers::applies(&spec) && !crate::one_hidden_layer::applies(&spec));
+                    assert!(
+                        crate::narrow_layers::applies(&spec)
+                            && !crate::one_hidden_layer::applies(&spec)
+                    );
                     let what = format!("{head:?} {activation:?} {:?} rows {rows}", spec.layers);
                     assert_general_pass_agrees(&spec, &problem(&spec, rows, 2, 31), &what);
                 }
@@ -736,7 +986,12 @@ mod tests {
 
     #[test]
     fn wide_nets_take_the_general_pass() {
-        let spec = spec(&[3, 70, 5, 1], KernelActivation::Tanh, KernelHead::Fixed { sigma: 0.3 }, 1);
+        let spec = spec(
+            &[3, 70, 5, 1],
+            KernelActivation::Tanh,
+            KernelHead::Fixed { sigma: 0.3 },
+            1,
+        );
         assert!(!crate::narrow_layers::applies(&spec) && !crate::one_hidden_layer::applies(&spec));
         let mut p = problem(&spec, 9, 1, 4);
         p.thetas.iter_mut().for_each(|t| *t *= 0.3);
@@ -752,7 +1007,12 @@ mod tests {
                 let (v64, g64) = run::<f64>(&spec, &p);
                 // The reference sees the same f32-rounded inputs as the f32 kernel.
                 let rounded = |v: &[f64]| v.iter().map(|&a| a as f32 as f64).collect::<Vec<_>>();
-                let p32 = Problem { x: rounded(&p.x), y: rounded(&p.y), thetas: rounded(&p.thetas), ..p };
+                let p32 = Problem {
+                    x: rounded(&p.x),
+                    y: rounded(&p.y),
+                    thetas: rounded(&p.thetas),
+                    ..p
+                };
                 let (v64r, g64r) = run::<f64>(&spec, &p32);
                 let (v32, g32) = run::<f32>(&spec, &p32);
                 assert_eq!(v64.len(), v32.len());
@@ -762,8 +1022,14 @@ mod tests {
                     let g = &g32[c * spec.dim..(c + 1) * spec.dim];
                     let r = &g64r[c * spec.dim..(c + 1) * spec.dim];
                     let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                    let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-                    assert!(worst <= 1e-5 * scale, "{head:?} {activation:?} gradient max err {worst} (scale {scale})");
+                    let worst = g
+                        .iter()
+                        .zip(r)
+                        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                    assert!(
+                        worst <= 1e-5 * scale,
+                        "{head:?} {activation:?} gradient max err {worst} (scale {scale})"
+                    );
                 }
                 let _ = (v64, g64);
             }
@@ -781,7 +1047,9 @@ mod tests {
                 // Widths of 20 and 17 leave vector tails on every level; the one-hidden-layer
                 // pass has its own loops.
                 let deep = match head {
-                    KernelHead::Heteroscedastic { .. } => spec(&[3, 20, 17, 4], activation, head, 2),
+                    KernelHead::Heteroscedastic { .. } => {
+                        spec(&[3, 20, 17, 4], activation, head, 2)
+                    }
                     KernelHead::Categorical => spec(&[3, 20, 17, 3], activation, head, 3),
                     _ => spec(&[3, 20, 17, 2], activation, head, 2),
                 };
@@ -791,21 +1059,54 @@ mod tests {
                     KernelHead::Categorical => spec(&[3, 70, 3], activation, head, 3),
                     _ => spec(&[3, 70, 2], activation, head, 2),
                 };
-                for spec in [deep, wide].into_iter().chain(one_hidden_specs(head, activation)) {
-                let p = problem(&spec, 61, 3, 11);
-                let cast = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
-                let (x, y, thetas) = (cast(&p.x), cast(&p.y), cast(&p.thetas));
-                let data = KernelData { x: &x, y: &y, rows: p.rows };
-                let kernel = MlpKernel::new(spec.clone()).unwrap();
-                let (mut dispatched, mut baseline) = (vec![0.0; p.chains], vec![0.0; p.chains]);
-                let (mut g_dispatched, mut g_baseline) = (vec![0.0f32; p.chains * spec.dim], vec![0.0f32; p.chains * spec.dim]);
-                kernel.evaluate(data, &thetas, &mut dispatched, Some(&mut g_dispatched), &mut Workspace::default()).unwrap();
-                let mut ws = Workspace::default();
-                ws.prepare(&spec, p.rows);
-                evaluate_chains(&spec, data, &thetas, &mut baseline, Some(&mut g_baseline), &mut ws);
-                let what = format!("{activation:?} {head:?} at {}", crate::instruction_set());
-                assert_eq!(dispatched.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), baseline.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}: values");
-                assert_eq!(g_dispatched.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), g_baseline.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}: gradients");
+                for spec in [deep, wide]
+                    .into_iter()
+                    .chain(one_hidden_specs(head, activation))
+                {
+                    let p = problem(&spec, 61, 3, 11);
+                    let cast = |v: &[f64]| v.iter().map(|&a| a as f32).collect::<Vec<f32>>();
+                    let (x, y, thetas) = (cast(&p.x), cast(&p.y), cast(&p.thetas));
+                    let data = KernelData {
+                        x: &x,
+                        y: &y,
+                        rows: p.rows,
+                    };
+                    let kernel = MlpKernel::new(spec.clone()).unwrap();
+                    let (mut dispatched, mut baseline) = (vec![0.0; p.chains], vec![0.0; p.chains]);
+                    let (mut g_dispatched, mut g_baseline) = (
+                        vec![0.0f32; p.chains * spec.dim],
+                        vec![0.0f32; p.chains * spec.dim],
+                    );
+                    kernel
+                        .evaluate(
+                            data,
+                            &thetas,
+                            &mut dispatched,
+                            Some(&mut g_dispatched),
+                            &mut Workspace::default(),
+                        )
+                        .unwrap();
+                    let mut ws = Workspace::default();
+                    ws.prepare(&spec, p.rows);
+                    evaluate_chains(
+                        &spec,
+                        data,
+                        &thetas,
+                        &mut baseline,
+                        Some(&mut g_baseline),
+                        &mut ws,
+                    );
+                    let what = format!("{activation:?} {head:?} at {}", crate::instruction_set());
+                    assert_eq!(
+                        dispatched.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        baseline.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "{what}: values"
+                    );
+                    assert_eq!(
+                        g_dispatched.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        g_baseline.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "{what}: gradients"
+                    );
                 }
             }
         }
@@ -813,20 +1114,34 @@ mod tests {
 
     #[test]
     fn value_only_matches_value_with_gradient() {
-        for spec in [spec_for(KernelHead::Fixed { sigma: 0.1 }, KernelActivation::Sigmoid), spec(&[1, 50, 1], KernelActivation::Sigmoid, KernelHead::Fixed { sigma: 0.1 }, 1)] {
-        let p = problem(&spec, 30, 2, 3);
-        let kernel = MlpKernel::new(spec.clone()).unwrap();
-        let x: Vec<f32> = p.x.iter().map(|&v| v as f32).collect();
-        let y: Vec<f32> = p.y.iter().map(|&v| v as f32).collect();
-        let th: Vec<f32> = p.thetas.iter().map(|&v| v as f32).collect();
-        let data = KernelData { x: &x, y: &y, rows: p.rows };
-        let mut ws = Workspace::default();
-        let mut a = vec![0.0; 2];
-        let mut b = vec![0.0; 2];
-        let mut g = vec![0.0f32; 2 * spec.dim];
-        kernel.evaluate(data, &th, &mut a, None, &mut ws).unwrap();
-        kernel.evaluate(data, &th, &mut b, Some(&mut g), &mut ws).unwrap();
-        assert_eq!(a, b);
+        for spec in [
+            spec_for(KernelHead::Fixed { sigma: 0.1 }, KernelActivation::Sigmoid),
+            spec(
+                &[1, 50, 1],
+                KernelActivation::Sigmoid,
+                KernelHead::Fixed { sigma: 0.1 },
+                1,
+            ),
+        ] {
+            let p = problem(&spec, 30, 2, 3);
+            let kernel = MlpKernel::new(spec.clone()).unwrap();
+            let x: Vec<f32> = p.x.iter().map(|&v| v as f32).collect();
+            let y: Vec<f32> = p.y.iter().map(|&v| v as f32).collect();
+            let th: Vec<f32> = p.thetas.iter().map(|&v| v as f32).collect();
+            let data = KernelData {
+                x: &x,
+                y: &y,
+                rows: p.rows,
+            };
+            let mut ws = Workspace::default();
+            let mut a = vec![0.0; 2];
+            let mut b = vec![0.0; 2];
+            let mut g = vec![0.0f32; 2 * spec.dim];
+            kernel.evaluate(data, &th, &mut a, None, &mut ws).unwrap();
+            kernel
+                .evaluate(data, &th, &mut b, Some(&mut g), &mut ws)
+                .unwrap();
+            assert_eq!(a, b);
         }
     }
 
@@ -835,18 +1150,40 @@ mod tests {
         // Every unit-dimension shape the layers produce, in both operand layouts, accumulating
         // or not, against a plain triple loop in f64.
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        for &(m, n, k) in &[(80, 50, 1), (80, 1, 50), (50, 1, 80), (1, 50, 80), (1, 1, 37), (3, 1, 1), (1, 7, 1), (33, 1, 40)] {
+        for &(m, n, k) in &[
+            (80, 50, 1),
+            (80, 1, 50),
+            (50, 1, 80),
+            (1, 50, 80),
+            (1, 1, 37),
+            (3, 1, 1),
+            (1, 7, 1),
+            (33, 1, 40),
+        ] {
             for lhs_t in [false, true] {
                 for rhs_t in [false, true] {
                     for accumulate in [false, true] {
-                        let lhs: Vec<f64> = (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
-                        let rhs: Vec<f64> = (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
-                        let start: Vec<f64> = (0..m * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+                        let lhs: Vec<f64> =
+                            (0..m * k).map(|_| rng.random_range(-1.0..1.0)).collect();
+                        let rhs: Vec<f64> =
+                            (0..k * n).map(|_| rng.random_range(-1.0..1.0)).collect();
+                        let start: Vec<f64> =
+                            (0..m * n).map(|_| rng.random_range(-1.0..1.0)).collect();
                         let (ll, rl) = (
-                            if lhs_t { Layout::transposed(m) } else { Layout::row(k) },
-                            if rhs_t { Layout::transposed(k) } else { Layout::row(n) },
+                            if lhs_t {
+                                Layout::transposed(m)
+                            } else {
+                                Layout::row(k)
+                            },
+                            if rhs_t {
+                                Layout::transposed(k)
+                            } else {
+                                Layout::row(n)
+                            },
                         );
-                        let get = |v: &[f64], l: Layout, r: usize, c: usize| v[r * l.row_stride as usize + c * l.col_stride as usize];
+                        let get = |v: &[f64], l: Layout, r: usize, c: usize| {
+                            v[r * l.row_stride as usize + c * l.col_stride as usize]
+                        };
                         let mut got = start.clone();
                         matmul_accumulate(&mut got, &lhs, &rhs, m, n, k, ll, rl, accumulate);
                         for i in 0..m {
@@ -871,12 +1208,34 @@ mod tests {
         let kernel = MlpKernel::new(spec.clone()).unwrap();
         let x = vec![0.0f32; 6];
         let y = vec![0.0f32; 4];
-        let data = KernelData { x: &x, y: &y, rows: 2 };
+        let data = KernelData {
+            x: &x,
+            y: &y,
+            rows: 2,
+        };
         let mut values = vec![0.0; 1];
-        let err = kernel.evaluate(data, &vec![0.0f32; spec.dim + 1], &mut values, None, &mut Workspace::default());
+        let err = kernel.evaluate(
+            data,
+            &vec![0.0f32; spec.dim + 1],
+            &mut values,
+            None,
+            &mut Workspace::default(),
+        );
         assert!(err.is_err());
-        let bad = KernelData { x: &x[..5], y: &y, rows: 2 };
-        assert!(kernel.evaluate(bad, &vec![0.0f32; spec.dim], &mut values, None, &mut Workspace::default()).is_err());
+        let bad = KernelData {
+            x: &x[..5],
+            y: &y,
+            rows: 2,
+        };
+        assert!(kernel
+            .evaluate(
+                bad,
+                &vec![0.0f32; spec.dim],
+                &mut values,
+                None,
+                &mut Workspace::default()
+            )
+            .is_err());
         let mut broken = spec.clone();
         broken.layers[1].d_in += 1;
         assert!(MlpKernel::new(broken).is_err());

@@ -26,7 +26,9 @@ pub(crate) const MAX_WIDTH: usize = 64;
 
 /// Whether every layer of `spec` is at most [`MAX_WIDTH`] wide on both sides.
 pub(crate) fn applies(spec: &KernelSpec) -> bool {
-    spec.layers.iter().all(|l| l.d_in <= MAX_WIDTH && l.d_out <= MAX_WIDTH)
+    spec.layers
+        .iter()
+        .all(|l| l.d_in <= MAX_WIDTH && l.d_out <= MAX_WIDTH)
 }
 
 /// The buffers of the feature-major pass, in the workspace.
@@ -63,7 +65,12 @@ fn prepare<R: Real>(b: &mut Buffers<R>, spec: &KernelSpec, data: KernelData<'_, 
         b.pre[l].resize(layer.d_out * np, R::ZERO);
         b.post[l].resize(layer.d_out * np, R::ZERO);
     }
-    let widest = spec.layers.iter().map(|l| l.d_out.max(l.d_in)).max().unwrap_or(0);
+    let widest = spec
+        .layers
+        .iter()
+        .map(|l| l.d_out.max(l.d_in))
+        .max()
+        .unwrap_or(0);
     b.delta.resize(widest * np, R::ZERO);
     b.delta_below.resize(widest * np, R::ZERO);
     let d_in = spec.d_input();
@@ -88,7 +95,13 @@ fn transpose<R: Real>(src: &[R], rows: usize, cols: usize, stride: usize, dst: &
 
 /// One chain: forward, head, backward. Returns the log likelihood.
 #[inline(always)]
-pub(crate) fn evaluate_one<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], gradient: Option<&mut [R]>, ws: &mut Workspace<R>) -> f64 {
+pub(crate) fn evaluate_one<R: Real>(
+    spec: &KernelSpec,
+    data: KernelData<'_, R>,
+    theta: &[R],
+    gradient: Option<&mut [R]>,
+    ws: &mut Workspace<R>,
+) -> f64 {
     prepare(&mut ws.narrow, spec, data);
     evaluate(spec, data, theta, gradient, &mut ws.narrow)
 }
@@ -96,7 +109,13 @@ pub(crate) fn evaluate_one<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, 
 /// Only the two activation loops depend on the activation (the rest is compiled once, not once
 /// per activation).
 #[inline(always)]
-fn evaluate<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], gradient: Option<&mut [R]>, b: &mut Buffers<R>) -> f64 {
+fn evaluate<R: Real>(
+    spec: &KernelSpec,
+    data: KernelData<'_, R>,
+    theta: &[R],
+    gradient: Option<&mut [R]>,
+    b: &mut Buffers<R>,
+) -> f64 {
     let (n, np) = (data.rows, padded(data.rows));
     let last = spec.layers.len() - 1;
     for (l, layer) in spec.layers.iter().enumerate() {
@@ -105,7 +124,15 @@ fn evaluate<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], gr
         let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
         let bias = &theta[layer.bias_offset..layer.bias_offset + layer.d_out];
         // pre[j, :] = b_j + Σ_p W[p, j] · input[p, :]
-        combine_rows(|j, p| weight[p * layer.d_out + j], Some(bias), layer.d_in, layer.d_out, input, &mut b.pre[l], np);
+        combine_rows(
+            |j, p| weight[p * layer.d_out + j],
+            Some(bias),
+            layer.d_in,
+            layer.d_out,
+            input,
+            &mut b.pre[l],
+            np,
+        );
         if l < last {
             let post = &mut rest[0][..layer.d_out * np];
             activation::forward(spec.activation, &b.pre[l], post);
@@ -119,25 +146,64 @@ fn evaluate<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], gr
     let outputs = &b.pre[last][..k * np];
     let delta = &mut b.delta[..k * np];
     let Some(gradient) = gradient else {
-        return head(spec, data, theta, outputs, n, np, delta, false, &mut b.head_outputs, &mut b.head_scratch, &b.targets, None);
+        return head(
+            spec,
+            data,
+            theta,
+            outputs,
+            n,
+            np,
+            delta,
+            false,
+            &mut b.head_outputs,
+            &mut b.head_scratch,
+            &b.targets,
+            None,
+        );
     };
     gradient.fill(R::ZERO);
-    let log_likelihood = head(spec, data, theta, outputs, n, np, delta, true, &mut b.head_outputs, &mut b.head_scratch, &b.targets, Some(&mut *gradient));
+    let log_likelihood = head(
+        spec,
+        data,
+        theta,
+        outputs,
+        n,
+        np,
+        delta,
+        true,
+        &mut b.head_outputs,
+        &mut b.head_scratch,
+        &b.targets,
+        Some(&mut *gradient),
+    );
     for l in (0..=last).rev() {
         let layer = spec.layers[l];
         let input: &[R] = if l == 0 { &b.inputs } else { &b.post[l - 1] };
         let delta = &b.delta[..layer.d_out * np];
         // ∂W[p, j] = input[p, :] · δ[j, :],  ∂b[j] = Σ δ[j, :]
-        let weight_grad = &mut gradient[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+        let weight_grad =
+            &mut gradient[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
         row_products(input, delta, layer.d_in, layer.d_out, np, weight_grad);
-        for (g, unit) in gradient[layer.bias_offset..layer.bias_offset + layer.d_out].iter_mut().zip(delta.chunks_exact(np)) {
+        for (g, unit) in gradient[layer.bias_offset..layer.bias_offset + layer.d_out]
+            .iter_mut()
+            .zip(delta.chunks_exact(np))
+        {
             *g = sum_row(unit);
         }
         if l > 0 {
             // δ below[p, :] = act'(pre below[p, :]) ⊙ Σ_j W[p, j] · δ[j, :]
-            let weight = &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
+            let weight =
+                &theta[layer.weight_offset..layer.weight_offset + layer.d_in * layer.d_out];
             let below = &mut b.delta_below[..layer.d_in * np];
-            combine_rows(|p, j| weight[p * layer.d_out + j], None, layer.d_out, layer.d_in, delta, below, np);
+            combine_rows(
+                |p, j| weight[p * layer.d_out + j],
+                None,
+                layer.d_out,
+                layer.d_in,
+                delta,
+                below,
+                np,
+            );
             activation::backward(spec.activation, &b.pre[l - 1], &b.post[l - 1], below);
             std::mem::swap(&mut b.delta, &mut b.delta_below);
         }
@@ -148,7 +214,15 @@ fn evaluate<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], gr
 /// `out[j, :] = bias_j + Σ_p coefficient(j, p) · input[p, :]` for `outputs` rows of `out` from
 /// `inputs` rows of `input` (all rows `np` long), in blocks of [`UNITS`] output rows × [`ROWS`].
 #[inline(always)]
-fn combine_rows<R: Real>(coefficient: impl Fn(usize, usize) -> R, bias: Option<&[R]>, inputs: usize, outputs: usize, input: &[R], out: &mut [R], np: usize) {
+fn combine_rows<R: Real>(
+    coefficient: impl Fn(usize, usize) -> R,
+    bias: Option<&[R]>,
+    inputs: usize,
+    outputs: usize,
+    input: &[R],
+    out: &mut [R],
+    np: usize,
+) {
     let mut first = 0;
     while first < outputs {
         let units = (outputs - first).min(UNITS);
@@ -163,7 +237,15 @@ fn combine_rows<R: Real>(coefficient: impl Fn(usize, usize) -> R, bias: Option<&
 }
 
 #[inline(always)]
-fn combine_units<R: Real, const J: usize>(coefficient: &impl Fn(usize, usize) -> R, bias: Option<&[R]>, first: usize, inputs: usize, input: &[R], out: &mut [R], np: usize) {
+fn combine_units<R: Real, const J: usize>(
+    coefficient: &impl Fn(usize, usize) -> R,
+    bias: Option<&[R]>,
+    first: usize,
+    inputs: usize,
+    input: &[R],
+    out: &mut [R],
+    np: usize,
+) {
     // The J units' coefficients by input, gathered once (the block loop broadcasts them).
     let mut weights = [[R::ZERO; J]; MAX_WIDTH];
     for (p, w) in weights[..inputs].iter_mut().enumerate() {
@@ -199,7 +281,14 @@ fn combine_units<R: Real, const J: usize>(coefficient: &impl Fn(usize, usize) ->
 /// layout), four dot products at a time sharing the input row's loads (four independent sums
 /// also hide the multiply-add latency).
 #[inline(always)]
-fn row_products<R: Real>(input: &[R], delta: &[R], inputs: usize, outputs: usize, np: usize, grad: &mut [R]) {
+fn row_products<R: Real>(
+    input: &[R],
+    delta: &[R],
+    inputs: usize,
+    outputs: usize,
+    np: usize,
+    grad: &mut [R],
+) {
     for p in 0..inputs {
         let x = &input[p * np..(p + 1) * np];
         let out = &mut grad[p * outputs..(p + 1) * outputs];
@@ -221,8 +310,18 @@ fn row_products<R: Real>(input: &[R], delta: &[R], inputs: usize, outputs: usize
 fn four_products<R: Real>(x: &[R], a: &[R], b: &[R], c: &[R], e: &[R]) -> [R; 4] {
     // Four named sums, not a `[[R; ROWS]; 4]`: the compiler kept the nested array on the stack
     // (a store and a reload per multiply-add, measured).
-    let (mut sa, mut sb, mut sc, mut se) = ([R::ZERO; ROWS], [R::ZERO; ROWS], [R::ZERO; ROWS], [R::ZERO; ROWS]);
-    let blocks = x.chunks_exact(ROWS).zip(a.chunks_exact(ROWS)).zip(b.chunks_exact(ROWS)).zip(c.chunks_exact(ROWS)).zip(e.chunks_exact(ROWS));
+    let (mut sa, mut sb, mut sc, mut se) = (
+        [R::ZERO; ROWS],
+        [R::ZERO; ROWS],
+        [R::ZERO; ROWS],
+        [R::ZERO; ROWS],
+    );
+    let blocks = x
+        .chunks_exact(ROWS)
+        .zip(a.chunks_exact(ROWS))
+        .zip(b.chunks_exact(ROWS))
+        .zip(c.chunks_exact(ROWS))
+        .zip(e.chunks_exact(ROWS));
     for ((((x, a), b), c), e) in blocks {
         for r in 0..ROWS {
             sa[r] = x[r].mul_add(a[r], sa[r]);
@@ -231,7 +330,12 @@ fn four_products<R: Real>(x: &[R], a: &[R], b: &[R], c: &[R], e: &[R]) -> [R; 4]
             se[r] = x[r].mul_add(e[r], se[r]);
         }
     }
-    [sum_lanes(&sa), sum_lanes(&sb), sum_lanes(&sc), sum_lanes(&se)]
+    [
+        sum_lanes(&sa),
+        sum_lanes(&sb),
+        sum_lanes(&sc),
+        sum_lanes(&se),
+    ]
 }
 
 /// x · a over rows of whole blocks, in [`ROWS`] lanes.
@@ -294,9 +398,24 @@ fn head<R: Real>(
     gradient: Option<&mut [R]>,
 ) -> f64 {
     let (k, t) = (spec.d_output(), spec.target_columns);
-    if let KernelHead::Heteroscedastic { softplus: false, sigma_min, sigma_max } = spec.head {
+    if let KernelHead::Heteroscedastic {
+        softplus: false,
+        sigma_min,
+        sigma_max,
+    } = spec.head
+    {
         let targets = if t == 1 { &data.y[..n] } else { column_targets };
-        return heteroscedastic(outputs, targets, t, n, np, R::from_f64(sigma_min.ln()), R::from_f64(sigma_max.ln()), delta, scratch);
+        return heteroscedastic(
+            outputs,
+            targets,
+            t,
+            n,
+            np,
+            R::from_f64(sigma_min.ln()),
+            R::from_f64(sigma_max.ln()),
+            delta,
+            scratch,
+        );
     }
     // The other heads read rows: with one output per row the layouts coincide; otherwise the
     // outputs go through a row-major copy (a small part of the cost of these rarer heads).
@@ -313,10 +432,19 @@ fn head<R: Real>(
         row_outputs
     };
     let log_sigma = match spec.head {
-        KernelHead::LearnedSigma { log_sigma_offset, .. } => Some(&theta[log_sigma_offset..log_sigma_offset + t]),
+        KernelHead::LearnedSigma {
+            log_sigma_offset, ..
+        } => Some(&theta[log_sigma_offset..log_sigma_offset + t]),
         _ => None,
     };
-    let input = HeadInput { outputs: outputs_rows, targets: data.y, rows: n, outputs_per_row: k, target_columns: t, log_sigma };
+    let input = HeadInput {
+        outputs: outputs_rows,
+        targets: data.y,
+        rows: n,
+        outputs_per_row: k,
+        target_columns: t,
+        log_sigma,
+    };
     if !with_delta {
         return likelihood::evaluate(spec.head, &input, None).log_likelihood;
     }
@@ -335,8 +463,17 @@ fn head<R: Real>(
         }
         value
     };
-    if let (KernelHead::LearnedSigma { log_sigma_offset, .. }, Some(gradient)) = (spec.head, gradient) {
-        for (g, &d) in gradient[log_sigma_offset..].iter_mut().zip(&value.d_log_sigma) {
+    if let (
+        KernelHead::LearnedSigma {
+            log_sigma_offset, ..
+        },
+        Some(gradient),
+    ) = (spec.head, gradient)
+    {
+        for (g, &d) in gradient[log_sigma_offset..]
+            .iter_mut()
+            .zip(&value.d_log_sigma)
+        {
             *g = R::from_f64(d);
         }
     }
@@ -349,17 +486,41 @@ fn head<R: Real>(
 /// row's term into `terms` and from there summed in f64.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn heteroscedastic<R: Real>(outputs: &[R], targets: &[R], t: usize, n: usize, np: usize, lo: R, hi: R, delta: &mut [R], terms: &mut Vec<R>) -> f64 {
+fn heteroscedastic<R: Real>(
+    outputs: &[R],
+    targets: &[R],
+    t: usize,
+    n: usize,
+    np: usize,
+    lo: R,
+    hi: R,
+    delta: &mut [R],
+    terms: &mut Vec<R>,
+) -> f64 {
     const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_8;
     terms.resize(np, R::ZERO);
     let mut total = 0.0f64;
     for j in 0..t {
-        let (mean, raw, y) = (&outputs[j * np..][..n], &outputs[(t + j) * np..][..n], &targets[j * n..][..n]);
+        let (mean, raw, y) = (
+            &outputs[j * np..][..n],
+            &outputs[(t + j) * np..][..n],
+            &targets[j * n..][..n],
+        );
         let (low, high) = delta.split_at_mut((t + j) * np);
         let (d_mean, d_raw) = (&mut low[j * np..(j + 1) * np], &mut high[..np]);
-        let rows = d_mean[..n].iter_mut().zip(&mut d_raw[..n]).zip(&mut terms[..n]).zip(mean).zip(raw).zip(y);
+        let rows = d_mean[..n]
+            .iter_mut()
+            .zip(&mut d_raw[..n])
+            .zip(&mut terms[..n])
+            .zip(mean)
+            .zip(raw)
+            .zip(y);
         for (((((d_mean, d_raw), term), &mean), &raw), &y) in rows {
-            let inside = if raw >= lo && raw <= hi { R::ONE } else { R::ZERO };
+            let inside = if raw >= lo && raw <= hi {
+                R::ONE
+            } else {
+                R::ZERO
+            };
             let log_sd = raw.max(lo).min(hi);
             let inv_sd = (-log_sd).exp();
             let z = (y - mean) * inv_sd;

@@ -25,8 +25,8 @@
 
 use crate::activation::{with_activation, Elementwise};
 use crate::mlp::{apply_head, Workspace};
-use crate::row_dots::row_dots;
 use crate::real::Real;
+use crate::row_dots::row_dots;
 use crate::spec::KernelSpec;
 use crate::KernelData;
 
@@ -64,7 +64,13 @@ pub(crate) fn prepare<R: Real>(ws: &mut Workspace<R>, spec: &KernelSpec, rows: u
 
 /// One chain: forward, head, backward. Returns the log likelihood.
 #[inline(always)]
-pub(crate) fn evaluate_one<R: Real>(spec: &KernelSpec, data: KernelData<'_, R>, theta: &[R], gradient: Option<&mut [R]>, ws: &mut Workspace<R>) -> f64 {
+pub(crate) fn evaluate_one<R: Real>(
+    spec: &KernelSpec,
+    data: KernelData<'_, R>,
+    theta: &[R],
+    gradient: Option<&mut [R]>,
+    ws: &mut Workspace<R>,
+) -> f64 {
     with_activation!(spec.activation, |act| match spec.layers[1].d_out {
         1 => evaluate::<R, _, 1>(act, spec, data, theta, gradient, ws),
         _ => evaluate::<R, _, 2>(act, spec, data, theta, gradient, ws),
@@ -84,7 +90,11 @@ impl<'a, R: Real, const K: usize> Padded<'a, R, K> {
     #[inline(always)]
     fn chunk<const W: usize>(&self, start: usize) -> ([R; W], [R; W], [[R; W]; K]) {
         let take = |v: &[R]| -> [R; W] { v[start..start + W].try_into().unwrap() };
-        (take(self.weight), take(self.bias), std::array::from_fn(|j| take(self.columns[j])))
+        (
+            take(self.weight),
+            take(self.bias),
+            std::array::from_fn(|j| take(self.columns[j])),
+        )
     }
 }
 
@@ -108,14 +118,23 @@ fn evaluate<R: Real, A: Elementwise<R>, const K: usize>(
         let params = &mut params[..(2 + K) * padded];
         params.fill(R::ZERO);
         params[..h].copy_from_slice(&theta[hidden.weight_offset..hidden.weight_offset + h]);
-        params[padded..padded + h].copy_from_slice(&theta[hidden.bias_offset..hidden.bias_offset + h]);
+        params[padded..padded + h]
+            .copy_from_slice(&theta[hidden.bias_offset..hidden.bias_offset + h]);
         for j in 0..K {
             for (u, c) in params[(2 + j) * padded..][..h].iter_mut().enumerate() {
                 *c = w1[u * K + j];
             }
         }
     }
-    let log_likelihood = evaluate_with::<R, A, K>(act, spec, data, theta, gradient, ws, &params[..(2 + K) * padded]);
+    let log_likelihood = evaluate_with::<R, A, K>(
+        act,
+        spec,
+        data,
+        theta,
+        gradient,
+        ws,
+        &params[..(2 + K) * padded],
+    );
     ws.output_columns = params;
     log_likelihood
 }
@@ -148,7 +167,11 @@ fn evaluate_with<R: Real, A: Elementwise<R>, const K: usize>(
     // output as 16 lane sums per row, folded in halves (8 + 8, 4 + 4, 2 + 2, 1 + 1).
     let post_all = &mut ws.hidden_post[..n * padded];
     for (&x, row) in data.x[..n].iter().zip(post_all.chunks_exact_mut(padded)) {
-        for ((a, &w), &b) in row.iter_mut().zip(padded_params.weight).zip(padded_params.bias) {
+        for ((a, &w), &b) in row
+            .iter_mut()
+            .zip(padded_params.weight)
+            .zip(padded_params.bias)
+        {
             *a = x.mul_add(w, b);
         }
     }
@@ -157,26 +180,57 @@ fn evaluate_with<R: Real, A: Elementwise<R>, const K: usize>(
     }
     let outputs = &mut ws.pre[1][..n * K];
     for (j, &b) in b1.iter().enumerate() {
-        row_dots(post_all, padded_params.columns[j], padded, &mut outputs[j..], K, b);
+        row_dots(
+            post_all,
+            padded_params.columns[j],
+            padded,
+            &mut outputs[j..],
+            K,
+            b,
+        );
     }
     let log_likelihood = apply_head(spec, data, theta, ws, gradient.as_deref_mut());
-    let Some(gradient) = gradient else { return log_likelihood };
+    let Some(gradient) = gradient else {
+        return log_likelihood;
+    };
     let delta = &ws.delta[..n * K];
     // ∂b₁ = column sums of δ, row after row.
     for row in delta.chunks_exact(K) {
-        for (g, &d) in gradient[output.bias_offset..output.bias_offset + K].iter_mut().zip(row) {
+        for (g, &d) in gradient[output.bias_offset..output.bias_offset + K]
+            .iter_mut()
+            .zip(row)
+        {
             *g += d;
         }
     }
     let post_all = &ws.hidden_post[..n * padded];
-    let backward = Backward { x: &data.x[..n], delta, post: post_all, padded };
+    let backward = Backward {
+        x: &data.x[..n],
+        delta,
+        post: post_all,
+        padded,
+    };
     for start in (0..whole).step_by(LANES) {
         let sums = backward.chunk::<A, K, LANES>(act, padded_params.chunk(start), start);
-        sums.write(gradient, hidden.weight_offset, hidden.bias_offset, output.weight_offset, start, h);
+        sums.write(
+            gradient,
+            hidden.weight_offset,
+            hidden.bias_offset,
+            output.weight_offset,
+            start,
+            h,
+        );
     }
     if whole < padded {
         let sums = backward.chunk::<A, K, HALF>(act, padded_params.chunk(whole), whole);
-        sums.write(gradient, hidden.weight_offset, hidden.bias_offset, output.weight_offset, whole, h);
+        sums.write(
+            gradient,
+            hidden.weight_offset,
+            hidden.bias_offset,
+            output.weight_offset,
+            whole,
+            h,
+        );
     }
     log_likelihood
 }
@@ -206,9 +260,15 @@ impl<R: Real> Backward<'_, R> {
         (weight, bias, columns): ([R; W], [R; W], [[R; W]; K]),
         start: usize,
     ) -> ChunkSums<R, K, W> {
-        let mut sums = ChunkSums { weight_hidden: [R::ZERO; W], bias_hidden: [R::ZERO; W], weight_out: [[R::ZERO; W]; K] };
+        let mut sums = ChunkSums {
+            weight_hidden: [R::ZERO; W],
+            bias_hidden: [R::ZERO; W],
+            weight_out: [[R::ZERO; W]; K],
+        };
         for (row, (&x, d)) in self.x.iter().zip(self.delta.chunks_exact(K)).enumerate() {
-            let post: &[R; W] = self.post[row * self.padded + start..][..W].try_into().unwrap();
+            let post: &[R; W] = self.post[row * self.padded + start..][..W]
+                .try_into()
+                .unwrap();
             for l in 0..W {
                 let a = x.mul_add(weight[l], bias[l]);
                 let mut back = d[0] * columns[0][l];
@@ -230,7 +290,15 @@ impl<R: Real> Backward<'_, R> {
 impl<R: Real, const K: usize, const W: usize> ChunkSums<R, K, W> {
     /// The sums of the units `start..min(start + W, H)` into their gradient coordinates.
     #[inline(always)]
-    fn write(&self, gradient: &mut [R], weight_hidden: usize, bias_hidden: usize, weight_out: usize, start: usize, h: usize) {
+    fn write(
+        &self,
+        gradient: &mut [R],
+        weight_hidden: usize,
+        bias_hidden: usize,
+        weight_out: usize,
+        start: usize,
+        h: usize,
+    ) {
         let width = W.min(h - start);
         gradient[weight_hidden + start..][..width].copy_from_slice(&self.weight_hidden[..width]);
         gradient[bias_hidden + start..][..width].copy_from_slice(&self.bias_hidden[..width]);

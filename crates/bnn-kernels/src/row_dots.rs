@@ -39,7 +39,12 @@ pub(crate) fn row_dots<R: Real>(
     assert!(column.len() >= width && rows.len() % width == 0);
     let n = rows.len() / width;
     // The last row's output index must exist (the intrinsic paths write without bounds checks).
-    assert!(n == 0 || (n - 1).checked_mul(stride).is_some_and(|last| last < outputs.len()));
+    assert!(
+        n == 0
+            || (n - 1)
+                .checked_mul(stride)
+                .is_some_and(|last| last < outputs.len())
+    );
     #[cfg(target_arch = "x86_64")]
     {
         if TypeId::of::<R>() == TypeId::of::<f32>() {
@@ -221,7 +226,10 @@ mod tests {
             {
                 let detected = crate::simd::detected_level();
                 if width == 8 {
-                    eprintln!("row_dots: intrinsic paths checked on this CPU: {:?} and below", detected);
+                    eprintln!(
+                        "row_dots: intrinsic paths checked on this CPU: {:?} and below",
+                        detected
+                    );
                 }
                 if detected >= crate::simd::Level::Avx2Fma {
                     let mut avx2 = vec![0.0f32; 2 * n];

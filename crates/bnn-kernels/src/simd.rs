@@ -83,7 +83,8 @@ pub fn detected_level() -> Level {
         {
             return Level::Avx512;
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
             return Level::Avx2Fma;
         }
     }
@@ -93,16 +94,26 @@ pub fn detected_level() -> Level {
 /// The level `BNN_KERNEL_ISA` asks for on top of the detected one, or why it cannot be had.
 pub fn requested_level() -> Result<Level, String> {
     let detected = detected_level();
-    let Ok(value) = std::env::var(ISA_VARIABLE) else { return Ok(detected) };
+    let Ok(value) = std::env::var(ISA_VARIABLE) else {
+        return Ok(detected);
+    };
     let wanted = match value.trim().to_ascii_lowercase().as_str() {
         "" | "auto" => return Ok(detected),
         "avx512" => Level::Avx512,
         "avx2" | "avx2_fma" => Level::Avx2Fma,
         "portable" | "scalar" => Level::Portable,
-        other => return Err(format!("{ISA_VARIABLE}={other}: expected auto, avx512, avx2 or portable")),
+        other => {
+            return Err(format!(
+                "{ISA_VARIABLE}={other}: expected auto, avx512, avx2 or portable"
+            ))
+        }
     };
     if wanted > detected {
-        return Err(format!("{ISA_VARIABLE}={}: this CPU supports at most {}", wanted.name(), detected.name()));
+        return Err(format!(
+            "{ISA_VARIABLE}={}: this CPU supports at most {}",
+            wanted.name(),
+            detected.name()
+        ));
     }
     Ok(wanted)
 }

@@ -71,14 +71,25 @@ pub fn tanh(x: f32) -> f32 {
     let large = 1.0 - 2.0 / (1.0 + exp(2.0 * a));
     // |x| < 0.3: a − a³/3 + 2a⁵/15 − 17a⁷/315 + 62a⁹/2835 − 1382a¹¹/155925; the next term
     // is below 6e-10 of the result there.
-    const C: [f32; 6] = [1.0, -1.0 / 3.0, 2.0 / 15.0, -17.0 / 315.0, 62.0 / 2835.0, -1382.0 / 155925.0];
+    const C: [f32; 6] = [
+        1.0,
+        -1.0 / 3.0,
+        2.0 / 15.0,
+        -17.0 / 315.0,
+        62.0 / 2835.0,
+        -1382.0 / 155925.0,
+    ];
     let a2 = a * a;
     let mut p = C[5];
     for &c in C[..5].iter().rev() {
         p = p.mul_add(a2, c);
     }
     let small = a * p;
-    let t = if a < TANH_POLYNOMIAL_BELOW { small } else { large };
+    let t = if a < TANH_POLYNOMIAL_BELOW {
+        small
+    } else {
+        large
+    };
     t.copysign(x)
 }
 
@@ -109,14 +120,23 @@ fn tanh_slice(values: &mut [f32]) {
 mod tests {
     use super::*;
 
-    fn max_relative_error(f: impl Fn(f32) -> f32, reference: impl Fn(f64) -> f64, lo: f64, hi: f64) -> f64 {
+    fn max_relative_error(
+        f: impl Fn(f32) -> f32,
+        reference: impl Fn(f64) -> f64,
+        lo: f64,
+        hi: f64,
+    ) -> f64 {
         let steps = 200_001;
         let mut worst = 0.0f64;
         for i in 0..steps {
             let x = (lo + (hi - lo) * i as f64 / (steps - 1) as f64) as f32;
             let want = reference(x as f64);
             let got = f(x) as f64;
-            let err = if want == 0.0 { got.abs() } else { ((got - want) / want).abs() };
+            let err = if want == 0.0 {
+                got.abs()
+            } else {
+                ((got - want) / want).abs()
+            };
             worst = worst.max(err);
         }
         worst

@@ -51,7 +51,10 @@ impl Activation {
 
     /// Whether the activation has kinks, i.e. leapfrog error is first order in ε there.
     pub fn is_piecewise_linear(self) -> bool {
-        matches!(self, Activation::Relu | Activation::LeakyRelu | Activation::TruncRelu)
+        matches!(
+            self,
+            Activation::Relu | Activation::LeakyRelu | Activation::TruncRelu
+        )
     }
 
     pub fn name(self) -> &'static str {
@@ -71,7 +74,9 @@ impl Activation {
 /// (Burn's built-in sigmoid evaluates in f32 whatever the tensor's dtype, which would spoil the
 /// f64 gradient checks and any f64 sampling.)
 fn sigmoid<const D: usize>(x: Tensor<D>) -> Tensor<D> {
-    activation::tanh(x.mul_scalar(0.5)).add_scalar(1.0).mul_scalar(0.5)
+    activation::tanh(x.mul_scalar(0.5))
+        .add_scalar(1.0)
+        .mul_scalar(0.5)
 }
 
 impl fmt::Display for Activation {
@@ -89,7 +94,10 @@ impl FromStr for Activation {
             .find(|a| a.name() == wanted)
             .ok_or_else(|| {
                 let names: Vec<_> = Activation::ALL.iter().map(|a| a.name()).collect();
-                format!("unknown activation '{s}'; expected one of {}", names.join(", "))
+                format!(
+                    "unknown activation '{s}'; expected one of {}",
+                    names.join(", ")
+                )
             })
     }
 }

@@ -19,12 +19,19 @@ pub struct AutodiffLogDensity<P> {
 
 impl<P: Posterior> AutodiffLogDensity<P> {
     pub fn new(posterior: P) -> Self {
-        Self { posterior, direct_host_path: true, riemannian: None }
+        Self {
+            posterior,
+            direct_host_path: true,
+            riemannian: None,
+        }
     }
 
     /// Attaches the posterior's metric (e.g. [`crate::MlpPosterior::riemannian_density`]), which
     /// MSD reaches through [`LogDensity::riemannian`].
-    pub fn with_riemannian(mut self, riemannian: impl RiemannianDensity + Send + Sync + 'static) -> Self {
+    pub fn with_riemannian(
+        mut self,
+        riemannian: impl RiemannianDensity + Send + Sync + 'static,
+    ) -> Self {
         self.riemannian = Some(Box::new(riemannian));
         self
     }
@@ -42,7 +49,9 @@ impl<P: Posterior> AutodiffLogDensity<P> {
 
 impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
     fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
-        self.riemannian.as_deref().map(|r| r as &dyn RiemannianDensity)
+        self.riemannian
+            .as_deref()
+            .map(|r| r as &dyn RiemannianDensity)
     }
 
     fn dim(&self) -> usize {
@@ -65,13 +74,20 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
                 gradients.len()
             )));
         }
-        if self.direct_host_path && self.posterior.host_log_posterior_and_gradient(positions, log_densities, gradients) {
+        if self.direct_host_path
+            && self
+                .posterior
+                .host_log_posterior_and_gradient(positions, log_densities, gradients)
+        {
             return Ok(());
         }
         let dtype = self.posterior.dtype();
         // Straight to the evaluation's float type: one host copy instead of two.
         let data = match dtype {
-            DType::F32 => TensorData::new(positions.iter().map(|&v| v as f32).collect::<Vec<_>>(), [c, d]),
+            DType::F32 => TensorData::new(
+                positions.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+                [c, d],
+            ),
             _ => TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype),
         };
         let theta = Tensor::<2>::from_data(data, (self.posterior.device(), dtype)).require_grad();
@@ -84,9 +100,9 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
             .grad(&grads)
             .ok_or_else(|| LogDensityError::new("log posterior does not depend on θ"))?;
         fn read<const D: usize>(t: Tensor<D>, out: &mut [f64]) -> Result<(), LogDensityError> {
-            let data = t
-                .try_into_data()
-                .map_err(|e| LogDensityError::new(format!("reading from the device failed: {e:?}")))?;
+            let data = t.try_into_data().map_err(|e| {
+                LogDensityError::new(format!("reading from the device failed: {e:?}"))
+            })?;
             for (o, v) in out.iter_mut().zip(data.iter::<f64>()) {
                 *o = v;
             }
@@ -100,7 +116,11 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
     /// The value alone: through the posterior's forward-only host path where it has one (the
     /// built-in MLP on the CPU backends; the same bits as the gradient path), else through the
     /// gradient path with the gradients dropped.
-    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let d = self.dim();
         if positions.len() != log_densities.len() * d {
             return Err(LogDensityError::new(format!(

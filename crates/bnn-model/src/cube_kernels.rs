@@ -171,7 +171,8 @@ fn regression_head_kernel<F: Float>(
             for t in 0..t_count {
                 let mean = out[p * k + t];
                 let raw = out[p * k + t_count + t];
-                let (log_sd, dlog_sd) = hetero_log_sd::<F>(raw, lo, hi, comptime![head == HETERO_SOFTPLUS]);
+                let (log_sd, dlog_sd) =
+                    hetero_log_sd::<F>(raw, lo, hi, comptime![head == HETERO_SOFTPLUS]);
                 let inv_sd = F::exp(-log_sd);
                 let z = (y[n * t_count + t] - mean) * inv_sd;
                 acc += -half * z * z - log_sd;
@@ -234,7 +235,10 @@ pub(crate) fn elem_type(dtype: DType) -> Option<ElemType> {
 /// The kernels index with `ABSOLUTE_POS`, which counts across all axes.
 fn launch_shape(client: &cubecl::client::Client, units: usize) -> (CubeCount, CubeDim) {
     let dim = CubeDim::new_1d(UNITS_PER_CUBE);
-    (cubecl::calculate_cube_count_elemwise(client, units, dim), dim)
+    (
+        cubecl::calculate_cube_count_elemwise(client, units, dim),
+        dim,
+    )
 }
 
 fn empty_like(t: &CubeTensor, shape: Shape) -> CubeTensor {
@@ -280,7 +284,11 @@ pub(crate) fn bias_activation(
 
 /// `out` `[C, N, K]`, `y` `[1, N, T]` → (per-row log likelihood `[C, N]` without constants,
 /// `∂/∂out` `[C, N, K]`), for the heads with a kernel here (not the learned-σ head).
-pub(crate) fn head(out: CubeTensor, y: CubeTensor, head: KernelHead) -> Option<(CubeTensor, CubeTensor)> {
+pub(crate) fn head(
+    out: CubeTensor,
+    y: CubeTensor,
+    head: KernelHead,
+) -> Option<(CubeTensor, CubeTensor)> {
     let elem = elem_type(out.dtype)?;
     let shape = out.meta.shape().clone();
     let (c, n, k) = (shape[0], shape[1], shape[2]);
@@ -292,21 +300,47 @@ pub(crate) fn head(out: CubeTensor, y: CubeTensor, head: KernelHead) -> Option<(
     // The regression heads share one kernel: (comptime code, targets, a, b) as it documents.
     let regression = match head {
         KernelHead::Fixed { sigma } => Some((FIXED, k, 1.0 / (sigma * sigma), 0.0)),
-        KernelHead::Heteroscedastic { softplus: false, sigma_min, sigma_max } => Some((HETERO_EXP, k / 2, sigma_min.ln(), sigma_max.ln())),
-        KernelHead::Heteroscedastic { softplus: true, sigma_min, sigma_max } => Some((HETERO_SOFTPLUS, k / 2, sigma_min, sigma_max)),
+        KernelHead::Heteroscedastic {
+            softplus: false,
+            sigma_min,
+            sigma_max,
+        } => Some((HETERO_EXP, k / 2, sigma_min.ln(), sigma_max.ln())),
+        KernelHead::Heteroscedastic {
+            softplus: true,
+            sigma_min,
+            sigma_max,
+        } => Some((HETERO_SOFTPLUS, k / 2, sigma_min, sigma_max)),
         KernelHead::Categorical => None,
         KernelHead::LearnedSigma { .. } => return None,
     };
-    let (out, y, ll_arg, grad_arg) = (out.into_buffer_arg(), y.into_buffer_arg(), row_ll.clone().into_buffer_arg(), grad.clone().into_buffer_arg());
+    let (out, y, ll_arg, grad_arg) = (
+        out.into_buffer_arg(),
+        y.into_buffer_arg(),
+        row_ll.clone().into_buffer_arg(),
+        grad.clone().into_buffer_arg(),
+    );
     match regression {
         Some((code, targets, a, b)) => regression_head_kernel::launch(
-            &client, count, dim, out, y, ll_arg, grad_arg, n as u32, targets as u32, a as f32, b as f32, code, elem,
+            &client,
+            count,
+            dim,
+            out,
+            y,
+            ll_arg,
+            grad_arg,
+            n as u32,
+            targets as u32,
+            a as f32,
+            b as f32,
+            code,
+            elem,
         ),
-        None => categorical_head_kernel::launch(&client, count, dim, out, y, ll_arg, grad_arg, n as u32, k as u32, elem),
+        None => categorical_head_kernel::launch(
+            &client, count, dim, out, y, ll_arg, grad_arg, n as u32, k as u32, elem,
+        ),
     }
     Some((row_ll, grad))
 }
-
 
 impl crate::ops_gradient::FusedStages for Cube {
     fn max_tensor_bytes(tensor: &CubeTensor) -> Option<u64> {
@@ -324,11 +358,18 @@ impl crate::ops_gradient::FusedStages for Cube {
             .flatten();
         match fused {
             Some((a, d)) => (a, Some(d)),
-            None => crate::ops_gradient::activate::<Cube>(Cube::float_add(product, bias), activation),
+            None => {
+                crate::ops_gradient::activate::<Cube>(Cube::float_add(product, bias), activation)
+            }
         }
     }
 
-    fn head(spec: &KernelSpec, out: CubeTensor, y: &CubeTensor, theta: &CubeTensor) -> (CubeTensor, CubeTensor, Option<CubeTensor>) {
+    fn head(
+        spec: &KernelSpec,
+        out: CubeTensor,
+        y: &CubeTensor,
+        theta: &CubeTensor,
+    ) -> (CubeTensor, CubeTensor, Option<CubeTensor>) {
         let shape = out.meta.shape().clone();
         let (c, n, k) = (shape[0], shape[1], shape[2]);
         let y_rows = Cube::float_reshape(y.clone(), Shape::new([n, y.meta.shape()[2]]));
@@ -336,7 +377,11 @@ impl crate::ops_gradient::FusedStages for Cube {
             Some((row_ll, grad)) => {
                 let ll = Cube::float_reshape(Cube::float_sum_dim(row_ll, 1), Shape::new([c]));
                 let constant = crate::ops_gradient::head_constant(spec.head, n, k);
-                (Cube::float_add_scalar(ll, burn::backend::Scalar::Float(constant)), grad, None)
+                (
+                    Cube::float_add_scalar(ll, burn::backend::Scalar::Float(constant)),
+                    grad,
+                    None,
+                )
             }
             None => crate::ops_gradient::head::<Cube>(spec, out, y, theta),
         }

@@ -31,7 +31,9 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use crate::cube_kernels::{activate, activation_code, elem_type, hetero_log_sd, FIXED, HETERO_EXP, HETERO_SOFTPLUS};
+use crate::cube_kernels::{
+    activate, activation_code, elem_type, hetero_log_sd, FIXED, HETERO_EXP, HETERO_SOFTPLUS,
+};
 
 /// The categorical head's comptime code (the regression heads' are [`crate::cube_kernels`]').
 const CATEGORICAL: u32 = 3;
@@ -49,14 +51,25 @@ pub(crate) const GUARANTEED_SHARED_BYTES: usize = 16_384;
 
 /// Whether the kernel covers `spec` in f32 on every device.
 pub(crate) fn covers(spec: &KernelSpec) -> bool {
-    NetworkPlan::new(spec, Terms::Posterior, true, true, GUARANTEED_SHARED_BYTES, 4).is_some()
+    NetworkPlan::new(
+        spec,
+        Terms::Posterior,
+        true,
+        true,
+        GUARANTEED_SHARED_BYTES,
+        4,
+    )
+    .is_some()
 }
 
 /// `BNN_DEVICE_BLOCK_ROWS`, read once (plans are built on every call).
 fn block_rows_override() -> Option<u32> {
     static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *OVERRIDE.get_or_init(|| {
-        let rows = std::env::var("BNN_DEVICE_BLOCK_ROWS").ok()?.parse::<u32>().ok()?;
+        let rows = std::env::var("BNN_DEVICE_BLOCK_ROWS")
+            .ok()?
+            .parse::<u32>()
+            .ok()?;
         (rows.is_power_of_two() && (16..=256).contains(&rows)).then_some(rows)
     })
 }
@@ -98,10 +111,19 @@ pub(crate) struct NetworkPlan {
 impl NetworkPlan {
     /// The plan for `spec` with the first block size whose shared memory fits `max_shared_bytes`,
     /// or `None` when the kernel does not cover the model.
-    pub(crate) fn new(spec: &KernelSpec, terms: Terms, laplace: bool, with_gradient: bool, max_shared_bytes: usize, value_bytes: usize) -> Option<Self> {
+    pub(crate) fn new(
+        spec: &KernelSpec,
+        terms: Terms,
+        laplace: bool,
+        with_gradient: bool,
+        max_shared_bytes: usize,
+        value_bytes: usize,
+    ) -> Option<Self> {
         let head = match spec.head {
             KernelHead::Fixed { .. } => FIXED,
-            KernelHead::Heteroscedastic { softplus: false, .. } => HETERO_EXP,
+            KernelHead::Heteroscedastic {
+                softplus: false, ..
+            } => HETERO_EXP,
             KernelHead::Heteroscedastic { softplus: true, .. } => HETERO_SOFTPLUS,
             KernelHead::Categorical => CATEGORICAL,
             KernelHead::LearnedSigma { .. } => return None,
@@ -131,7 +153,9 @@ impl NetworkPlan {
         }
         let odd = |n: usize| n | 1;
         let (a_stride, d_stride) = (odd(a_next), odd(d_next));
-        let fits = |r: u32| (spec.dim + r as usize * (a_stride + d_stride + 1)) * value_bytes <= max_shared_bytes;
+        let fits = |r: u32| {
+            (spec.dim + r as usize * (a_stride + d_stride + 1)) * value_bytes <= max_shared_bytes
+        };
         let rows_per_block = match block_rows_override() {
             Some(r) if fits(r) => r,
             _ => ROWS_PER_BLOCK.into_iter().find(|&r| fits(r))?,
@@ -219,8 +243,12 @@ fn network_kernel<F: Float>(
     let slope = F::cast_from(slope);
 
     let mut th = Shared::<[F]>::new_slice(params);
-    let mut act = Shared::<[F]>::new_slice(comptime![plan.rows_per_block as usize * plan.a_stride as usize]);
-    let mut del = Shared::<[F]>::new_slice(comptime![plan.rows_per_block as usize * plan.d_stride as usize]);
+    let mut act = Shared::<[F]>::new_slice(comptime![
+        plan.rows_per_block as usize * plan.a_stride as usize
+    ]);
+    let mut del = Shared::<[F]>::new_slice(comptime![
+        plan.rows_per_block as usize * plan.d_stride as usize
+    ]);
     let mut partial = Shared::<[F]>::new_slice(block_rows);
 
     let base = chain * params;
@@ -348,7 +376,8 @@ fn network_kernel<F: Float>(
             for k in 0..targets {
                 let mean = del[dr + oc + k];
                 let raw = del[dr + oc + targets + k];
-                let (log_sd, dlog_sd) = hetero_log_sd::<F>(raw, lo, hi, comptime![plan.head == HETERO_SOFTPLUS]);
+                let (log_sd, dlog_sd) =
+                    hetero_log_sd::<F>(raw, lo, hi, comptime![plan.head == HETERO_SOFTPLUS]);
                 let inv_sd = F::exp(-log_sd);
                 let z = (y[nr * targets + k] - mean) * inv_sd;
                 row_ll += -half * z * z - log_sd;
@@ -476,7 +505,14 @@ pub(crate) fn evaluate(
     let elem = elem_type(theta.dtype)?;
     let client = theta.client.clone();
     let max_shared = client.properties().hardware.max_shared_memory_size;
-    let plan = NetworkPlan::new(spec, terms, data.has_laplace(), with_gradient, max_shared, theta.dtype.size())?;
+    let plan = NetworkPlan::new(
+        spec,
+        terms,
+        data.has_laplace(),
+        with_gradient,
+        max_shared,
+        theta.dtype.size(),
+    )?;
     let shape = theta.meta.shape().clone();
     let (c, d) = (shape[0], shape[1]);
     if d != spec.dim || c == 0 || c > u32::MAX as usize {
@@ -485,8 +521,16 @@ pub(crate) fn evaluate(
     let rows = data.rows();
     let (head_a, head_b) = match spec.head {
         KernelHead::Fixed { sigma } => (1.0 / (sigma * sigma), 0.0),
-        KernelHead::Heteroscedastic { softplus: false, sigma_min, sigma_max } => (sigma_min.ln(), sigma_max.ln()),
-        KernelHead::Heteroscedastic { softplus: true, sigma_min, sigma_max } => (sigma_min, sigma_max),
+        KernelHead::Heteroscedastic {
+            softplus: false,
+            sigma_min,
+            sigma_max,
+        } => (sigma_min.ln(), sigma_max.ln()),
+        KernelHead::Heteroscedastic {
+            softplus: true,
+            sigma_min,
+            sigma_max,
+        } => (sigma_min, sigma_max),
         KernelHead::Categorical => (0.0, 0.0),
         KernelHead::LearnedSigma { .. } => return None,
     };
@@ -497,10 +541,29 @@ pub(crate) fn evaluate(
         constant += prior_constant;
     }
     let theta = burn_cubecl::kernel::into_contiguous(theta);
-    let values = empty_device_dtype(client.clone(), theta.device.clone(), Shape::new([c]), theta.dtype);
-    let gradient = with_gradient.then(|| empty_device_dtype(client.clone(), theta.device.clone(), Shape::new([c, d]), theta.dtype));
+    let values = empty_device_dtype(
+        client.clone(),
+        theta.device.clone(),
+        Shape::new([c]),
+        theta.dtype,
+    );
+    let gradient = with_gradient.then(|| {
+        empty_device_dtype(
+            client.clone(),
+            theta.device.clone(),
+            Shape::new([c, d]),
+            theta.dtype,
+        )
+    });
     // A value-only call binds a one-value buffer in the gradient's place (never written).
-    let gradient_arg = gradient.clone().unwrap_or_else(|| empty_device_dtype(client.clone(), theta.device.clone(), Shape::new([1]), theta.dtype));
+    let gradient_arg = gradient.clone().unwrap_or_else(|| {
+        empty_device_dtype(
+            client.clone(),
+            theta.device.clone(),
+            Shape::new([1]),
+            theta.dtype,
+        )
+    });
     let (quadratic, absolute) = data.prior_tensors();
     let absolute = absolute.unwrap_or_else(|| quadratic.clone());
     // One cube per chain, over two grid axes past the device's per-axis limit.

@@ -24,7 +24,12 @@ impl DeviceName {
     /// (value + gradient per chain); the numbers are in the README's "Devices" section.
     pub const FASTEST_CPU: DeviceName = DeviceName::Flex;
 
-    pub const ALL: [DeviceName; 4] = [DeviceName::Ndarray, DeviceName::Flex, DeviceName::Wgpu, DeviceName::Cpu];
+    pub const ALL: [DeviceName; 4] = [
+        DeviceName::Ndarray,
+        DeviceName::Flex,
+        DeviceName::Wgpu,
+        DeviceName::Cpu,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -59,9 +64,11 @@ impl DeviceName {
             DeviceName::Flex => Ok(Device::flex()),
             DeviceName::Wgpu => {
                 if wgpu_adapter().is_none() {
-                    return Err("no wgpu adapter found: install a Vulkan driver (without a GPU, \
+                    return Err(
+                        "no wgpu adapter found: install a Vulkan driver (without a GPU, \
                          Mesa's lavapipe: `apt-get install mesa-vulkan-drivers`)"
-                        .into());
+                            .into(),
+                    );
                 }
                 Ok(Device::wgpu(DeviceKind::DefaultDevice))
             }
@@ -101,7 +108,11 @@ impl WgpuAdapter {
 
     /// `llvmpipe (LLVM 15.0.6, 256 bits) (Vulkan, software)`.
     pub fn describe(&self) -> String {
-        let kind = if self.is_software() { "software" } else { "GPU" };
+        let kind = if self.is_software() {
+            "software"
+        } else {
+            "GPU"
+        };
         format!("{} ({}, {kind})", self.name, self.backend)
     }
 }
@@ -111,12 +122,22 @@ impl WgpuAdapter {
 /// before an integrated, virtual, other or software one. `None` when there is no adapter.
 pub fn wgpu_adapter() -> Option<WgpuAdapter> {
     static ADAPTER: std::sync::OnceLock<Option<WgpuAdapter>> = std::sync::OnceLock::new();
-    ADAPTER.get_or_init(|| std::panic::catch_unwind(probe_wgpu_adapter).ok().flatten()).clone()
+    ADAPTER
+        .get_or_init(|| std::panic::catch_unwind(probe_wgpu_adapter).ok().flatten())
+        .clone()
 }
 
 fn probe_wgpu_adapter() -> Option<WgpuAdapter> {
     use burn_cubecl::cubecl::wgpu::wgpu;
-    let apis: &[wgpu::Backend] = if cfg!(target_os = "macos") { &[wgpu::Backend::Metal] } else { &[wgpu::Backend::Vulkan, wgpu::Backend::Dx12, wgpu::Backend::Gl] };
+    let apis: &[wgpu::Backend] = if cfg!(target_os = "macos") {
+        &[wgpu::Backend::Metal]
+    } else {
+        &[
+            wgpu::Backend::Vulkan,
+            wgpu::Backend::Dx12,
+            wgpu::Backend::Gl,
+        ]
+    };
     let rank = |t: wgpu::DeviceType| match t {
         wgpu::DeviceType::DiscreteGpu => 0,
         wgpu::DeviceType::IntegratedGpu => 1,
@@ -125,10 +146,22 @@ fn probe_wgpu_adapter() -> Option<WgpuAdapter> {
         wgpu::DeviceType::Cpu => 4,
     };
     for &api in apis {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor { backends: api.into(), ..wgpu::InstanceDescriptor::new_without_display_handle() });
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: api.into(),
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
         let adapters = block_on(instance.enumerate_adapters(api.into()));
-        if let Some(info) = adapters.iter().map(wgpu::Adapter::get_info).min_by_key(|info| rank(info.device_type)) {
-            return Some(WgpuAdapter { name: info.name, backend: format!("{:?}", info.backend), device_type: format!("{:?}", info.device_type), driver: info.driver });
+        if let Some(info) = adapters
+            .iter()
+            .map(wgpu::Adapter::get_info)
+            .min_by_key(|info| rank(info.device_type))
+        {
+            return Some(WgpuAdapter {
+                name: info.name,
+                backend: format!("{:?}", info.backend),
+                device_type: format!("{:?}", info.device_type),
+                driver: info.driver,
+            });
         }
     }
     None
@@ -154,8 +187,13 @@ pub fn wgpu_test_device(test: &str) -> Option<Device> {
     let required = std::env::var("BNN_REQUIRE_WGPU").is_ok_and(|v| !v.is_empty() && v != "0");
     let refusal = match wgpu_adapter() {
         None => "no wgpu adapter (install mesa-vulkan-drivers for lavapipe)".to_string(),
-        Some(adapter) if adapter.is_gl_fallback() || adapter.is_software() && !adapter.is_lavapipe() => {
-            format!("the only wgpu adapter is {}, a fallback ~1000x slower than a GPU or lavapipe", adapter.describe())
+        Some(adapter)
+            if adapter.is_gl_fallback() || adapter.is_software() && !adapter.is_lavapipe() =>
+        {
+            format!(
+                "the only wgpu adapter is {}, a fallback ~1000x slower than a GPU or lavapipe",
+                adapter.describe()
+            )
         }
         Some(_) => return Some(DeviceName::Wgpu.device().expect("an adapter exists")),
     };
@@ -165,7 +203,10 @@ pub fn wgpu_test_device(test: &str) -> Option<Device> {
     // Straight to the process's stderr: the test harness captures `eprintln!` of passing tests,
     // and a skip must be seen.
     use std::io::Write as _;
-    let _ = writeln!(std::io::stderr().lock(), "skipping {test} on wgpu: {refusal} (BNN_REQUIRE_WGPU=1 makes this a failure)");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "skipping {test} on wgpu: {refusal} (BNN_REQUIRE_WGPU=1 makes this a failure)"
+    );
     None
 }
 

@@ -23,7 +23,11 @@ pub(crate) struct EarlyStopping {
 
 impl EarlyStopping {
     pub(crate) fn new(patience: usize) -> Self {
-        EarlyStopping { patience, best: f64::INFINITY, since_best: 0 }
+        EarlyStopping {
+            patience,
+            best: f64::INFINITY,
+            since_best: 0,
+        }
     }
 
     pub(crate) fn observe(&mut self, loss: f64) -> Verdict {
@@ -54,10 +58,16 @@ mod tests {
     #[test]
     fn stops_after_patience_epochs_without_improvement() {
         let mut stop = EarlyStopping::new(2);
-        let verdicts: Vec<_> = [3.0, 2.0, 2.0, 2.5, 1.0, 1.5, f64::NAN].iter().map(|&l| stop.observe(l)).collect();
+        let verdicts: Vec<_> = [3.0, 2.0, 2.0, 2.5, 1.0, 1.5, f64::NAN]
+            .iter()
+            .map(|&l| stop.observe(l))
+            .collect();
         use Verdict::*;
         // Equal is not an improvement; NaN is not either.
-        assert_eq!(verdicts, [Improved, Improved, Continue, Stop, Improved, Continue, Stop]);
+        assert_eq!(
+            verdicts,
+            [Improved, Improved, Continue, Stop, Improved, Continue, Stop]
+        );
         assert_eq!(stop.best(), 1.0);
     }
 

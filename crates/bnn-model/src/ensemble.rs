@@ -98,10 +98,20 @@ fn draw_initial_parameters(layout: &ParameterLayout, rng: &mut ChaCha8Rng) -> Ve
 /// The mean negative log likelihood of `rows` rows: the model's own likelihood (for the
 /// heteroscedastic head σ is a standard deviation here exactly as in sampling; for the
 /// learned-σ head the log-σ prior term is included, as in the full-batch loss).
-fn mean_nll(config: &BnnConfig, network: &BnnModel, x: Tensor<2>, targets: &Tensor<2>, rows: usize) -> Tensor<1> {
+fn mean_nll(
+    config: &BnnConfig,
+    network: &BnnModel,
+    x: Tensor<2>,
+    targets: &Tensor<2>,
+    rows: usize,
+) -> Tensor<1> {
     let outputs = network.forward(x).unsqueeze::<3>();
     let log_sigma = network.log_sigma.as_ref().map(|p| p.val().unsqueeze::<2>());
-    config.likelihood.log_likelihood(outputs, targets, log_sigma).neg().div_scalar(rows as f64)
+    config
+        .likelihood
+        .log_likelihood(outputs, targets, log_sigma)
+        .neg()
+        .div_scalar(rows as f64)
 }
 
 fn scalar(t: Tensor<1>) -> f64 {
@@ -128,25 +138,37 @@ impl EnsembleConfig {
             return Err("an ensemble needs at least one member and one epoch".into());
         }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return Err(format!("learning rate must be positive, got {}", self.learning_rate));
+            return Err(format!(
+                "learning rate must be positive, got {}",
+                self.learning_rate
+            ));
         }
         if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
-            return Err(format!("weight decay must be non-negative, got {}", self.weight_decay));
+            return Err(format!(
+                "weight decay must be non-negative, got {}",
+                self.weight_decay
+            ));
         }
         if self.batch_size == Some(0) {
             return Err("batch size must be at least 1 (or unset for full-batch training)".into());
         }
         if self.patience == Some(0) {
-            return Err("early-stopping patience must be at least 1 epoch (or unset to train every epoch)".into());
+            return Err(
+                "early-stopping patience must be at least 1 epoch (or unset to train every epoch)"
+                    .into(),
+            );
         }
         Ok(())
     }
 
     fn optimizer(&self) -> ModuleOptimizer {
         if self.decoupled_weight_decay {
-            AdamWConfig::new().with_weight_decay(self.weight_decay as f32).init()
+            AdamWConfig::new()
+                .with_weight_decay(self.weight_decay as f32)
+                .init()
         } else {
-            let decay = (self.weight_decay > 0.0).then(|| WeightDecayConfig::new(self.weight_decay as f32));
+            let decay =
+                (self.weight_decay > 0.0).then(|| WeightDecayConfig::new(self.weight_decay as f32));
             AdamConfig::new().with_weight_decay(decay).init()
         }
     }
@@ -154,14 +176,27 @@ impl EnsembleConfig {
     /// Trains member `index` without a validation set. The loss is the model's own mean
     /// negative log likelihood (for the heteroscedastic head σ is a standard deviation here
     /// exactly as in sampling).
-    pub fn train_member(&self, model: &BnnConfig, train: &HostData, device: &Device, index: usize) -> Result<TrainedMember, PosteriorError> {
+    pub fn train_member(
+        &self,
+        model: &BnnConfig,
+        train: &HostData,
+        device: &Device,
+        index: usize,
+    ) -> Result<TrainedMember, PosteriorError> {
         self.check(model, train, None)?;
         let never = AtomicBool::new(false);
-        self.fit_member(model, train, None, device, index, &never).map(|m| m.expect("training without a stop flag finishes"))
+        self.fit_member(model, train, None, device, index, &never)
+            .map(|m| m.expect("training without a stop flag finishes"))
     }
 
     /// Trains all members, `threads` at a time; the result does not depend on `threads`.
-    pub fn train(&self, model: &BnnConfig, train: &HostData, device: &Device, threads: usize) -> Result<Vec<TrainedMember>, PosteriorError> {
+    pub fn train(
+        &self,
+        model: &BnnConfig,
+        train: &HostData,
+        device: &Device,
+        threads: usize,
+    ) -> Result<Vec<TrainedMember>, PosteriorError> {
         self.train_with_validation(model, train, None, device, threads)
     }
 
@@ -193,7 +228,16 @@ impl EnsembleConfig {
         indices: &[usize],
     ) -> Result<Vec<TrainedMember>, PosteriorError> {
         let never = AtomicBool::new(false);
-        self.train_members_until(model, train, valid, device, threads, indices, &never, &|_| ())
+        self.train_members_until(
+            model,
+            train,
+            valid,
+            device,
+            threads,
+            indices,
+            &never,
+            &|_| (),
+        )
     }
 
     /// [`EnsembleConfig::train_members`] that hands each member to `finished` as soon as it is
@@ -214,7 +258,10 @@ impl EnsembleConfig {
     ) -> Result<Vec<TrainedMember>, PosteriorError> {
         self.check(model, train, valid)?;
         if let Some(&bad) = indices.iter().find(|&&j| j >= self.members) {
-            return Err(PosteriorError::Config(format!("member {bad} does not exist in an ensemble of {}", self.members)));
+            return Err(PosteriorError::Config(format!(
+                "member {bad} does not exist in an ensemble of {}",
+                self.members
+            )));
         }
         let next = std::sync::atomic::AtomicUsize::new(0);
         let results = std::sync::Mutex::new(Vec::with_capacity(indices.len()));
@@ -232,18 +279,30 @@ impl EnsembleConfig {
                     if let Ok(Some(member)) = &member {
                         finished(member);
                     }
-                    results.lock().unwrap_or_else(|p| p.into_inner()).push(member);
+                    results
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(member);
                 });
             }
         });
-        let results: Vec<Option<TrainedMember>> = results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().collect::<Result<_, _>>()?;
+        let results: Vec<Option<TrainedMember>> = results
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .into_iter()
+            .collect::<Result<_, _>>()?;
         let mut members: Vec<TrainedMember> = results.into_iter().flatten().collect();
         members.sort_by_key(|m| m.index);
         Ok(members)
     }
 
     /// Everything that can be refused before any training starts.
-    fn check(&self, model: &BnnConfig, train: &HostData, valid: Option<&HostData>) -> Result<(), PosteriorError> {
+    fn check(
+        &self,
+        model: &BnnConfig,
+        train: &HostData,
+        valid: Option<&HostData>,
+    ) -> Result<(), PosteriorError> {
         self.validate().map_err(PosteriorError::Config)?;
         model.validate().map_err(PosteriorError::Config)?;
         if let (Some(patience), None) = (self.patience, valid) {
@@ -261,7 +320,15 @@ impl EnsembleConfig {
     /// One member: init from stream (seed, index), then epochs of full-batch or minibatch
     /// steps, with the validation NLL after each epoch when there is a validation set and
     /// early stopping. `None` when `stop` was set before it finished.
-    fn fit_member(&self, model: &BnnConfig, train: &HostData, valid: Option<&HostData>, device: &Device, index: usize, stop: &AtomicBool) -> Result<Option<TrainedMember>, PosteriorError> {
+    fn fit_member(
+        &self,
+        model: &BnnConfig,
+        train: &HostData,
+        valid: Option<&HostData>,
+        device: &Device,
+        index: usize,
+        stop: &AtomicBool,
+    ) -> Result<Option<TrainedMember>, PosteriorError> {
         let plain_device = device.clone().without_autodiff();
         let device = device.clone().autodiff();
         let template = model.init(&device);
@@ -270,9 +337,12 @@ impl EnsembleConfig {
         let init: Vec<f32> = init.iter().map(|&v| v as f32).collect();
         let mut network: BnnModel = unflatten(template, &init).expect("layout of the same model");
         let data = DeviceData::upload(train, &model.likelihood, &device, DType::F32);
-        let valid_data = valid.map(|v| DeviceData::upload(v, &model.likelihood, &plain_device, DType::F32));
+        let valid_data =
+            valid.map(|v| DeviceData::upload(v, &model.likelihood, &plain_device, DType::F32));
         let valid_nll = |m: &BnnModel| {
-            valid_data.as_ref().map(|v| scalar(mean_nll(model, &m.valid(), v.x.clone(), &v.targets, v.rows)))
+            valid_data
+                .as_ref()
+                .map(|v| scalar(mean_nll(model, &m.valid(), v.x.clone(), &v.targets, v.rows)))
         };
         let mut optimizer = self.optimizer();
         let mut stopping = self.patience.map(EarlyStopping::new);
@@ -299,11 +369,15 @@ impl EnsembleConfig {
                 }
                 Some(batch_size) => {
                     if epoch == 0 {
-                        initial_loss = scalar(mean_nll(model, &network, data.x.clone(), &data.targets, data.rows).detach());
+                        initial_loss = scalar(
+                            mean_nll(model, &network, data.x.clone(), &data.targets, data.rows)
+                                .detach(),
+                        );
                     }
                     let mut order: Vec<i32> = (0..data.rows as i32).collect();
                     order.shuffle(&mut rng);
-                    let order = Tensor::<1, Int>::from_ints(TensorData::new(order, [data.rows]), &device);
+                    let order =
+                        Tensor::<1, Int>::from_ints(TensorData::new(order, [data.rows]), &device);
                     for start in (0..data.rows).step_by(batch_size) {
                         if stop.load(Ordering::Relaxed) {
                             return Ok(None);
@@ -337,7 +411,15 @@ impl EnsembleConfig {
         if parameters.iter().any(|v| !v.is_finite()) {
             return Err(PosteriorError::Config(format!("member {index} diverged during training (non-finite weights); lower the learning rate")));
         }
-        Ok(Some(TrainedMember { index, seed: self.seed, parameters, initial_loss, final_loss, epochs_run, best_valid_loss }))
+        Ok(Some(TrainedMember {
+            index,
+            seed: self.seed,
+            parameters,
+            initial_loss,
+            final_loss,
+            epochs_run,
+            best_valid_loss,
+        }))
     }
 }
 
@@ -348,5 +430,10 @@ fn epoch_mean(losses: Vec<(Tensor<1>, usize)>, rows: usize) -> f64 {
         return f64::NAN;
     }
     let values = Tensor::cat(tensors, 0).into_data();
-    values.iter::<f64>().zip(counts).map(|(l, c)| l * c as f64).sum::<f64>() / rows as f64
+    values
+        .iter::<f64>()
+        .zip(counts)
+        .map(|(l, c)| l * c as f64)
+        .sum::<f64>()
+        / rows as f64
 }

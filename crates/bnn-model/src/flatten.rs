@@ -66,7 +66,14 @@ impl ModuleVisitor for LayoutVisitor {
             },
             _ => (None, 1),
         };
-        let entry = LayoutEntry { name, layer, kind, shape, offset: self.offset, fan_in };
+        let entry = LayoutEntry {
+            name,
+            layer,
+            kind,
+            shape,
+            offset: self.offset,
+            fan_in,
+        };
         self.offset += entry.len();
         if let Some(values) = self.values.as_mut() {
             let data = param.val().into_data().convert::<f32>();
@@ -85,7 +92,12 @@ fn visit<M: Module>(module: &M, with_values: bool) -> (ParameterLayout, Option<V
         layers: HashMap::new(),
     };
     module.visit(&mut visitor);
-    (ParameterLayout { entries: visitor.entries }, visitor.values)
+    (
+        ParameterLayout {
+            entries: visitor.entries,
+        },
+        visitor.values,
+    )
 }
 
 /// The layout table of a module's float parameters.
@@ -110,7 +122,10 @@ pub struct LengthMismatch {
 pub fn unflatten<M: Module>(module: M, flat: &[f32]) -> Result<M, LengthMismatch> {
     let expected = layout_of(&module).dim();
     if flat.len() != expected {
-        return Err(LengthMismatch { expected, got: flat.len() });
+        return Err(LengthMismatch {
+            expected,
+            got: flat.len(),
+        });
     }
     struct HostMapper<'a> {
         flat: &'a [f32],

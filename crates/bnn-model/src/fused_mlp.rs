@@ -23,21 +23,26 @@ use crate::activation::{Activation, LEAKY_RELU_SLOPE};
 use crate::likelihood::{Likelihood, ScaleLink, SIGMA_MAX, SIGMA_MIN};
 use crate::observations::HostData;
 use crate::prior::PriorCoefficients;
-use bnn_kernels::{KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel, OutputPoint, Workspace};
+use bnn_kernels::Real;
+use bnn_kernels::{
+    KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel,
+    OutputPoint, Workspace,
+};
 use bnn_sampler::{MetricAt, RiemannianDensity};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::backend::tensor::FloatTensor;
-use burn::backend::{backend_extension, Autodiff, Backend, Cube, DispatchDevice, Flex, NdArray, TensorMetadata};
+use burn::backend::{
+    backend_extension, Autodiff, Backend, Cube, DispatchDevice, Flex, NdArray, TensorMetadata,
+};
 use burn::tensor::{DType, Device, Shape, Slice, Tensor, TensorData};
-use std::any::Any;
-use bnn_kernels::Real;
 use rayon::prelude::*;
+use std::any::Any;
 use std::cell::RefCell;
-use std::thread::LocalKey;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::LocalKey;
 
 use crate::ops_gradient::{self, DeviceTensors};
 pub use crate::terms::Terms;
@@ -108,7 +113,10 @@ impl FusedMlp {
         prior: PriorCoefficients,
     ) -> Result<Self, KernelError> {
         if prior.quadratic.len() != dim || prior.absolute.len() != dim {
-            return Err(KernelError(format!("prior coefficients for {} coordinates, θ has {dim}", prior.quadratic.len())));
+            return Err(KernelError(format!(
+                "prior coefficients for {} coordinates, θ has {dim}",
+                prior.quadratic.len()
+            )));
         }
         let (targets, target_columns) = data.target_matrix(likelihood);
         let head = match *likelihood {
@@ -129,7 +137,9 @@ impl FusedMlp {
         let activation = match activation {
             Activation::Tanh => KernelActivation::Tanh,
             Activation::Relu => KernelActivation::Relu,
-            Activation::LeakyRelu => KernelActivation::LeakyRelu { slope: LEAKY_RELU_SLOPE },
+            Activation::LeakyRelu => KernelActivation::LeakyRelu {
+                slope: LEAKY_RELU_SLOPE,
+            },
             Activation::Sigmoid => KernelActivation::Sigmoid,
             Activation::Silu => KernelActivation::Silu,
             Activation::TruncRelu => KernelActivation::TruncRelu,
@@ -137,16 +147,32 @@ impl FusedMlp {
         };
         let layers = layers
             .iter()
-            .map(|l| KernelLayer { d_in: l.d_in, d_out: l.d_out, weight_offset: l.weight_offset, bias_offset: l.bias_offset })
+            .map(|l| KernelLayer {
+                d_in: l.d_in,
+                d_out: l.d_out,
+                weight_offset: l.weight_offset,
+                bias_offset: l.bias_offset,
+            })
             .collect();
-        let spec = KernelSpec { layers, activation, head, target_columns, dim };
+        let spec = KernelSpec {
+            layers,
+            activation,
+            head,
+            target_columns,
+            dim,
+        };
         if !ops_gradient::pieces_tile_theta(&spec) {
-            return Err(KernelError("the layers' weights and biases (and log σ) do not tile θ".into()));
+            return Err(KernelError(
+                "the layers' weights and biases (and log σ) do not tile θ".into(),
+            ));
         }
         let kernel = MlpKernel::new(spec)?;
         let rows = data.rows;
         if targets.len() != rows * target_columns {
-            return Err(KernelError(format!("{} target values for {rows} rows × {target_columns} columns", targets.len())));
+            return Err(KernelError(format!(
+                "{} target values for {rows} rows × {target_columns} columns",
+                targets.len()
+            )));
         }
         let inner = FusedMlpInner {
             kernel,
@@ -159,23 +185,42 @@ impl FusedMlp {
             prior,
             device_tensors: Mutex::new(Vec::new()),
         };
-        Ok(Self { inner: Arc::new(inner), program: FusedProgram::HostKernel, max_tensor_bytes: None })
+        Ok(Self {
+            inner: Arc::new(inner),
+            program: FusedProgram::HostKernel,
+            max_tensor_bytes: None,
+        })
     }
 
     /// Chooses the program; [`FusedProgram::HostKernel`] on a device without it is an error, as
     /// is [`FusedProgram::DeviceKernel`] off the CubeCL devices. Where the device kernel does not
     /// cover the model (the learned-σ head; θ and a block of rows beyond 16 KiB of shared memory
     /// even at 16 rows per block) the operation runs the tensor program instead.
-    pub fn with_program(mut self, program: FusedProgram, device: &Device) -> Result<Self, KernelError> {
+    pub fn with_program(
+        mut self,
+        program: FusedProgram,
+        device: &Device,
+    ) -> Result<Self, KernelError> {
         if program == FusedProgram::HostKernel && !Self::host_kernel_runs_on(device) {
-            return Err(KernelError(format!("the host kernel runs on the flex and ndarray devices, not on {device:?}")));
+            return Err(KernelError(format!(
+                "the host kernel runs on the flex and ndarray devices, not on {device:?}"
+            )));
         }
-        let cube = matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_));
+        let cube = matches!(
+            device.clone().without_autodiff().as_dispatch(),
+            DispatchDevice::Cube(_)
+        );
         if program == FusedProgram::DeviceKernel && !cube {
-            return Err(KernelError(format!("the device kernel runs on the CubeCL devices (wgpu), not on {device:?}")));
+            return Err(KernelError(format!(
+                "the device kernel runs on the CubeCL devices (wgpu), not on {device:?}"
+            )));
         }
         let covered = crate::cube_network::covers(self.inner.kernel.spec());
-        self.program = if program == FusedProgram::DeviceKernel && !covered { FusedProgram::TensorOps } else { program };
+        self.program = if program == FusedProgram::DeviceKernel && !covered {
+            FusedProgram::TensorOps
+        } else {
+            program
+        };
         Ok(self)
     }
 
@@ -188,16 +233,31 @@ impl FusedMlp {
     /// # Panics
     /// If `theta` is not of length D.
     pub fn gauss_newton_metric(&self, theta: &[f64]) -> Vec<f64> {
-        bnn_kernels::gauss_newton_metric(self.inner.kernel.spec(), &self.inner.x64, theta, &self.metric_prior_precision())
+        bnn_kernels::gauss_newton_metric(
+            self.inner.kernel.spec(),
+            &self.inner.x64,
+            theta,
+            &self.metric_prior_precision(),
+        )
     }
 
     /// The prior's part of the metric: Normal precisions, a Laplace factor's Fisher information
     /// 1/scale² ([`bnn_kernels::DiagonalPrior::metric_diagonal`]), a learned log σ's 1/sd².
     fn metric_prior_precision(&self) -> Vec<f64> {
         let prior = &self.inner.prior;
-        let mut precision = bnn_kernels::DiagonalPrior { quadratic: &prior.quadratic, absolute: &prior.absolute, constant: prior.constant }.metric_diagonal();
+        let mut precision = bnn_kernels::DiagonalPrior {
+            quadratic: &prior.quadratic,
+            absolute: &prior.absolute,
+            constant: prior.constant,
+        }
+        .metric_diagonal();
         let spec = self.inner.kernel.spec();
-        if let KernelHead::LearnedSigma { log_sigma_offset, prior_sd, .. } = spec.head {
+        if let KernelHead::LearnedSigma {
+            log_sigma_offset,
+            prior_sd,
+            ..
+        } = spec.head
+        {
             for p in &mut precision[log_sigma_offset..log_sigma_offset + spec.target_columns] {
                 *p += 1.0 / (prior_sd * prior_sd);
             }
@@ -246,7 +306,10 @@ impl FusedMlp {
 
     /// Whether `device` runs the host kernel (the CPU backends).
     pub fn host_kernel_runs_on(device: &Device) -> bool {
-        matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Flex(_) | DispatchDevice::NdArray(_))
+        matches!(
+            device.clone().without_autodiff().as_dispatch(),
+            DispatchDevice::Flex(_) | DispatchDevice::NdArray(_)
+        )
     }
 
     /// The program a device uses by default: the host kernel where it runs, the device kernel
@@ -254,7 +317,10 @@ impl FusedMlp {
     pub fn default_program(device: &Device) -> FusedProgram {
         if Self::host_kernel_runs_on(device) {
             FusedProgram::HostKernel
-        } else if matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_)) {
+        } else if matches!(
+            device.clone().without_autodiff().as_dispatch(),
+            DispatchDevice::Cube(_)
+        ) {
             FusedProgram::DeviceKernel
         } else {
             FusedProgram::TensorOps
@@ -263,11 +329,23 @@ impl FusedMlp {
 
     /// On a CubeCL device: the device kernel when chosen and it covers the model and device,
     /// else the tensor program.
-    fn evaluate_cube(&self, theta: FloatTensor<Cube>, terms: Terms, with_gradient: bool) -> (FloatTensor<Cube>, Option<FloatTensor<Cube>>) {
+    fn evaluate_cube(
+        &self,
+        theta: FloatTensor<Cube>,
+        terms: Terms,
+        with_gradient: bool,
+    ) -> (FloatTensor<Cube>, Option<FloatTensor<Cube>>) {
         if self.program == FusedProgram::DeviceKernel {
             let data = self.device_tensors::<Cube>(&theta.device(), theta.dtype());
             let spec = self.inner.kernel.spec();
-            if let Some(result) = crate::cube_network::evaluate(spec, &data, self.inner.prior.constant, theta.clone(), terms, with_gradient) {
+            if let Some(result) = crate::cube_network::evaluate(
+                spec,
+                &data,
+                self.inner.prior.constant,
+                theta.clone(),
+                terms,
+                with_gradient,
+            ) {
                 return result;
             }
         }
@@ -275,8 +353,16 @@ impl FusedMlp {
     }
 
     /// The device copies of data and prior for backend `B`, uploaded on first use.
-    fn device_tensors<B: Backend>(&self, device: &B::Device, dtype: DType) -> Arc<DeviceTensors<B>> {
-        let mut cache = self.inner.device_tensors.lock().unwrap_or_else(PoisonError::into_inner);
+    fn device_tensors<B: Backend>(
+        &self,
+        device: &B::Device,
+        dtype: DType,
+    ) -> Arc<DeviceTensors<B>> {
+        let mut cache = self
+            .inner
+            .device_tensors
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         for entry in cache.iter() {
             if let Ok(found) = Arc::clone(entry).downcast::<DeviceTensors<B>>() {
                 if &found.device == device && found.dtype == dtype {
@@ -285,21 +371,46 @@ impl FusedMlp {
             }
         }
         let m = &self.inner;
-        let uploaded = Arc::new(DeviceTensors::<B>::upload(&m.x64, &m.y64, m.rows, m.kernel.spec(), &m.prior, device, dtype));
+        let uploaded = Arc::new(DeviceTensors::<B>::upload(
+            &m.x64,
+            &m.y64,
+            m.rows,
+            m.kernel.spec(),
+            &m.prior,
+            device,
+            dtype,
+        ));
         cache.push(uploaded.clone());
         uploaded
     }
 
     /// Value `[C]` and, when asked, gradient `[C, D]` through [`FusedProgram::TensorOps`], in
     /// blocks of chains small enough for the device's buffers.
-    fn evaluate_tensor_ops<B: ops_gradient::FusedStages>(&self, theta: FloatTensor<B>, terms: Terms, with_gradient: bool) -> (FloatTensor<B>, Option<FloatTensor<B>>) {
+    fn evaluate_tensor_ops<B: ops_gradient::FusedStages>(
+        &self,
+        theta: FloatTensor<B>,
+        terms: Terms,
+        with_gradient: bool,
+    ) -> (FloatTensor<B>, Option<FloatTensor<B>>) {
         let data = self.device_tensors::<B>(&theta.device(), theta.dtype());
         let spec = self.inner.kernel.spec();
         let [c, d] = [theta.shape()[0], theta.shape()[1]];
-        let per_chain = ops_gradient::largest_tensor_bytes_per_chain(spec, self.inner.rows, theta.dtype());
-        let limit = self.max_tensor_bytes.or_else(|| B::max_tensor_bytes(&theta));
+        let per_chain =
+            ops_gradient::largest_tensor_bytes_per_chain(spec, self.inner.rows, theta.dtype());
+        let limit = self
+            .max_tensor_bytes
+            .or_else(|| B::max_tensor_bytes(&theta));
         let block = ops_gradient::chains_per_block(c, per_chain, limit);
-        let run = |theta| ops_gradient::evaluate::<B>(spec, &data, self.inner.prior.constant, theta, terms, with_gradient);
+        let run = |theta| {
+            ops_gradient::evaluate::<B>(
+                spec,
+                &data,
+                self.inner.prior.constant,
+                theta,
+                terms,
+                with_gradient,
+            )
+        };
         if block >= c {
             return run(theta);
         }
@@ -328,7 +439,10 @@ impl FusedMlp {
     fn call(&self, theta: Tensor<2>, terms: Terms) -> Tensor<1> {
         let out = <burn::backend::Dispatch as FusedMlpBackend>::fused_mlp_log_density(
             theta.into_dispatch(),
-            FusedCall { model: self.clone(), terms },
+            FusedCall {
+                model: self.clone(),
+                terms,
+            },
         );
         Tensor::<1>::from_dispatch(out)
     }
@@ -339,7 +453,11 @@ impl FusedMlp {
     /// of a 150-parameter net (mispredicted on random signs).
     fn add_prior<R: Real>(&self, thetas: &[R], values: &mut [f64], gradients: Option<&mut [R]>) {
         let prior = &self.inner.prior;
-        let diagonal = bnn_kernels::DiagonalPrior { quadratic: &prior.quadratic, absolute: &prior.absolute, constant: prior.constant };
+        let diagonal = bnn_kernels::DiagonalPrior {
+            quadratic: &prior.quadratic,
+            absolute: &prior.absolute,
+            constant: prior.constant,
+        };
         diagonal.add_log_density(self.inner.prior_has_laplace, thetas, values, gradients);
     }
 
@@ -348,7 +466,12 @@ impl FusedMlp {
     }
 
     /// Runs the kernel on host values in θ's float type; `gradients` as in [`MlpKernel::evaluate`].
-    fn evaluate_host(&self, theta: &TensorData, terms: Terms, with_gradient: bool) -> (Vec<f64>, Option<TensorData>) {
+    fn evaluate_host(
+        &self,
+        theta: &TensorData,
+        terms: Terms,
+        with_gradient: bool,
+    ) -> (Vec<f64>, Option<TensorData>) {
         let d = self.dim();
         let c = theta.shape()[0];
         let m = &self.inner;
@@ -357,8 +480,19 @@ impl FusedMlp {
             DType::F64 => {
                 let thetas = theta.as_slice::<f64>().expect("checked dtype");
                 let mut grads = with_gradient.then(|| vec![0.0f64; c * d]);
-                let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
-                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F64);
+                let data = KernelData {
+                    x: &m.x64,
+                    y: &m.y64,
+                    rows: m.rows,
+                };
+                self.evaluate_chains(
+                    data,
+                    thetas,
+                    &mut values,
+                    grads.as_deref_mut(),
+                    terms,
+                    &WORKSPACE_F64,
+                );
                 grads.map(|g| TensorData::new(g, [c, d]))
             }
             _ => {
@@ -371,8 +505,19 @@ impl FusedMlp {
                     }
                 };
                 let mut grads = with_gradient.then(|| vec![0.0f32; c * d]);
-                let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
-                self.evaluate_chains(data, thetas, &mut values, grads.as_deref_mut(), terms, &WORKSPACE_F32);
+                let data = KernelData {
+                    x: &m.x32,
+                    y: &m.y32,
+                    rows: m.rows,
+                };
+                self.evaluate_chains(
+                    data,
+                    thetas,
+                    &mut values,
+                    grads.as_deref_mut(),
+                    terms,
+                    &WORKSPACE_F32,
+                );
                 grads.map(|g| TensorData::new(g, [c, d]).convert_dtype(theta.dtype()))
             }
         };
@@ -387,7 +532,13 @@ impl FusedMlp {
     /// last bit (positions rounded to f32 and values read back through f32 when `dtype` is f32;
     /// tested in `tests/fused_gradient.rs`): at one chain per call the tensor round trip costs
     /// more than the whole kernel of a small network.
-    pub fn host_log_posterior_and_gradient(&self, dtype: DType, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> bool {
+    pub fn host_log_posterior_and_gradient(
+        &self,
+        dtype: DType,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> bool {
         self.host_evaluate(dtype, positions, values, Some(gradients))
     }
 
@@ -399,30 +550,65 @@ impl FusedMlp {
     }
 
     /// Both of the above: the host kernel in `dtype`, gradients when asked for.
-    fn host_evaluate(&self, dtype: DType, positions: &[f64], values: &mut [f64], gradients: Option<&mut [f64]>) -> bool {
+    fn host_evaluate(
+        &self,
+        dtype: DType,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: Option<&mut [f64]>,
+    ) -> bool {
         if self.program != FusedProgram::HostKernel {
             return false;
         }
         let m = &self.inner;
         match dtype {
             DType::F64 => {
-                let data = KernelData { x: &m.x64, y: &m.y64, rows: m.rows };
-                self.evaluate_chains(data, positions, values, gradients, Terms::Posterior, &WORKSPACE_F64);
+                let data = KernelData {
+                    x: &m.x64,
+                    y: &m.y64,
+                    rows: m.rows,
+                };
+                self.evaluate_chains(
+                    data,
+                    positions,
+                    values,
+                    gradients,
+                    Terms::Posterior,
+                    &WORKSPACE_F64,
+                );
             }
             DType::F32 => HOST_BUFFERS_F32.with_borrow_mut(|(thetas, grads)| {
                 thetas.clear();
                 thetas.extend(positions.iter().map(|&v| v as f32));
-                let data = KernelData { x: &m.x32, y: &m.y32, rows: m.rows };
+                let data = KernelData {
+                    x: &m.x32,
+                    y: &m.y32,
+                    rows: m.rows,
+                };
                 match gradients {
                     Some(gradients) => {
                         grads.clear();
                         grads.resize(positions.len(), 0.0);
-                        self.evaluate_chains(data, thetas, values, Some(grads), Terms::Posterior, &WORKSPACE_F32);
+                        self.evaluate_chains(
+                            data,
+                            thetas,
+                            values,
+                            Some(grads),
+                            Terms::Posterior,
+                            &WORKSPACE_F32,
+                        );
                         for (g, &h) in gradients.iter_mut().zip(grads.iter()) {
                             *g = h as f64;
                         }
                     }
-                    None => self.evaluate_chains(data, thetas, values, None, Terms::Posterior, &WORKSPACE_F32),
+                    None => self.evaluate_chains(
+                        data,
+                        thetas,
+                        values,
+                        None,
+                        Terms::Posterior,
+                        &WORKSPACE_F32,
+                    ),
                 }
                 // The autodiff path stores the values in an f32 tensor before the sampler reads them.
                 for v in values.iter_mut() {
@@ -451,7 +637,11 @@ impl FusedMlp {
         let (c, d) = (values.len(), self.dim());
         let run = |values: &mut [f64], thetas: &[R], mut gradients: Option<&mut [R]>| {
             workspace
-                .with_borrow_mut(|ws| self.inner.kernel.evaluate(data, thetas, values, gradients.as_deref_mut(), ws))
+                .with_borrow_mut(|ws| {
+                    self.inner
+                        .kernel
+                        .evaluate(data, thetas, values, gradients.as_deref_mut(), ws)
+                })
                 .expect("shapes were validated when the operation was built");
             if terms == Terms::Posterior {
                 self.add_prior(thetas, values, gradients);
@@ -460,14 +650,26 @@ impl FusedMlp {
         let threads = rayon::current_num_threads();
         // Rough cost of one chain in multiply-adds. Below ~400k per call (~100 µs) waking a
         // sleeping Rayon worker costs about what the split saves (measured on 2 cores).
-        let work_per_chain = data.rows * self.inner.kernel.spec().layers.iter().map(|l| l.d_in * l.d_out).sum::<usize>();
+        let work_per_chain = data.rows
+            * self
+                .inner
+                .kernel
+                .spec()
+                .layers
+                .iter()
+                .map(|l| l.d_in * l.d_out)
+                .sum::<usize>();
         if threads < 2 || c < 2 || c * work_per_chain < PARALLEL_WORK_THRESHOLD {
             return run(values, thetas, gradients);
         }
         let per_block = c.div_ceil(threads.min(c));
-        let blocks = values.par_chunks_mut(per_block).zip(thetas.par_chunks(per_block * d));
+        let blocks = values
+            .par_chunks_mut(per_block)
+            .zip(thetas.par_chunks(per_block * d));
         match gradients {
-            Some(g) => blocks.zip(g.par_chunks_mut(per_block * d)).for_each(|((v, t), g)| run(v, t, Some(g))),
+            Some(g) => blocks
+                .zip(g.par_chunks_mut(per_block * d))
+                .for_each(|((v, t), g)| run(v, t, Some(g))),
             None => blocks.for_each(|(v, t)| run(v, t, None)),
         }
     }
@@ -477,7 +679,9 @@ impl FusedMlp {
 /// effect only before the first batched call of the process: Rayon fixes its pool then, and a
 /// later call is ignored (the numbers do not depend on the thread count either way).
 pub fn set_kernel_threads(threads: usize) {
-    let _ = rayon::ThreadPoolBuilder::new().num_threads(threads.max(1)).build_global();
+    let _ = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build_global();
 }
 
 /// Multiply-adds per call from which the host kernel splits chains over threads.
@@ -509,7 +713,10 @@ pub trait FusedMlpBackend: Backend {
 /// Value and gradient in one pass, for the autodiff implementation.
 pub trait FusedMlpGradient: Backend {
     /// θ `[C, D]` → (log density `[C]`, gradient `[C, D]`).
-    fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>);
+    fn fused_mlp_value_and_gradient(
+        theta: FloatTensor<Self>,
+        call: &FusedCall,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 }
 
 /// Reads a host backend's tensor (the future of a CPU backend is ready at once).
@@ -518,7 +725,9 @@ fn read_host<B: Backend>(tensor: FloatTensor<B>) -> TensorData {
     let mut future = std::pin::pin!(future);
     let mut context = std::task::Context::from_waker(std::task::Waker::noop());
     loop {
-        if let std::task::Poll::Ready(result) = std::future::Future::poll(future.as_mut(), &mut context) {
+        if let std::task::Poll::Ready(result) =
+            std::future::Future::poll(future.as_mut(), &mut context)
+        {
             return result.expect("reading a CPU tensor cannot fail");
         }
         std::thread::yield_now();
@@ -526,25 +735,38 @@ fn read_host<B: Backend>(tensor: FloatTensor<B>) -> TensorData {
 }
 
 /// The operation on a CPU backend: the host kernel, or the tensor program when chosen.
-fn cpu_value<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> FloatTensor<B> {
+fn cpu_value<B: ops_gradient::FusedStages>(
+    theta: FloatTensor<B>,
+    call: &FusedCall,
+) -> FloatTensor<B> {
     if call.model.program == FusedProgram::TensorOps {
-        return call.model.evaluate_tensor_ops::<B>(theta, call.terms, false).0;
+        return call
+            .model
+            .evaluate_tensor_ops::<B>(theta, call.terms, false)
+            .0;
     }
     let device = theta.device();
     let dtype = theta.dtype();
-    let (values, _) = call.model.evaluate_host(&read_host::<B>(theta), call.terms, false);
+    let (values, _) = call
+        .model
+        .evaluate_host(&read_host::<B>(theta), call.terms, false);
     let c = values.len();
     B::float_from_data(TensorData::new(values, [c]).convert_dtype(dtype), &device)
 }
 
-fn cpu_value_and_gradient<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, call: &FusedCall) -> (FloatTensor<B>, FloatTensor<B>) {
+fn cpu_value_and_gradient<B: ops_gradient::FusedStages>(
+    theta: FloatTensor<B>,
+    call: &FusedCall,
+) -> (FloatTensor<B>, FloatTensor<B>) {
     if call.model.program == FusedProgram::TensorOps {
         let (value, gradient) = call.model.evaluate_tensor_ops::<B>(theta, call.terms, true);
         return (value, gradient.expect("asked for the gradient"));
     }
     let device = theta.device();
     let dtype = theta.dtype();
-    let (values, gradient) = call.model.evaluate_host(&read_host::<B>(theta), call.terms, true);
+    let (values, gradient) = call
+        .model
+        .evaluate_host(&read_host::<B>(theta), call.terms, true);
     let c = values.len();
     let values = B::float_from_data(TensorData::new(values, [c]).convert_dtype(dtype), &device);
     let gradient = B::float_from_data(gradient.expect("asked for the gradient"), &device);
@@ -554,12 +776,18 @@ fn cpu_value_and_gradient<B: ops_gradient::FusedStages>(theta: FloatTensor<B>, c
 macro_rules! cpu_backend {
     ($backend:ty) => {
         impl FusedMlpBackend for $backend {
-            fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self> {
+            fn fused_mlp_log_density(
+                theta: FloatTensor<Self>,
+                call: FusedCall,
+            ) -> FloatTensor<Self> {
                 cpu_value::<Self>(theta, &call)
             }
         }
         impl FusedMlpGradient for $backend {
-            fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>) {
+            fn fused_mlp_value_and_gradient(
+                theta: FloatTensor<Self>,
+                call: &FusedCall,
+            ) -> (FloatTensor<Self>, FloatTensor<Self>) {
                 cpu_value_and_gradient::<Self>(theta, call)
             }
         }
@@ -581,7 +809,10 @@ impl FusedMlpBackend for Cube {
 }
 
 impl FusedMlpGradient for Cube {
-    fn fused_mlp_value_and_gradient(theta: FloatTensor<Self>, call: &FusedCall) -> (FloatTensor<Self>, FloatTensor<Self>) {
+    fn fused_mlp_value_and_gradient(
+        theta: FloatTensor<Self>,
+        call: &FusedCall,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let (value, gradient) = call.model.evaluate_cube(theta, call.terms, true);
         (value, gradient.expect("asked for the gradient"))
     }
@@ -595,7 +826,12 @@ impl<B: Backend> Backward<B, 1> for FusedMlpBackward {
     /// The `[C, D]` gradient computed together with the value.
     type State = FloatTensor<B>;
 
-    fn backward(self, ops: Ops<Self::State, 1>, grads: &mut Gradients, _checkpointer: &mut Checkpointer) {
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
         let gradient = ops.state;
         unary::<B, _>(ops.parents, ops.node, grads, |upstream| {
             let c = upstream.shape()[0];
@@ -604,10 +840,16 @@ impl<B: Backend> Backward<B, 1> for FusedMlpBackward {
     }
 }
 
-impl<B: FusedMlpBackend + FusedMlpGradient, C: CheckpointStrategy> FusedMlpBackend for Autodiff<B, C> {
+impl<B: FusedMlpBackend + FusedMlpGradient, C: CheckpointStrategy> FusedMlpBackend
+    for Autodiff<B, C>
+{
     fn fused_mlp_log_density(theta: FloatTensor<Self>, call: FusedCall) -> FloatTensor<Self> {
         let (primitive, node) = theta.into_parts();
-        match FusedMlpBackward.prepare::<C>([node]).compute_bound().stateful() {
+        match FusedMlpBackward
+            .prepare::<C>([node])
+            .compute_bound()
+            .stateful()
+        {
             OpsKind::Tracked(prep) => {
                 let (values, gradient) = B::fused_mlp_value_and_gradient(primitive, &call);
                 prep.finish(gradient, values)
@@ -634,34 +876,63 @@ impl RiemannianDensity for GaussNewtonDensity {
         self.spec.dim
     }
 
-    fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, String> {
-        let prior = bnn_kernels::DiagonalPrior { quadratic: &self.quadratic, absolute: &self.absolute, constant: self.constant };
-        let (potential, g) = bnn_kernels::posterior_potential(&self.spec, &self.x, &self.y, position, prior)?;
+    fn potential_and_gradient(
+        &self,
+        position: &[f64],
+        gradient: &mut [f64],
+    ) -> Result<f64, String> {
+        let prior = bnn_kernels::DiagonalPrior {
+            quadratic: &self.quadratic,
+            absolute: &self.absolute,
+            constant: self.constant,
+        };
+        let (potential, g) =
+            bnn_kernels::posterior_potential(&self.spec, &self.x, &self.y, position, prior)?;
         gradient.copy_from_slice(&g);
         Ok(potential)
     }
 
     fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String> {
         if position.len() != self.spec.dim {
-            return Err(format!("θ has {} values, the model {}", position.len(), self.spec.dim));
+            return Err(format!(
+                "θ has {} values, the model {}",
+                position.len(),
+                self.spec.dim
+            ));
         }
         let point = OutputPoint::new(&self.spec, &self.x, position);
         let metric = point.metric(&self.spec, &self.metric_precision)?;
-        Ok(MetricAt { metric, cache: Box::new(point) })
+        Ok(MetricAt {
+            metric,
+            cache: Box::new(point),
+        })
     }
 
     fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String> {
-        Ok(bnn_kernels::log_det_gradient(&self.spec, &self.x, Self::network(point)?, &point.metric))
+        Ok(bnn_kernels::log_det_gradient(
+            &self.spec,
+            &self.x,
+            Self::network(point)?,
+            &point.metric,
+        ))
     }
 
     fn kinetic_gradient(&self, point: &MetricAt, velocity: &[f64]) -> Result<Vec<f64>, String> {
-        Ok(bnn_kernels::kinetic_gradient(&self.spec, &self.x, Self::network(point)?, velocity))
+        Ok(bnn_kernels::kinetic_gradient(
+            &self.spec,
+            &self.x,
+            Self::network(point)?,
+            velocity,
+        ))
     }
 }
 
 impl GaussNewtonDensity {
     /// The network at a point this density made.
     fn network(point: &MetricAt) -> Result<&OutputPoint, String> {
-        point.cache.downcast_ref::<OutputPoint>().ok_or_else(|| "a metric point from another density".to_string())
+        point
+            .cache
+            .downcast_ref::<OutputPoint>()
+            .ok_or_else(|| "a metric point from another density".to_string())
     }
 }

@@ -2,6 +2,8 @@
 
 pub mod activation;
 pub mod autodiff_density;
+mod cube_kernels;
+mod cube_network;
 pub mod device;
 mod early_stopping;
 pub mod ensemble;
@@ -15,8 +17,6 @@ pub mod model;
 pub mod module_posterior;
 pub mod observations;
 mod ops_gradient;
-mod cube_kernels;
-mod cube_network;
 pub mod posterior;
 pub mod predictive;
 pub mod prior;
@@ -28,14 +28,16 @@ pub use autodiff_density::AutodiffLogDensity;
 pub use device::{wgpu_adapter, wgpu_test_device, DeviceName, WgpuAdapter};
 pub use ensemble::{initial_parameters, EnsembleConfig, TrainedMember};
 pub use flatten::{flatten, layout_of, load_flat_tensor, unflatten, LengthMismatch};
+pub use fused_mlp::{FusedMlp, FusedProgram, GaussNewtonDensity};
 pub use layout::{LayoutEntry, ParameterKind, ParameterLayout};
 pub use likelihood::{Likelihood, LogSigmaPrior, ScaleLink};
-pub use metrics::{log_sum_exp, predictive_metrics, PredictiveAccumulator, PredictiveMetrics, TargetMetrics};
+pub use metrics::{
+    log_sum_exp, predictive_metrics, PredictiveAccumulator, PredictiveMetrics, TargetMetrics,
+};
 pub use mlp::{Mlp, MlpConfig};
 pub use model::{BnnConfig, BnnModel};
 pub use module_posterior::{ModuleLikelihood, ModulePosterior};
 pub use observations::{DataShapeError, HostData};
-pub use fused_mlp::{FusedMlp, FusedProgram, GaussNewtonDensity};
 pub use posterior::{check_dtype, GradientPath, MlpPosterior, Posterior, PosteriorError};
 pub use predictive::PointPrediction;
 pub use prior::{LayerPrior, Prior, PriorSpec};

@@ -58,7 +58,9 @@ pub enum Likelihood {
 
 impl Default for Likelihood {
     fn default() -> Self {
-        Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp }
+        Likelihood::GaussianHeteroscedastic {
+            link: ScaleLink::Exp,
+        }
     }
 }
 
@@ -67,9 +69,7 @@ impl Likelihood {
     pub fn output_dim(&self, n_targets: usize) -> usize {
         match self {
             Likelihood::GaussianHeteroscedastic { .. } => 2 * n_targets,
-            Likelihood::GaussianFixed { .. } | Likelihood::GaussianLearnedSigma { .. } => {
-                n_targets
-            }
+            Likelihood::GaussianFixed { .. } | Likelihood::GaussianLearnedSigma { .. } => n_targets,
             Likelihood::Categorical { classes } => *classes,
         }
     }
@@ -81,7 +81,11 @@ impl Likelihood {
 
     /// How many log σ's the head samples for `n_targets` targets (one per target, or none).
     pub fn log_sigma_count(&self, n_targets: usize) -> usize {
-        if self.has_log_sigma() { n_targets } else { 0 }
+        if self.has_log_sigma() {
+            n_targets
+        } else {
+            0
+        }
     }
 
     pub fn is_regression(&self) -> bool {
@@ -96,11 +100,13 @@ impl Likelihood {
             Likelihood::GaussianLearnedSigma { prior }
                 if !(prior.sd.is_finite() && prior.sd > 0.0 && prior.mean.is_finite()) =>
             {
-                Err(format!("log σ prior needs a finite mean and positive sd, got {prior:?}"))
+                Err(format!(
+                    "log σ prior needs a finite mean and positive sd, got {prior:?}"
+                ))
             }
-            Likelihood::Categorical { classes } if classes < 2 => {
-                Err(format!("a categorical likelihood needs at least 2 classes, got {classes}"))
-            }
+            Likelihood::Categorical { classes } if classes < 2 => Err(format!(
+                "a categorical likelihood needs at least 2 classes, got {classes}"
+            )),
             _ => Ok(()),
         }
     }
@@ -127,9 +133,9 @@ impl Likelihood {
                 let raw = outputs.slice([0..c, 0..n, t..k]);
                 let log_sd = match link {
                     ScaleLink::Exp => raw.clamp(SIGMA_MIN.ln(), SIGMA_MAX.ln()),
-                    ScaleLink::Softplus => {
-                        activation::softplus(raw, 1.0).clamp(SIGMA_MIN, SIGMA_MAX).log()
-                    }
+                    ScaleLink::Softplus => activation::softplus(raw, 1.0)
+                        .clamp(SIGMA_MIN, SIGMA_MAX)
+                        .log(),
                 };
                 let z = (y - mean) * log_sd.clone().neg().exp();
                 let per_point = z.powi_scalar(2).mul_scalar(-0.5) - log_sd;
@@ -143,9 +149,11 @@ impl Likelihood {
             }
             Likelihood::GaussianLearnedSigma { prior } => {
                 let log_sd = log_sigma.expect("learned-σ likelihood needs log σ"); // [C, K]
-                // Σ over rows of each column's squared residuals, [C, K].
+                                                                                   // Σ over rows of each column's squared residuals, [C, K].
                 let sq = (y - outputs).powi_scalar(2).sum_dim(1).reshape([c, k]);
-                let per_column = sq.mul(log_sd.clone().mul_scalar(-2.0).exp()).mul_scalar(-0.5)
+                let per_column = sq
+                    .mul(log_sd.clone().mul_scalar(-2.0).exp())
+                    .mul_scalar(-0.5)
                     - log_sd.clone().mul_scalar(n as f64);
                 // The prior on log σ belongs to the posterior; it is added here so that every
                 // head's extra parameters are handled in one place.

@@ -87,7 +87,11 @@ impl PredictiveAccumulator {
             let yi = &self.y[i * self.y_cols..(i + 1) * self.y_cols];
             let ll = prediction.log_likelihood(yi);
             self.nll_sum -= ll;
-            push_log_sum_exp(&mut self.log_lik_max[i], &mut self.log_lik_scaled_sum[i], ll);
+            push_log_sum_exp(
+                &mut self.log_lik_max[i],
+                &mut self.log_lik_scaled_sum[i],
+                ll,
+            );
             if self.y_cols > 1 && matches!(prediction, PointPrediction::Gaussian { .. }) {
                 if self.target_log_lik_max.is_empty() {
                     self.target_log_lik_max = vec![f64::NEG_INFINITY; n * self.y_cols];
@@ -96,7 +100,11 @@ impl PredictiveAccumulator {
                 for k in 0..self.y_cols {
                     let v = i * self.y_cols + k;
                     let ll_k = prediction.log_likelihood_of_target(yi, k);
-                    push_log_sum_exp(&mut self.target_log_lik_max[v], &mut self.target_log_lik_scaled_sum[v], ll_k);
+                    push_log_sum_exp(
+                        &mut self.target_log_lik_max[v],
+                        &mut self.target_log_lik_scaled_sum[v],
+                        ll_k,
+                    );
                 }
             }
             let values: &[f64] = match prediction {
@@ -108,7 +116,10 @@ impl PredictiveAccumulator {
                 self.is_regression = Some(matches!(prediction, PointPrediction::Gaussian { .. }));
             }
             let k = values.len();
-            self.moment_sum[i * k..(i + 1) * k].iter_mut().zip(values).for_each(|(a, v)| *a += v);
+            self.moment_sum[i * k..(i + 1) * k]
+                .iter_mut()
+                .zip(values)
+                .for_each(|(a, v)| *a += v);
         }
         self.draws += 1;
     }
@@ -117,7 +128,10 @@ impl PredictiveAccumulator {
         let n = self.log_lik_max.len();
         let s = self.draws as f64;
         let nf = n as f64;
-        let lppd = (0..n).map(|i| self.log_lik_max[i] + self.log_lik_scaled_sum[i].ln() - s.ln()).sum::<f64>() / nf;
+        let lppd = (0..n)
+            .map(|i| self.log_lik_max[i] + self.log_lik_scaled_sum[i].ln() - s.ln())
+            .sum::<f64>()
+            / nf;
         let k = if n == 0 { 0 } else { self.moment_sum.len() / n };
         let (mut sq_err, mut correct) = (0.0, 0usize);
         // Squared errors per target column; the joint RMSE pools them.
@@ -131,7 +145,9 @@ impl PredictiveAccumulator {
                     sq_per_target[j] += e;
                 }
             } else {
-                let best = (0..k).max_by(|&a, &b| avg[a].total_cmp(&avg[b])).unwrap_or(0);
+                let best = (0..k)
+                    .max_by(|&a, &b| avg[a].total_cmp(&avg[b]))
+                    .unwrap_or(0);
                 correct += usize::from(best == self.y[i * self.y_cols] as usize);
             }
         }
@@ -139,18 +155,35 @@ impl PredictiveAccumulator {
         let per_target = if regression && !self.target_log_lik_max.is_empty() {
             (0..self.y_cols)
                 .map(|j| {
-                    let lppd = (0..n).map(|i| i * self.y_cols + j).map(|v| self.target_log_lik_max[v] + self.target_log_lik_scaled_sum[v].ln() - s.ln()).sum::<f64>();
-                    TargetMetrics { rmse: (sq_per_target[j] / nf).sqrt(), lppd: lppd / nf }
+                    let lppd = (0..n)
+                        .map(|i| i * self.y_cols + j)
+                        .map(|v| {
+                            self.target_log_lik_max[v] + self.target_log_lik_scaled_sum[v].ln()
+                                - s.ln()
+                        })
+                        .sum::<f64>();
+                    TargetMetrics {
+                        rmse: (sq_per_target[j] / nf).sqrt(),
+                        lppd: lppd / nf,
+                    }
                 })
                 .collect()
         } else {
             Vec::new()
         };
         PredictiveMetrics {
-            rmse: if regression { (sq_err / (nf * self.y_cols as f64)).sqrt() } else { f64::NAN },
+            rmse: if regression {
+                (sq_err / (nf * self.y_cols as f64)).sqrt()
+            } else {
+                f64::NAN
+            },
             lppd,
             nll: self.nll_sum / (s * nf),
-            accuracy: if regression { f64::NAN } else { correct as f64 / nf },
+            accuracy: if regression {
+                f64::NAN
+            } else {
+                correct as f64 / nf
+            },
             n_points: n,
             n_draws: self.draws,
             per_target,
@@ -171,7 +204,11 @@ fn push_log_sum_exp(max: &mut f64, scaled_sum: &mut f64, value: f64) {
 
 /// Metrics of predictions `[S][N]` (draws × points) against targets `y` (row-major, `y_cols`
 /// per point; labels for classification).
-pub fn predictive_metrics(predictions: &[Vec<PointPrediction>], y: &[f64], y_cols: usize) -> PredictiveMetrics {
+pub fn predictive_metrics(
+    predictions: &[Vec<PointPrediction>],
+    y: &[f64],
+    y_cols: usize,
+) -> PredictiveMetrics {
     let mut accumulator = PredictiveAccumulator::new(y, y_cols);
     for draw in predictions {
         accumulator.add_draw(draw);
@@ -189,19 +226,34 @@ mod tests {
         let y = [0.3, -1.0];
         let draws = vec![
             vec![
-                PointPrediction::Gaussian { mean: vec![0.0], sd: vec![1.0] },
-                PointPrediction::Gaussian { mean: vec![-2.0], sd: vec![0.5] },
+                PointPrediction::Gaussian {
+                    mean: vec![0.0],
+                    sd: vec![1.0],
+                },
+                PointPrediction::Gaussian {
+                    mean: vec![-2.0],
+                    sd: vec![0.5],
+                },
             ],
             vec![
-                PointPrediction::Gaussian { mean: vec![1.0], sd: vec![0.2] },
-                PointPrediction::Gaussian { mean: vec![-1.0], sd: vec![2.0] },
+                PointPrediction::Gaussian {
+                    mean: vec![1.0],
+                    sd: vec![0.2],
+                },
+                PointPrediction::Gaussian {
+                    mean: vec![-1.0],
+                    sd: vec![2.0],
+                },
             ],
         ];
         let m = predictive_metrics(&draws, &y, 1);
         let mut lppd = 0.0;
         let mut nll = 0.0;
         for i in 0..2 {
-            let lls: Vec<f64> = draws.iter().map(|d| d[i].log_likelihood(&y[i..i + 1])).collect();
+            let lls: Vec<f64> = draws
+                .iter()
+                .map(|d| d[i].log_likelihood(&y[i..i + 1]))
+                .collect();
             lppd += log_sum_exp(&lls) - 2f64.ln();
             nll -= lls.iter().sum::<f64>() / 2.0;
         }
@@ -216,30 +268,56 @@ mod tests {
         // Two draws, one point, two targets: target 0 predicted exactly by draw 0, target 1 off.
         let y = [0.0, 2.0];
         let draws = vec![
-            vec![PointPrediction::Gaussian { mean: vec![0.0, 1.0], sd: vec![1.0, 0.5] }],
-            vec![PointPrediction::Gaussian { mean: vec![1.0, 3.0], sd: vec![2.0, 1.0] }],
+            vec![PointPrediction::Gaussian {
+                mean: vec![0.0, 1.0],
+                sd: vec![1.0, 0.5],
+            }],
+            vec![PointPrediction::Gaussian {
+                mean: vec![1.0, 3.0],
+                sd: vec![2.0, 1.0],
+            }],
         ];
         let m = predictive_metrics(&draws, &y, 2);
         assert_eq!(m.per_target.len(), 2);
         for (k, target) in m.per_target.iter().enumerate() {
-            let lls: Vec<f64> = draws.iter().map(|d| d[0].log_likelihood_of_target(&y, k)).collect();
+            let lls: Vec<f64> = draws
+                .iter()
+                .map(|d| d[0].log_likelihood_of_target(&y, k))
+                .collect();
             let lppd = log_sum_exp(&lls) - 2f64.ln();
-            assert!((target.lppd - lppd).abs() < 1e-12, "target {k}: {} vs {lppd}", target.lppd);
+            assert!(
+                (target.lppd - lppd).abs() < 1e-12,
+                "target {k}: {} vs {lppd}",
+                target.lppd
+            );
         }
         assert!((m.per_target[0].rmse - 0.5).abs() < 1e-12);
         assert!((m.per_target[1].rmse - 0.0).abs() < 1e-12);
         // The joint RMSE pools both targets' squared errors.
         assert!((m.rmse - (0.25f64 / 2.0).sqrt()).abs() < 1e-12);
         // One target: no per-target block.
-        assert!(predictive_metrics(&[vec![PointPrediction::Gaussian { mean: vec![0.0], sd: vec![1.0] }]], &[0.0], 1).per_target.is_empty());
+        assert!(predictive_metrics(
+            &[vec![PointPrediction::Gaussian {
+                mean: vec![0.0],
+                sd: vec![1.0]
+            }]],
+            &[0.0],
+            1
+        )
+        .per_target
+        .is_empty());
     }
 
     #[test]
     fn classification_accuracy_uses_averaged_probabilities() {
         let y = [1.0];
         let draws = vec![
-            vec![PointPrediction::Categorical { probabilities: vec![0.6, 0.4] }],
-            vec![PointPrediction::Categorical { probabilities: vec![0.1, 0.9] }],
+            vec![PointPrediction::Categorical {
+                probabilities: vec![0.6, 0.4],
+            }],
+            vec![PointPrediction::Categorical {
+                probabilities: vec![0.1, 0.9],
+            }],
         ];
         let m = predictive_metrics(&draws, &y, 1);
         assert_eq!(m.accuracy, 1.0);

@@ -45,7 +45,10 @@ impl MlpConfig {
             .windows(2)
             .map(|w| LinearConfig::new(w[0], w[1]).init(device))
             .collect();
-        Mlp { layers, activation: self.activation }
+        Mlp {
+            layers,
+            activation: self.activation,
+        }
     }
 }
 

@@ -75,7 +75,10 @@ impl BnnConfig {
             .likelihood
             .has_log_sigma()
             .then(|| Param::from_tensor(Tensor::zeros([self.n_targets], device)));
-        BnnModel { network: self.mlp().init(device), log_sigma }
+        BnnModel {
+            network: self.mlp().init(device),
+            log_sigma,
+        }
     }
 }
 

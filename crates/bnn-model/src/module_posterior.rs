@@ -42,7 +42,12 @@ pub struct ModulePosterior<M: Module, L> {
 
 impl<M: Module + Send + Sync, L: ModuleLikelihood<M>> ModulePosterior<M, L> {
     /// `template` only provides the structure; its values are replaced by θ at every call.
-    pub fn new(template: M, likelihood: L, prior: &PriorSpec, device: &Device) -> Result<Self, String> {
+    pub fn new(
+        template: M,
+        likelihood: L,
+        prior: &PriorSpec,
+        device: &Device,
+    ) -> Result<Self, String> {
         let device = device.clone().autodiff();
         let template = template.to_device(&device);
         let layout = layout_of(&template);
@@ -50,7 +55,12 @@ impl<M: Module + Send + Sync, L: ModuleLikelihood<M>> ModulePosterior<M, L> {
             return Err("the module has no float parameters to sample".into());
         }
         let coefficients = prior.coefficients(&layout)?;
-        let row = |v: Vec<f64>| Tensor::from_data(TensorData::new(v, [1, layout.dim()]).convert::<f32>(), &device);
+        let row = |v: Vec<f64>| {
+            Tensor::from_data(
+                TensorData::new(v, [1, layout.dim()]).convert::<f32>(),
+                &device,
+            )
+        };
         Ok(Self {
             template,
             likelihood,
@@ -86,7 +96,9 @@ impl<M: Module + Send + Sync, L: ModuleLikelihood<M>> Posterior for ModulePoster
                 self.likelihood.log_likelihood(&module)
             })
             .collect();
-        let prior = (theta.clone().powi_scalar(2) * self.prior_quadratic.clone()).sum_dim(1).mul_scalar(-0.5)
+        let prior = (theta.clone().powi_scalar(2) * self.prior_quadratic.clone())
+            .sum_dim(1)
+            .mul_scalar(-0.5)
             - (theta.abs() * self.prior_absolute.clone()).sum_dim(1);
         Tensor::cat(log_likelihoods, 0) + prior.reshape([c]).add_scalar(self.prior_constant)
     }

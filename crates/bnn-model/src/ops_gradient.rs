@@ -11,8 +11,8 @@
 //! θ into weights). Here the backward reuses the activation derivatives saved in the forward and
 //! slices θ once per layer; every operation is still batched across the C chains.
 
-use crate::terms::Terms;
 use crate::prior::PriorCoefficients;
+use crate::terms::Terms;
 use bnn_kernels::{KernelActivation, KernelHead, KernelSpec};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{get_or_init_device_settings, Backend, Scalar, TensorMetadata};
@@ -65,7 +65,10 @@ impl<B: Backend> DeviceTensors<B> {
         dtype: DType,
     ) -> Self {
         let upload = |values: &[f64], shape: Shape| {
-            B::float_from_data(TensorData::new(values.to_vec(), shape).convert_dtype(dtype), device)
+            B::float_from_data(
+                TensorData::new(values.to_vec(), shape).convert_dtype(dtype),
+                device,
+            )
         };
         let d = spec.dim;
         Self {
@@ -74,7 +77,9 @@ impl<B: Backend> DeviceTensors<B> {
             x: upload(x, Shape::new([1, rows, spec.d_input()])),
             y: upload(y, Shape::new([1, rows, spec.target_columns])),
             prior_quadratic: upload(&prior.quadratic, Shape::new([1, d])),
-            prior_absolute: prior.has_laplace().then(|| upload(&prior.absolute, Shape::new([1, d]))),
+            prior_absolute: prior
+                .has_laplace()
+                .then(|| upload(&prior.absolute, Shape::new([1, d]))),
         }
     }
 }
@@ -86,13 +91,23 @@ fn scalar(value: f64) -> Scalar {
 /// Columns `range` of a `[C, D]` tensor.
 fn columns<B: Backend>(theta: &FloatTensor<B>, start: usize, len: usize) -> FloatTensor<B> {
     let c = theta.shape()[0];
-    B::float_slice(theta.clone(), &[Slice::from(0..c), Slice::from(start..start + len)])
+    B::float_slice(
+        theta.clone(),
+        &[Slice::from(0..c), Slice::from(start..start + len)],
+    )
 }
 
 /// Last-axis slice `start..start + len` of a `[C, N, K]` tensor.
 fn last_axis<B: Backend>(t: &FloatTensor<B>, start: usize, len: usize) -> FloatTensor<B> {
     let s = t.shape();
-    B::float_slice(t.clone(), &[Slice::from(0..s[0]), Slice::from(0..s[1]), Slice::from(start..start + len)])
+    B::float_slice(
+        t.clone(),
+        &[
+            Slice::from(0..s[0]),
+            Slice::from(0..s[1]),
+            Slice::from(start..start + len),
+        ],
+    )
 }
 
 /// Sum over the rows and outputs of `[C, N, K]`, as `[C]`.
@@ -102,29 +117,52 @@ fn sum_chains<B: Backend>(t: FloatTensor<B>) -> FloatTensor<B> {
 }
 
 /// 1 where `mask` holds, else 0, in float type `dtype`.
-fn indicator<B: Backend>(mask: burn::backend::tensor::BoolTensor<B>, dtype: DType) -> FloatTensor<B> {
+fn indicator<B: Backend>(
+    mask: burn::backend::tensor::BoolTensor<B>,
+    dtype: DType,
+) -> FloatTensor<B> {
     B::bool_into_float(mask, FloatDType::from(dtype))
 }
 
 /// σ(z) = (tanh(z/2) + 1)/2, the same formula as the plain path's sigmoid.
 fn sigmoid<B: Backend>(z: FloatTensor<B>) -> FloatTensor<B> {
-    B::float_mul_scalar(B::float_add_scalar(B::float_tanh(B::float_mul_scalar(z, scalar(0.5))), scalar(1.0)), scalar(0.5))
+    B::float_mul_scalar(
+        B::float_add_scalar(
+            B::float_tanh(B::float_mul_scalar(z, scalar(0.5))),
+            scalar(1.0),
+        ),
+        scalar(0.5),
+    )
 }
 
 /// Hidden activation `a = φ(z)` and its derivative `φ'(z)` (`None`: identically 1).
-pub(crate) fn activate<B: Backend>(z: FloatTensor<B>, activation: KernelActivation) -> (FloatTensor<B>, Option<FloatTensor<B>>) {
+pub(crate) fn activate<B: Backend>(
+    z: FloatTensor<B>,
+    activation: KernelActivation,
+) -> (FloatTensor<B>, Option<FloatTensor<B>>) {
     let dtype = z.dtype();
     let bool_dtype = get_or_init_device_settings::<B>(&z.device()).bool_dtype;
-    let positive = |z: &FloatTensor<B>| indicator::<B>(B::float_greater_elem(z.clone(), scalar(0.0), bool_dtype), dtype);
+    let positive = |z: &FloatTensor<B>| {
+        indicator::<B>(
+            B::float_greater_elem(z.clone(), scalar(0.0), bool_dtype),
+            dtype,
+        )
+    };
     match activation {
         KernelActivation::Tanh => {
             let a = B::float_tanh(z);
-            let d = B::float_add_scalar(B::float_neg(B::float_mul(a.clone(), a.clone())), scalar(1.0));
+            let d = B::float_add_scalar(
+                B::float_neg(B::float_mul(a.clone(), a.clone())),
+                scalar(1.0),
+            );
             (a, Some(d))
         }
         KernelActivation::Sigmoid => {
             let a = sigmoid::<B>(z);
-            let d = B::float_mul(a.clone(), B::float_add_scalar(B::float_neg(a.clone()), scalar(1.0)));
+            let d = B::float_mul(
+                a.clone(),
+                B::float_add_scalar(B::float_neg(a.clone()), scalar(1.0)),
+            );
             (a, Some(d))
         }
         KernelActivation::Relu => {
@@ -133,7 +171,10 @@ pub(crate) fn activate<B: Backend>(z: FloatTensor<B>, activation: KernelActivati
         }
         KernelActivation::LeakyRelu { slope } => {
             // φ'(z) = 1 for z > 0, else the slope; φ(z) = z φ'(z).
-            let d = B::float_add_scalar(B::float_mul_scalar(positive(&z), scalar(1.0 - slope)), scalar(slope));
+            let d = B::float_add_scalar(
+                B::float_mul_scalar(positive(&z), scalar(1.0 - slope)),
+                scalar(slope),
+            );
             (B::float_mul(z, d.clone()), Some(d))
         }
         KernelActivation::Silu => {
@@ -145,7 +186,10 @@ pub(crate) fn activate<B: Backend>(z: FloatTensor<B>, activation: KernelActivati
             (a, Some(d))
         }
         KernelActivation::TruncRelu => {
-            let below_one = indicator::<B>(B::float_lower_elem(z.clone(), scalar(1.0), bool_dtype), dtype);
+            let below_one = indicator::<B>(
+                B::float_lower_elem(z.clone(), scalar(1.0), bool_dtype),
+                dtype,
+            );
             let d = B::float_mul(positive(&z), below_one);
             (B::float_clamp(z, scalar(0.0), scalar(1.0)), Some(d))
         }
@@ -169,24 +213,50 @@ pub(crate) fn head<B: Backend>(
         KernelHead::Fixed { sigma } => {
             let r = B::float_sub(y.clone(), out);
             let ll = B::float_add_scalar(
-                B::float_mul_scalar(sum_chains::<B>(B::float_mul(r.clone(), r.clone())), scalar(-0.5 / (sigma * sigma))),
+                B::float_mul_scalar(
+                    sum_chains::<B>(B::float_mul(r.clone(), r.clone())),
+                    scalar(-0.5 / (sigma * sigma)),
+                ),
                 scalar(-((sigma.ln() + half_log_2pi) * (n * k) as f64)),
             );
-            (ll, B::float_mul_scalar(r, scalar(1.0 / (sigma * sigma))), None)
+            (
+                ll,
+                B::float_mul_scalar(r, scalar(1.0 / (sigma * sigma))),
+                None,
+            )
         }
-        KernelHead::LearnedSigma { log_sigma_offset, prior_mean, prior_sd } => {
+        KernelHead::LearnedSigma {
+            log_sigma_offset,
+            prior_mean,
+            prior_sd,
+        } => {
             // One σ per output column.
             let log_sd = columns::<B>(theta, log_sigma_offset, k); // [C, K]
             let precision = B::float_exp(B::float_mul_scalar(log_sd.clone(), scalar(-2.0))); // σ_k⁻²
             let r = B::float_sub(y.clone(), out);
-            let sq = B::float_reshape(B::float_sum_dim(B::float_mul(r.clone(), r.clone()), 1), Shape::new([c, k]));
-            let standardized = B::float_div_scalar(B::float_sub_scalar(log_sd.clone(), scalar(prior_mean)), scalar(prior_sd));
+            let sq = B::float_reshape(
+                B::float_sum_dim(B::float_mul(r.clone(), r.clone()), 1),
+                Shape::new([c, k]),
+            );
+            let standardized = B::float_div_scalar(
+                B::float_sub_scalar(log_sd.clone(), scalar(prior_mean)),
+                scalar(prior_sd),
+            );
             let scaled_sq = B::float_mul(sq, precision.clone());
             let mut per_column = B::float_mul_scalar(scaled_sq.clone(), scalar(-0.5));
             per_column = B::float_sub(per_column, B::float_mul_scalar(log_sd, scalar(n as f64)));
-            per_column = B::float_sub(per_column, B::float_mul_scalar(B::float_mul(standardized.clone(), standardized.clone()), scalar(0.5)));
+            per_column = B::float_sub(
+                per_column,
+                B::float_mul_scalar(
+                    B::float_mul(standardized.clone(), standardized.clone()),
+                    scalar(0.5),
+                ),
+            );
             let ll = B::float_reshape(B::float_sum_dim(per_column, 1), Shape::new([c]));
-            let ll = B::float_add_scalar(ll, scalar(-((half_log_2pi * n as f64 + prior_sd.ln() + half_log_2pi) * k as f64)));
+            let ll = B::float_add_scalar(
+                ll,
+                scalar(-((half_log_2pi * n as f64 + prior_sd.ln() + half_log_2pi) * k as f64)),
+            );
             // ∂/∂ log σ_k: Σ_n r_nk²/σ_k² − N − (log σ_k − m)/s²
             let g_log_sd = B::float_sub(
                 B::float_add_scalar(scaled_sq, scalar(-(n as f64))),
@@ -195,7 +265,11 @@ pub(crate) fn head<B: Backend>(
             let g_out = B::float_mul(r, B::float_reshape(precision, Shape::new([c, 1, k])));
             (ll, g_out, Some(g_log_sd))
         }
-        KernelHead::Heteroscedastic { softplus, sigma_min, sigma_max } => {
+        KernelHead::Heteroscedastic {
+            softplus,
+            sigma_min,
+            sigma_max,
+        } => {
             let t = k / 2;
             let mean = last_axis::<B>(&out, 0, t);
             let raw = last_axis::<B>(&out, t, t);
@@ -208,8 +282,14 @@ pub(crate) fn head<B: Backend>(
                     B::float_log1p(B::float_exp(B::float_neg(B::float_abs(raw.clone())))),
                 );
                 let inside = B::float_mul(
-                    indicator::<B>(B::float_greater_equal_elem(sp.clone(), scalar(sigma_min), bool_dtype), dtype),
-                    indicator::<B>(B::float_lower_equal_elem(sp.clone(), scalar(sigma_max), bool_dtype), dtype),
+                    indicator::<B>(
+                        B::float_greater_equal_elem(sp.clone(), scalar(sigma_min), bool_dtype),
+                        dtype,
+                    ),
+                    indicator::<B>(
+                        B::float_lower_equal_elem(sp.clone(), scalar(sigma_max), bool_dtype),
+                        dtype,
+                    ),
                 );
                 let sd = B::float_clamp(sp, scalar(sigma_min), scalar(sigma_max));
                 let d = B::float_div(B::float_mul(sigmoid::<B>(raw), inside), sd.clone());
@@ -217,8 +297,14 @@ pub(crate) fn head<B: Backend>(
             } else {
                 let (lo, hi) = (sigma_min.ln(), sigma_max.ln());
                 let inside = B::float_mul(
-                    indicator::<B>(B::float_greater_equal_elem(raw.clone(), scalar(lo), bool_dtype), dtype),
-                    indicator::<B>(B::float_lower_equal_elem(raw.clone(), scalar(hi), bool_dtype), dtype),
+                    indicator::<B>(
+                        B::float_greater_equal_elem(raw.clone(), scalar(lo), bool_dtype),
+                        dtype,
+                    ),
+                    indicator::<B>(
+                        B::float_lower_equal_elem(raw.clone(), scalar(hi), bool_dtype),
+                        dtype,
+                    ),
                 );
                 (B::float_clamp(raw, scalar(lo), scalar(hi)), inside)
             };
@@ -226,7 +312,10 @@ pub(crate) fn head<B: Backend>(
             let z = B::float_mul(B::float_sub(y.clone(), mean), inv_sd.clone());
             let z2 = B::float_mul(z.clone(), z.clone());
             let per_point = B::float_sub(B::float_mul_scalar(z2.clone(), scalar(-0.5)), log_sd);
-            let ll = B::float_add_scalar(sum_chains::<B>(per_point), scalar(-(half_log_2pi * (n * t) as f64)));
+            let ll = B::float_add_scalar(
+                sum_chains::<B>(per_point),
+                scalar(-(half_log_2pi * (n * t) as f64)),
+            );
             // ∂/∂μ = z/σ; ∂/∂ log σ = z² − 1.
             let g_mean = B::float_mul(z, inv_sd);
             let g_raw = B::float_mul(B::float_add_scalar(z2, scalar(-1.0)), dlog_sd);
@@ -241,7 +330,11 @@ pub(crate) fn head<B: Backend>(
             let ll = sum_chains::<B>(B::float_mul(log_p, y.clone()));
             let p = B::float_div(exp, total);
             let label_mass = B::float_sum_dim(y.clone(), 2);
-            (ll, B::float_sub(y.clone(), B::float_mul(p, label_mass)), None)
+            (
+                ll,
+                B::float_sub(y.clone(), B::float_mul(p, label_mass)),
+                None,
+            )
         }
     }
 }
@@ -270,7 +363,11 @@ pub(crate) trait FusedStages: Backend {
         out: FloatTensor<Self>,
         y: &FloatTensor<Self>,
         theta: &FloatTensor<Self>,
-    ) -> (FloatTensor<Self>, FloatTensor<Self>, Option<FloatTensor<Self>>) {
+    ) -> (
+        FloatTensor<Self>,
+        FloatTensor<Self>,
+        Option<FloatTensor<Self>>,
+    ) {
         head::<Self>(spec, out, y, theta)
     }
 }
@@ -282,7 +379,9 @@ pub(crate) fn head_constant(head: KernelHead, rows: usize, outputs: usize) -> f6
         KernelHead::Fixed { sigma } => -((sigma.ln() + half_log_2pi) * (rows * outputs) as f64),
         KernelHead::Heteroscedastic { .. } => -(half_log_2pi * (rows * outputs / 2) as f64),
         KernelHead::Categorical => 0.0,
-        KernelHead::LearnedSigma { .. } => unreachable!("the learned-σ head is computed by tensor operations"),
+        KernelHead::LearnedSigma { .. } => {
+            unreachable!("the learned-σ head is computed by tensor operations")
+        }
     }
 }
 
@@ -307,7 +406,10 @@ pub(crate) fn evaluate<B: FusedStages>(
             columns::<B>(&theta, layer.weight_offset, layer.d_in * layer.d_out),
             Shape::new([c, layer.d_in, layer.d_out]),
         );
-        let b = B::float_reshape(columns::<B>(&theta, layer.bias_offset, layer.d_out), Shape::new([c, 1, layer.d_out]));
+        let b = B::float_reshape(
+            columns::<B>(&theta, layer.bias_offset, layer.d_out),
+            Shape::new([c, 1, layer.d_out]),
+        );
         let product = B::float_matmul(h.clone(), w.clone());
         inputs.push(h);
         weights.push(w);
@@ -323,16 +425,23 @@ pub(crate) fn evaluate<B: FusedStages>(
     let mut gradient = None;
     if with_gradient {
         // Backward, last layer first: ∂W = hᵀ g, ∂b = Σ_rows g, g ← (g Wᵀ) ⊙ φ'(z).
-        let mut pieces: Vec<(usize, FloatTensor<B>)> = Vec::with_capacity(2 * spec.layers.len() + 1);
+        let mut pieces: Vec<(usize, FloatTensor<B>)> =
+            Vec::with_capacity(2 * spec.layers.len() + 1);
         let mut g = g_out;
         for i in (0..spec.layers.len()).rev() {
             let layer = spec.layers[i];
             let h_in = inputs.pop().expect("one input per layer");
             let w = weights.pop().expect("one weight per layer");
             let d_w = B::float_matmul(B::float_swap_dims(h_in, 1, 2), g.clone());
-            pieces.push((layer.weight_offset, B::float_reshape(d_w, Shape::new([c, layer.d_in * layer.d_out]))));
+            pieces.push((
+                layer.weight_offset,
+                B::float_reshape(d_w, Shape::new([c, layer.d_in * layer.d_out])),
+            ));
             let d_b = B::float_sum_dim(g.clone(), 1);
-            pieces.push((layer.bias_offset, B::float_reshape(d_b, Shape::new([c, layer.d_out]))));
+            pieces.push((
+                layer.bias_offset,
+                B::float_reshape(d_b, Shape::new([c, layer.d_out])),
+            ));
             if i > 0 {
                 g = B::float_matmul(g, B::float_swap_dims(w, 1, 2));
                 if let Some(d) = derivatives.pop().expect("one derivative per hidden layer") {
@@ -340,24 +449,48 @@ pub(crate) fn evaluate<B: FusedStages>(
                 }
             }
         }
-        if let (Some(g_log_sd), KernelHead::LearnedSigma { log_sigma_offset, .. }) = (g_log_sd, spec.head) {
+        if let (
+            Some(g_log_sd),
+            KernelHead::LearnedSigma {
+                log_sigma_offset, ..
+            },
+        ) = (g_log_sd, spec.head)
+        {
             pieces.push((log_sigma_offset, g_log_sd));
         }
         // The pieces tile θ (checked when the operation is built); order them by offset.
         pieces.sort_by_key(|(offset, _)| *offset);
-        gradient = Some(B::float_cat(pieces.into_iter().map(|(_, t)| t).collect(), 1));
+        gradient = Some(B::float_cat(
+            pieces.into_iter().map(|(_, t)| t).collect(),
+            1,
+        ));
     }
     if terms == Terms::Posterior {
         // log prior = constant − ½ Σ a θ² − Σ b |θ|; gradient −a θ − b sign θ.
         let q_theta = B::float_mul(theta.clone(), data.prior_quadratic.clone());
-        let mut lp = B::float_mul_scalar(B::float_sum_dim(B::float_mul(q_theta.clone(), theta.clone()), 1), scalar(-0.5));
+        let mut lp = B::float_mul_scalar(
+            B::float_sum_dim(B::float_mul(q_theta.clone(), theta.clone()), 1),
+            scalar(-0.5),
+        );
         let mut g_prior = B::float_neg(q_theta);
         if let Some(absolute) = &data.prior_absolute {
             let b_sign = B::float_mul(B::float_sign(theta.clone()), absolute.clone());
-            lp = B::float_sub(lp, B::float_sum_dim(B::float_mul(B::float_abs(theta.clone()), absolute.clone()), 1));
+            lp = B::float_sub(
+                lp,
+                B::float_sum_dim(
+                    B::float_mul(B::float_abs(theta.clone()), absolute.clone()),
+                    1,
+                ),
+            );
             g_prior = B::float_sub(g_prior, b_sign);
         }
-        value = B::float_add(value, B::float_add_scalar(B::float_reshape(lp, Shape::new([c])), scalar(prior_constant)));
+        value = B::float_add(
+            value,
+            B::float_add_scalar(
+                B::float_reshape(lp, Shape::new([c])),
+                scalar(prior_constant),
+            ),
+        );
         gradient = gradient.map(|g| B::float_add(g, g_prior));
     }
     (value, gradient)
@@ -366,7 +499,13 @@ pub(crate) fn evaluate<B: FusedStages>(
 /// Bytes per chain of the program's largest intermediate: a `[rows, width]` block of the widest
 /// layer input/output (or of the head's outputs and targets).
 pub(crate) fn largest_tensor_bytes_per_chain(spec: &KernelSpec, rows: usize, dtype: DType) -> u64 {
-    let widest = spec.layers.iter().map(|l| l.d_in.max(l.d_out)).chain([spec.target_columns]).max().unwrap_or(1);
+    let widest = spec
+        .layers
+        .iter()
+        .map(|l| l.d_in.max(l.d_out))
+        .chain([spec.target_columns])
+        .max()
+        .unwrap_or(1);
     (rows * widest * dtype.size()) as u64
 }
 
@@ -387,7 +526,10 @@ pub(crate) fn pieces_tile_theta(spec: &KernelSpec) -> bool {
         ranges.push((layer.weight_offset, layer.d_in * layer.d_out));
         ranges.push((layer.bias_offset, layer.d_out));
     }
-    if let KernelHead::LearnedSigma { log_sigma_offset, .. } = spec.head {
+    if let KernelHead::LearnedSigma {
+        log_sigma_offset, ..
+    } = spec.head
+    {
         ranges.push((log_sigma_offset, spec.target_columns));
     }
     ranges.sort();
@@ -410,10 +552,26 @@ mod tests {
     fn blocks_of_chains_fit_the_limit() {
         // 1-50-1 net on 80 rows in f32: the widest block is 80 × 50 × 4 bytes per chain.
         let layers = vec![
-            KernelLayer { d_in: 1, d_out: 50, weight_offset: 0, bias_offset: 50 },
-            KernelLayer { d_in: 50, d_out: 1, weight_offset: 100, bias_offset: 150 },
+            KernelLayer {
+                d_in: 1,
+                d_out: 50,
+                weight_offset: 0,
+                bias_offset: 50,
+            },
+            KernelLayer {
+                d_in: 50,
+                d_out: 1,
+                weight_offset: 100,
+                bias_offset: 150,
+            },
         ];
-        let spec = KernelSpec { layers, activation: KernelActivation::Tanh, head: KernelHead::Fixed { sigma: 0.1 }, target_columns: 1, dim: 151 };
+        let spec = KernelSpec {
+            layers,
+            activation: KernelActivation::Tanh,
+            head: KernelHead::Fixed { sigma: 0.1 },
+            target_columns: 1,
+            dim: 151,
+        };
         let per_chain = largest_tensor_bytes_per_chain(&spec, 80, DType::F32);
         assert_eq!(per_chain, 16_000);
         assert_eq!(chains_per_block(4096, per_chain, None), 4096);
@@ -422,6 +580,9 @@ mod tests {
         assert_eq!(chains_per_block(10, per_chain, Some(47_999)), 2);
         // A limit below one chain still runs one chain at a time (the device reports the error).
         assert_eq!(chains_per_block(10, per_chain, Some(10)), 1);
-        assert_eq!(largest_tensor_bytes_per_chain(&spec, 80, DType::F64), 32_000);
+        assert_eq!(
+            largest_tensor_bytes_per_chain(&spec, 80, DType::F64),
+            32_000
+        );
     }
 }

@@ -32,7 +32,12 @@ pub trait Posterior: Send + Sync {
     /// and returns `true`, where the posterior has such a path; `false` where it has not (the
     /// default: [`crate::AutodiffLogDensity`] then uses `log_posterior` and Burn's autodiff). A
     /// path here must give the numbers of the autodiff path to the last bit.
-    fn host_log_posterior_and_gradient(&self, _positions: &[f64], _values: &mut [f64], _gradients: &mut [f64]) -> bool {
+    fn host_log_posterior_and_gradient(
+        &self,
+        _positions: &[f64],
+        _values: &mut [f64],
+        _gradients: &mut [f64],
+    ) -> bool {
         false
     }
 
@@ -70,7 +75,10 @@ pub fn check_dtype(device: &Device, dtype: DType) -> Result<(), PosteriorError> 
     if !device.supports_dtype(dtype) {
         return Err(PosteriorError::UnsupportedDType(dtype));
     }
-    let on_gpu = matches!(device.clone().without_autodiff().as_dispatch(), DispatchDevice::Cube(_));
+    let on_gpu = matches!(
+        device.clone().without_autodiff().as_dispatch(),
+        DispatchDevice::Cube(_)
+    );
     if on_gpu && dtype != DType::F32 {
         return Err(PosteriorError::GpuNeedsF32(dtype));
     }
@@ -100,7 +108,11 @@ pub enum GradientPath {
 }
 
 impl GradientPath {
-    pub const ALL: [GradientPath; 3] = [GradientPath::Auto, GradientPath::TensorOps, GradientPath::Plain];
+    pub const ALL: [GradientPath; 3] = [
+        GradientPath::Auto,
+        GradientPath::TensorOps,
+        GradientPath::Plain,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -115,10 +127,16 @@ impl std::str::FromStr for GradientPath {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.trim().to_ascii_lowercase().replace('-', "_");
-        GradientPath::ALL.into_iter().find(|p| p.name() == wanted).ok_or_else(|| {
-            let names: Vec<_> = GradientPath::ALL.iter().map(|p| p.name()).collect();
-            format!("unknown gradient path '{s}'; expected one of {}", names.join(", "))
-        })
+        GradientPath::ALL
+            .into_iter()
+            .find(|p| p.name() == wanted)
+            .ok_or_else(|| {
+                let names: Vec<_> = GradientPath::ALL.iter().map(|p| p.name()).collect();
+                format!(
+                    "unknown gradient path '{s}'; expected one of {}",
+                    names.join(", ")
+                )
+            })
     }
 }
 
@@ -149,7 +167,12 @@ pub struct MlpPosterior {
 
 impl MlpPosterior {
     /// Builds the posterior on `device` (autodiff is enabled on it here) in float type `dtype`.
-    pub fn new(config: BnnConfig, data: &HostData, device: &Device, dtype: DType) -> Result<Self, PosteriorError> {
+    pub fn new(
+        config: BnnConfig,
+        data: &HostData,
+        device: &Device,
+        dtype: DType,
+    ) -> Result<Self, PosteriorError> {
         config.validate().map_err(PosteriorError::Config)?;
         data.validate(config.d_input, config.n_targets, &config.likelihood)?;
         let device = device.clone().autodiff();
@@ -162,7 +185,8 @@ impl MlpPosterior {
         while let Some(entry) = entries.next() {
             match entry.kind {
                 ParameterKind::Weight => {
-                    let bias = entries.next_if(|e| e.kind == ParameterKind::Bias && e.layer == entry.layer);
+                    let bias = entries
+                        .next_if(|e| e.kind == ParameterKind::Bias && e.layer == entry.layer);
                     let bias = bias.expect("every MLP layer has a bias");
                     layers.push(LayerSlices {
                         weight: entry.range(),
@@ -175,19 +199,37 @@ impl MlpPosterior {
                 _ => unreachable!("the MLP has only weights, biases and log σ"),
             }
         }
-        let coefficients = config.prior.coefficients(&layout).map_err(PosteriorError::Config)?;
+        let coefficients = config
+            .prior
+            .coefficients(&layout)
+            .map_err(PosteriorError::Config)?;
         let d = layout.dim();
         let to_row = |v: &[f64]| tensor_from(v, [1, d], &device, dtype);
         let prior_quadratic = to_row(&coefficients.quadratic);
-        let prior_absolute = coefficients.has_laplace().then(|| to_row(&coefficients.absolute));
+        let prior_absolute = coefficients
+            .has_laplace()
+            .then(|| to_row(&coefficients.absolute));
         let fused = if FusedMlp::supports(&device) {
             let offsets: Vec<LayerOffsets> = layers
                 .iter()
-                .map(|l| LayerOffsets { d_in: l.d_in, d_out: l.d_out, weight_offset: l.weight.start, bias_offset: l.bias.start })
+                .map(|l| LayerOffsets {
+                    d_in: l.d_in,
+                    d_out: l.d_out,
+                    weight_offset: l.weight.start,
+                    bias_offset: l.bias.start,
+                })
                 .collect();
-            let fused = FusedMlp::new(&offsets, config.activation, &config.likelihood, log_sigma_index, d, data, coefficients.clone())
-                .and_then(|f| f.with_program(FusedMlp::default_program(&device), &device))
-                .map_err(|e| PosteriorError::Fused(e.to_string()))?;
+            let fused = FusedMlp::new(
+                &offsets,
+                config.activation,
+                &config.likelihood,
+                log_sigma_index,
+                d,
+                data,
+                coefficients.clone(),
+            )
+            .and_then(|f| f.with_program(FusedMlp::default_program(&device), &device))
+            .map_err(|e| PosteriorError::Fused(e.to_string()))?;
             Some(fused)
         } else {
             None
@@ -214,11 +256,13 @@ impl MlpPosterior {
             GradientPath::Plain => None,
             GradientPath::Auto => self.fused.map(|f| {
                 let program = FusedMlp::default_program(&self.device);
-                f.with_program(program, &self.device).expect("the default program runs on its device")
+                f.with_program(program, &self.device)
+                    .expect("the default program runs on its device")
             }),
-            GradientPath::TensorOps => self
-                .fused
-                .map(|f| f.with_program(FusedProgram::TensorOps, &self.device).expect("tensor ops run on every device")),
+            GradientPath::TensorOps => self.fused.map(|f| {
+                f.with_program(FusedProgram::TensorOps, &self.device)
+                    .expect("tensor ops run on every device")
+            }),
         };
         self
     }
@@ -262,17 +306,26 @@ impl MlpPosterior {
     pub fn gauss_newton_metric(&self, theta: &[f64]) -> Result<Vec<f64>, PosteriorError> {
         let d = self.layout.dim();
         if theta.len() != d {
-            return Err(PosteriorError::Config(format!("θ has {} values, the model {d}", theta.len())));
+            return Err(PosteriorError::Config(format!(
+                "θ has {} values, the model {d}",
+                theta.len()
+            )));
         }
-        let fused = self.fused.as_ref().ok_or_else(|| PosteriorError::Fused("this device has no fused MLP description".into()))?;
+        let fused = self.fused.as_ref().ok_or_else(|| {
+            PosteriorError::Fused("this device has no fused MLP description".into())
+        })?;
         Ok(fused.gauss_newton_metric(theta))
     }
 
     /// The posterior for manifold stochastic dynamics (f64 potential, Gauss–Newton metric and
     /// its derivatives; [`FusedMlp::riemannian_density`]): every head, Normal and Laplace priors.
     pub fn riemannian_density(&self) -> Result<crate::GaussNewtonDensity, PosteriorError> {
-        let fused = self.fused.as_ref().ok_or_else(|| PosteriorError::Fused("this device has no fused MLP description".into()))?;
-        fused.riemannian_density().map_err(|e| PosteriorError::Fused(e.to_string()))
+        let fused = self.fused.as_ref().ok_or_else(|| {
+            PosteriorError::Fused("this device has no fused MLP description".into())
+        })?;
+        fused
+            .riemannian_density()
+            .map_err(|e| PosteriorError::Fused(e.to_string()))
     }
 
     /// Position of the first learned log σ in θ, when the likelihood has them (one per target,
@@ -292,8 +345,15 @@ impl MlpPosterior {
         let last = self.layers.len() - 1;
         let mut h: Tensor<3> = x.clone().unsqueeze::<3>();
         for (i, layer) in self.layers.iter().enumerate() {
-            let w = theta.clone().slice([0..c, layer.weight.clone()]).reshape([c, layer.d_in, layer.d_out]);
-            let b = theta.clone().slice([0..c, layer.bias.clone()]).reshape([c, 1, layer.d_out]);
+            let w = theta.clone().slice([0..c, layer.weight.clone()]).reshape([
+                c,
+                layer.d_in,
+                layer.d_out,
+            ]);
+            let b = theta
+                .clone()
+                .slice([0..c, layer.bias.clone()])
+                .reshape([c, 1, layer.d_out]);
             h = h.matmul(w) + b;
             if i < last {
                 h = self.config.activation.apply(h);
@@ -307,7 +367,10 @@ impl MlpPosterior {
         let last = self.layers.len() - 1;
         let mut h = x.clone();
         for (i, layer) in self.layers.iter().enumerate() {
-            let w = theta.clone().slice([0..1, layer.weight.clone()]).reshape([layer.d_in, layer.d_out]);
+            let w = theta
+                .clone()
+                .slice([0..1, layer.weight.clone()])
+                .reshape([layer.d_in, layer.d_out]);
             let b = theta.clone().slice([0..1, layer.bias.clone()]);
             h = h.matmul(w) + b;
             if i < last {
@@ -321,13 +384,16 @@ impl MlpPosterior {
     fn log_sigma(&self, theta: &Tensor<2>) -> Option<Tensor<2>> {
         let c = theta.dims()[0];
         let t = self.config.n_targets;
-        self.log_sigma_index.map(|i| theta.clone().slice([0..c, i..i + t]))
+        self.log_sigma_index
+            .map(|i| theta.clone().slice([0..c, i..i + t]))
     }
 
     /// log prior of the network weights, `[C]` (the log σ prior is part of its likelihood head).
     pub fn log_prior(&self, theta: &Tensor<2>) -> Tensor<1> {
         let c = theta.dims()[0];
-        let mut lp = (theta.clone().powi_scalar(2) * self.prior_quadratic.clone()).sum_dim(1).mul_scalar(-0.5);
+        let mut lp = (theta.clone().powi_scalar(2) * self.prior_quadratic.clone())
+            .sum_dim(1)
+            .mul_scalar(-0.5);
         if let Some(absolute) = &self.prior_absolute {
             lp = lp - (theta.clone().abs() * absolute.clone()).sum_dim(1);
         }
@@ -340,7 +406,9 @@ impl MlpPosterior {
             return fused.log_likelihood(theta.clone());
         }
         let outputs = self.forward_batch(theta, &self.data.x);
-        self.config.likelihood.log_likelihood(outputs, &self.data.targets, self.log_sigma(theta))
+        self.config
+            .likelihood
+            .log_likelihood(outputs, &self.data.targets, self.log_sigma(theta))
     }
 }
 
@@ -365,11 +433,20 @@ impl Posterior for MlpPosterior {
     }
 
     /// The host kernel called directly when the fused operation runs it (CPU backends).
-    fn host_log_posterior_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> bool {
-        self.fused.as_ref().is_some_and(|f| f.host_log_posterior_and_gradient(self.dtype, positions, values, gradients))
+    fn host_log_posterior_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> bool {
+        self.fused.as_ref().is_some_and(|f| {
+            f.host_log_posterior_and_gradient(self.dtype, positions, values, gradients)
+        })
     }
 
     fn host_log_posterior(&self, positions: &[f64], values: &mut [f64]) -> bool {
-        self.fused.as_ref().is_some_and(|f| f.host_log_posterior(self.dtype, positions, values))
+        self.fused
+            .as_ref()
+            .is_some_and(|f| f.host_log_posterior(self.dtype, positions, values))
     }
 }

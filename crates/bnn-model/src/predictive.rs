@@ -32,20 +32,29 @@ impl Likelihood {
                         s.clamp(SIGMA_MIN, SIGMA_MAX)
                     })
                     .collect();
-                PointPrediction::Gaussian { mean: outputs[..t].to_vec(), sd }
+                PointPrediction::Gaussian {
+                    mean: outputs[..t].to_vec(),
+                    sd,
+                }
             }
-            Likelihood::GaussianFixed { sigma } => {
-                PointPrediction::Gaussian { mean: outputs.to_vec(), sd: vec![sigma; outputs.len()] }
-            }
+            Likelihood::GaussianFixed { sigma } => PointPrediction::Gaussian {
+                mean: outputs.to_vec(),
+                sd: vec![sigma; outputs.len()],
+            },
             Likelihood::GaussianLearnedSigma { .. } => {
                 let log_sigma = log_sigma.expect("learned-σ head needs log σ");
-                PointPrediction::Gaussian { mean: outputs.to_vec(), sd: log_sigma.iter().map(|s| s.exp()).collect() }
+                PointPrediction::Gaussian {
+                    mean: outputs.to_vec(),
+                    sd: log_sigma.iter().map(|s| s.exp()).collect(),
+                }
             }
             Likelihood::Categorical { .. } => {
                 let max = outputs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let exp: Vec<f64> = outputs.iter().map(|o| (o - max).exp()).collect();
                 let total: f64 = exp.iter().sum();
-                PointPrediction::Categorical { probabilities: exp.iter().map(|e| e / total).collect() }
+                PointPrediction::Categorical {
+                    probabilities: exp.iter().map(|e| e / total).collect(),
+                }
             }
         }
     }
@@ -55,7 +64,9 @@ impl PointPrediction {
     /// log p(y | this prediction); `y` holds the targets, or the label for a categorical.
     pub fn log_likelihood(&self, y: &[f64]) -> f64 {
         match self {
-            PointPrediction::Gaussian { mean, .. } => (0..mean.len()).map(|k| self.log_likelihood_of_target(y, k)).sum(),
+            PointPrediction::Gaussian { mean, .. } => (0..mean.len())
+                .map(|k| self.log_likelihood_of_target(y, k))
+                .sum(),
             PointPrediction::Categorical { probabilities } => probabilities[y[0] as usize].ln(),
         }
     }
@@ -87,7 +98,11 @@ impl MlpPosterior {
         let [_, n, k] = out.dims();
         let values: Vec<f64> = out.into_data().iter::<f64>().collect();
         (0..s)
-            .map(|i| (0..n).map(|j| values[(i * n + j) * k..(i * n + j + 1) * k].to_vec()).collect())
+            .map(|i| {
+                (0..n)
+                    .map(|j| values[(i * n + j) * k..(i * n + j + 1) * k].to_vec())
+                    .collect()
+            })
             .collect()
     }
 
@@ -102,7 +117,9 @@ impl MlpPosterior {
             .enumerate()
             .map(|(i, rows)| {
                 let log_sigma = log_sigma_index.map(|j| &draws[i * d + j..i * d + j + targets]);
-                rows.iter().map(|o| likelihood.point_prediction(o, log_sigma)).collect()
+                rows.iter()
+                    .map(|o| likelihood.point_prediction(o, log_sigma))
+                    .collect()
             })
             .collect()
     }

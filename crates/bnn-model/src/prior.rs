@@ -100,7 +100,10 @@ pub struct PriorSpec {
 
 impl PriorSpec {
     pub fn uniform(prior: Prior) -> Self {
-        Self { default: prior, layers: Vec::new() }
+        Self {
+            default: prior,
+            layers: Vec::new(),
+        }
     }
 
     pub fn with_layer(mut self, layer: usize, prior: LayerPrior) -> Self {
@@ -130,7 +133,10 @@ impl PriorSpec {
         let mut absolute = vec![0.0f64; d];
         let mut constant = 0.0f64;
         for entry in &layout.entries {
-            if !matches!(entry.kind, ParameterKind::Weight | ParameterKind::Bias | ParameterKind::Other) {
+            if !matches!(
+                entry.kind,
+                ParameterKind::Weight | ParameterKind::Bias | ParameterKind::Other
+            ) {
                 continue;
             }
             let prior = self.prior_for(entry.layer, entry.kind);
@@ -151,7 +157,11 @@ impl PriorSpec {
                 }
             }
         }
-        Ok(PriorCoefficients { quadratic, absolute, constant })
+        Ok(PriorCoefficients {
+            quadratic,
+            absolute,
+            constant,
+        })
     }
 }
 

@@ -24,17 +24,33 @@ pub enum StoreError {
     #[error("cannot write parameters to {}: {reason}", path.display())]
     Write { path: PathBuf, reason: String },
     #[error("cannot read parameters from {}: {cause}", path.display())]
-    Read { path: PathBuf, cause: std::io::Error },
+    Read {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
     #[error("{} is not a readable safetensors file: {reason}", path.display())]
     Corrupt { path: PathBuf, reason: String },
     #[error("{} has no tensor '{tensor}', which this model needs (the file holds {found}); was it saved for another architecture?", path.display())]
-    MissingTensor { path: PathBuf, tensor: String, found: String },
+    MissingTensor {
+        path: PathBuf,
+        tensor: String,
+        found: String,
+    },
     #[error("{} holds tensor '{tensor}', which this model does not have; was it saved for another architecture?", path.display())]
     UnexpectedTensor { path: PathBuf, tensor: String },
     #[error("tensor '{tensor}' in {} has shape {found:?}, but this model needs {expected:?}; was it saved for another architecture?", path.display())]
-    Shape { path: PathBuf, tensor: String, expected: Vec<usize>, found: Vec<usize> },
+    Shape {
+        path: PathBuf,
+        tensor: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
     #[error("tensor '{tensor}' in {} is {found}, but parameters are stored as F32", path.display())]
-    DType { path: PathBuf, tensor: String, found: String },
+    DType {
+        path: PathBuf,
+        tensor: String,
+        found: String,
+    },
 }
 
 impl From<LengthMismatch> for StoreError {
@@ -57,17 +73,32 @@ fn host_device() -> Device {
 /// The file is written whole or not at all (a temporary file renamed into place), and its
 /// header's keys are sorted, so the same parameters always give the same bytes (Burn's store
 /// writes its metadata in hash-map order, which changes from run to run).
-pub fn save_parameters(config: &BnnConfig, parameters: &[f32], path: &Path) -> Result<(), StoreError> {
+pub fn save_parameters(
+    config: &BnnConfig,
+    parameters: &[f32],
+    path: &Path,
+) -> Result<(), StoreError> {
     config.validate().map_err(StoreError::Config)?;
     let module: BnnModel = unflatten(config.init(&host_device()), parameters)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let write_error = |reason: String| StoreError::Write { path: path.to_path_buf(), reason };
+    let write_error = |reason: String| StoreError::Write {
+        path: path.to_path_buf(),
+        reason,
+    };
     let written = (|| {
-        let mut store = SafetensorsStore::from_file(&tmp).overwrite(true).metadata("bnn_config", config_to_json(config));
-        module.save_into(&mut store).map_err(|e| write_error(e.to_string()))?;
+        let mut store = SafetensorsStore::from_file(&tmp)
+            .overwrite(true)
+            .metadata("bnn_config", config_to_json(config));
+        module
+            .save_into(&mut store)
+            .map_err(|e| write_error(e.to_string()))?;
         let bytes = std::fs::read(&tmp).map_err(|e| write_error(e.to_string()))?;
-        std::fs::write(&tmp, sorted_header(&bytes).map_err(write_error)?).map_err(|e| write_error(e.to_string()))?;
+        std::fs::write(&tmp, sorted_header(&bytes).map_err(write_error)?)
+            .map_err(|e| write_error(e.to_string()))?;
         std::fs::rename(&tmp, path).map_err(|e| write_error(e.to_string()))
     })();
     if written.is_err() {
@@ -81,7 +112,13 @@ pub fn save_parameters(config: &BnnConfig, parameters: &[f32], path: &Path) -> R
 /// with spaces to a multiple of 8 bytes, as the format recommends.
 fn sorted_header(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let corrupt = || "the written file has no valid safetensors header".to_string();
-    let length = u64::from_le_bytes(bytes.get(..8).ok_or_else(corrupt)?.try_into().map_err(|_| corrupt())?) as usize;
+    let length = u64::from_le_bytes(
+        bytes
+            .get(..8)
+            .ok_or_else(corrupt)?
+            .try_into()
+            .map_err(|_| corrupt())?,
+    ) as usize;
     let header = bytes.get(8..8 + length).ok_or_else(corrupt)?;
     let value: serde_json::Value = serde_json::from_slice(header).map_err(|e| e.to_string())?;
     let mut text = String::new();
@@ -135,22 +172,45 @@ fn write_sorted(value: &serde_json::Value, out: &mut String) {
 pub fn load_parameters(config: &BnnConfig, path: &Path) -> Result<Vec<f32>, StoreError> {
     config.validate().map_err(StoreError::Config)?;
     let mut module: BnnModel = config.init(&host_device());
-    let expected: Vec<(String, Vec<usize>)> =
-        module.collect(None, None, false).into_iter().map(|t| (t.name, t.shape.to_vec())).collect();
+    let expected: Vec<(String, Vec<usize>)> = module
+        .collect(None, None, false)
+        .into_iter()
+        .map(|t| (t.name, t.shape.to_vec()))
+        .collect();
     let mut store = SafetensorsStore::from_file(path);
-    let corrupt = |reason: String| StoreError::Corrupt { path: path.to_path_buf(), reason };
+    let corrupt = |reason: String| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        reason,
+    };
     let found = store.get_all_tensors().map_err(|e| match e {
-        SafetensorsStoreError::Io(cause) => StoreError::Read { path: path.to_path_buf(), cause },
+        SafetensorsStoreError::Io(cause) => StoreError::Read {
+            path: path.to_path_buf(),
+            cause,
+        },
         other => corrupt(other.to_string()),
     })?;
     // Names first (a layer more or less is best told as such), then shapes and dtypes.
     if let Some((name, _)) = expected.iter().find(|(name, _)| !found.contains_key(name)) {
         let names: Vec<&str> = found.keys().map(String::as_str).collect();
-        let found = if names.is_empty() { "no tensors".to_string() } else { names.join(", ") };
-        return Err(StoreError::MissingTensor { path: path.to_path_buf(), tensor: name.clone(), found });
+        let found = if names.is_empty() {
+            "no tensors".to_string()
+        } else {
+            names.join(", ")
+        };
+        return Err(StoreError::MissingTensor {
+            path: path.to_path_buf(),
+            tensor: name.clone(),
+            found,
+        });
     }
-    if let Some(extra) = found.keys().find(|name| !expected.iter().any(|(e, _)| e == *name)) {
-        return Err(StoreError::UnexpectedTensor { path: path.to_path_buf(), tensor: extra.clone() });
+    if let Some(extra) = found
+        .keys()
+        .find(|name| !expected.iter().any(|(e, _)| e == *name))
+    {
+        return Err(StoreError::UnexpectedTensor {
+            path: path.to_path_buf(),
+            tensor: extra.clone(),
+        });
     }
     for (name, shape) in &expected {
         let tensor = &found[name];
@@ -163,11 +223,17 @@ pub fn load_parameters(config: &BnnConfig, path: &Path) -> Result<Vec<f32>, Stor
             });
         }
         if tensor.dtype != DType::F32 {
-            return Err(StoreError::DType { path: path.to_path_buf(), tensor: name.clone(), found: format!("{:?}", tensor.dtype) });
+            return Err(StoreError::DType {
+                path: path.to_path_buf(),
+                tensor: name.clone(),
+                found: format!("{:?}", tensor.dtype),
+            });
         }
     }
     // Names, shapes and dtypes agree, so what can still fail is reading the bytes.
-    let result = module.load_from(&mut store).map_err(|e| corrupt(e.to_string()))?;
+    let result = module
+        .load_from(&mut store)
+        .map_err(|e| corrupt(e.to_string()))?;
     if let Some(error) = result.errors.first() {
         return Err(corrupt(error.to_string()));
     }
@@ -182,8 +248,12 @@ mod tests {
     fn the_same_parameters_give_the_same_bytes_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let config = BnnConfig::new(3).with_hidden(vec![4]);
-        let parameters: Vec<f32> = (0..crate::layout_of(&config.init(&host_device())).dim()).map(|i| i as f32 * 0.25 - 1.0).collect();
-        let files: Vec<PathBuf> = (0..4).map(|i| dir.path().join(format!("member_{i}.safetensors"))).collect();
+        let parameters: Vec<f32> = (0..crate::layout_of(&config.init(&host_device())).dim())
+            .map(|i| i as f32 * 0.25 - 1.0)
+            .collect();
+        let files: Vec<PathBuf> = (0..4)
+            .map(|i| dir.path().join(format!("member_{i}.safetensors")))
+            .collect();
         for file in &files {
             save_parameters(&config, &parameters, file).unwrap();
         }

@@ -29,18 +29,39 @@ pub fn has_full_f64(device: &Device) -> bool {
     }
     let x = [0.3f64, -1.7, 2.2];
     let t = Tensor::<1>::from_data(TensorData::new(x.to_vec(), [3]), (device, DType::F64));
-    let got: Vec<f64> = (t.clone().tanh() + t.clone().exp() + t.abs().log()).into_data().iter::<f64>().collect();
-    x.iter().zip(&got).all(|(x, g)| (x.tanh() + x.exp() + x.abs().ln() - g).abs() < 1e-12)
+    let got: Vec<f64> = (t.clone().tanh() + t.clone().exp() + t.abs().log())
+        .into_data()
+        .iter::<f64>()
+        .collect();
+    x.iter()
+        .zip(&got)
+        .all(|(x, g)| (x.tanh() + x.exp() + x.abs().ln() - g).abs() < 1e-12)
 }
 
-pub fn random_data(rows: usize, x_cols: usize, y_cols: usize, likelihood: &Likelihood, seed: u64) -> HostData {
+pub fn random_data(
+    rows: usize,
+    x_cols: usize,
+    y_cols: usize,
+    likelihood: &Likelihood,
+    seed: u64,
+) -> HostData {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let x: Vec<f64> = (0..rows * x_cols).map(|_| rng.random_range(-1.5..1.5)).collect();
+    let x: Vec<f64> = (0..rows * x_cols)
+        .map(|_| rng.random_range(-1.5..1.5))
+        .collect();
     let y: Vec<f64> = match likelihood {
-        Likelihood::Categorical { classes } => (0..rows).map(|_| rng.random_range(0..*classes) as f64).collect(),
-        _ => (0..rows * y_cols).map(|_| rng.random_range(-1.0..1.0)).collect(),
+        Likelihood::Categorical { classes } => (0..rows)
+            .map(|_| rng.random_range(0..*classes) as f64)
+            .collect(),
+        _ => (0..rows * y_cols)
+            .map(|_| rng.random_range(-1.0..1.0))
+            .collect(),
     };
-    let y_cols = if likelihood.is_regression() { y_cols } else { 1 };
+    let y_cols = if likelihood.is_regression() {
+        y_cols
+    } else {
+        1
+    };
     HostData::new(x, rows, x_cols, y, y_cols)
 }
 
@@ -51,10 +72,19 @@ pub fn random_theta(d: usize, scale: f64, seed: u64) -> Vec<f64> {
 
 pub fn all_likelihoods() -> Vec<Likelihood> {
     vec![
-        Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp },
-        Likelihood::GaussianHeteroscedastic { link: ScaleLink::Softplus },
+        Likelihood::GaussianHeteroscedastic {
+            link: ScaleLink::Exp,
+        },
+        Likelihood::GaussianHeteroscedastic {
+            link: ScaleLink::Softplus,
+        },
         Likelihood::GaussianFixed { sigma: 0.1 },
-        Likelihood::GaussianLearnedSigma { prior: bnn_model::LogSigmaPrior { mean: -1.0, sd: 0.5 } },
+        Likelihood::GaussianLearnedSigma {
+            prior: bnn_model::LogSigmaPrior {
+                mean: -1.0,
+                sd: 0.5,
+            },
+        },
         Likelihood::Categorical { classes: 3 },
     ]
 }
@@ -63,7 +93,13 @@ fn act(a: Activation, x: f64) -> f64 {
     match a {
         Activation::Tanh => x.tanh(),
         Activation::Relu => x.max(0.0),
-        Activation::LeakyRelu => if x > 0.0 { x } else { 0.01 * x },
+        Activation::LeakyRelu => {
+            if x > 0.0 {
+                x
+            } else {
+                0.01 * x
+            }
+        }
         Activation::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         Activation::Silu => x / (1.0 + (-x).exp()),
         Activation::TruncRelu => x.clamp(0.0, 1.0),
@@ -83,7 +119,12 @@ pub fn kink_distance(config: &BnnConfig, data: &HostData, theta: &[f64]) -> f64 
     min
 }
 
-fn forward(config: &BnnConfig, data: &HostData, theta: &[f64], mut on_pre: impl FnMut(f64)) -> Vec<Vec<f64>> {
+fn forward(
+    config: &BnnConfig,
+    data: &HostData,
+    theta: &[f64],
+    mut on_pre: impl FnMut(f64),
+) -> Vec<Vec<f64>> {
     let widths = config.mlp().widths();
     let mut outputs = Vec::with_capacity(data.rows);
     for r in 0..data.rows {
@@ -178,7 +219,13 @@ pub fn reference_log_prior(config: &BnnConfig, theta: &[f64]) -> f64 {
     let mut offset = 0;
     for l in 0..widths.len() - 1 {
         let (din, dout) = (widths[l], widths[l + 1]);
-        let chosen = config.prior.layers.iter().rev().find(|(i, _)| *i == l).map(|(_, p)| *p);
+        let chosen = config
+            .prior
+            .layers
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == l)
+            .map(|(_, p)| *p);
         for (count, is_bias) in [(din * dout, false), (dout, true)] {
             let prior = match chosen {
                 Some(p) if is_bias => p.bias,
@@ -187,7 +234,9 @@ pub fn reference_log_prior(config: &BnnConfig, theta: &[f64]) -> f64 {
             };
             for v in &theta[offset..offset + count] {
                 lp += match prior {
-                    Prior::Normal { scale } => -0.5 * (v / scale).powi(2) - scale.ln() - half_log_2pi,
+                    Prior::Normal { scale } => {
+                        -0.5 * (v / scale).powi(2) - scale.ln() - half_log_2pi
+                    }
                     Prior::FanInNormal { scale } => {
                         let s = scale / (din as f64).sqrt();
                         -0.5 * (v / s).powi(2) - s.ln() - half_log_2pi

@@ -7,7 +7,10 @@
 
 mod common;
 
-use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood, MlpPosterior, Posterior, Prior, PriorSpec};
+use bnn_model::{
+    Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood, MlpPosterior, Posterior,
+    Prior, PriorSpec,
+};
 use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
 use burn::tensor::DType;
 use rand::{Rng, SeedableRng};
@@ -43,13 +46,18 @@ fn linear_model() -> BnnConfig {
 fn exact(data: &HostData, layout: &bnn_model::ParameterLayout) -> (Vec<f64>, Vec<f64>) {
     let (a, b) = precision_and_shift(data, layout);
     let inv = invert3(a);
-    let mean = (0..3).map(|p| (0..3).map(|q| inv[p][q] * b[q]).sum()).collect();
+    let mean = (0..3)
+        .map(|p| (0..3).map(|q| inv[p][q] * b[q]).sum())
+        .collect();
     let sd = (0..3).map(|p| inv[p][p].sqrt()).collect();
     (mean, sd)
 }
 
 /// The posterior's precision matrix `A` and `b` with mean `A⁻¹ b`, in the flat layout.
-fn precision_and_shift(data: &HostData, layout: &bnn_model::ParameterLayout) -> ([[f64; 3]; 3], [f64; 3]) {
+fn precision_and_shift(
+    data: &HostData,
+    layout: &bnn_model::ParameterLayout,
+) -> ([[f64; 3]; 3], [f64; 3]) {
     // Column of the design matrix for each flat coordinate.
     let mut feature_of = vec![0usize; 3];
     for entry in &layout.entries {
@@ -88,22 +96,44 @@ fn the_gauss_newton_metric_is_the_linear_models_posterior_precision() {
         let metric = posterior.gauss_newton_metric(&theta).unwrap();
         for p in 0..3 {
             for q in 0..3 {
-                assert!((metric[p * 3 + q] - a[p][q]).abs() < 1e-9 * a[p][q].abs().max(1.0), "G[{p}, {q}] = {} vs {}", metric[p * 3 + q], a[p][q]);
+                assert!(
+                    (metric[p * 3 + q] - a[p][q]).abs() < 1e-9 * a[p][q].abs().max(1.0),
+                    "G[{p}, {q}] = {} vs {}",
+                    metric[p * 3 + q],
+                    a[p][q]
+                );
             }
         }
     }
-    assert!(posterior.gauss_newton_metric(&[0.0; 2]).is_err(), "a θ of the wrong length is an error");
+    assert!(
+        posterior.gauss_newton_metric(&[0.0; 2]).is_err(),
+        "a θ of the wrong length is an error"
+    );
 }
 
 fn invert3(m: [[f64; 3]; 3]) -> [[f64; 3]; 3] {
-    let det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+    let det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+        - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
         + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
     let mut inv = [[0.0; 3]; 3];
     for (i, row) in inv.iter_mut().enumerate() {
         for (j, cell) in row.iter_mut().enumerate() {
-            let (r0, r1) = ([0, 1, 2].into_iter().filter(|&r| r != j).collect::<Vec<_>>(), [0, 1, 2].into_iter().filter(|&c| c != i).collect::<Vec<_>>());
+            let (r0, r1) = (
+                [0, 1, 2]
+                    .into_iter()
+                    .filter(|&r| r != j)
+                    .collect::<Vec<_>>(),
+                [0, 1, 2]
+                    .into_iter()
+                    .filter(|&c| c != i)
+                    .collect::<Vec<_>>(),
+            );
             let minor = m[r0[0]][r1[0]] * m[r0[1]][r1[1]] - m[r0[0]][r1[1]] * m[r0[1]][r1[0]];
-            *cell = if (i + j) % 2 == 0 { minor / det } else { -minor / det };
+            *cell = if (i + j) % 2 == 0 {
+                minor / det
+            } else {
+                -minor / det
+            };
         }
     }
     inv
@@ -120,7 +150,11 @@ fn manifold_stochastic_dynamics_recovers_the_linear_regression_posterior() {
     let posterior = MlpPosterior::new(linear_model(), &data, &device, DType::F32).unwrap();
     let (mean, sd) = exact(&data, posterior.layout());
     let density = posterior.riemannian_density().unwrap();
-    let params = MsdParams { step_size: 0.9, persistence: 0.5, ..MsdParams::default() };
+    let params = MsdParams {
+        step_size: 0.9,
+        persistence: 0.5,
+        ..MsdParams::default()
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(23);
     let mut state = MsdState::at(&density, vec![0.5, -0.5, 0.0]).unwrap();
     let mut draws = vec![Vec::new(); 3];
@@ -141,11 +175,19 @@ fn manifold_stochastic_dynamics_recovers_the_linear_regression_posterior() {
         let x = &draws[d];
         let m = x.iter().sum::<f64>() / x.len() as f64;
         let mcse = bnn_diagnostics::mcse_mean(&[x]);
-        assert!((m - mean[d]).abs() < 4.0 * mcse, "mean θ{d}: {m} ± {mcse} vs {}", mean[d]);
+        assert!(
+            (m - mean[d]).abs() < 4.0 * mcse,
+            "mean θ{d}: {m} ± {mcse} vs {}",
+            mean[d]
+        );
         let centered: Vec<f64> = x.iter().map(|v| (v - mean[d]).powi(2)).collect();
         let variance = centered.iter().sum::<f64>() / x.len() as f64;
         let variance_se = bnn_diagnostics::mcse_mean(&[&centered]);
-        assert!((variance - sd[d] * sd[d]).abs() < 4.0 * variance_se, "var θ{d}: {variance} ± {variance_se} vs {}", sd[d] * sd[d]);
+        assert!(
+            (variance - sd[d] * sd[d]).abs() < 4.0 * variance_se,
+            "var θ{d}: {variance} ± {variance_se} vs {}",
+            sd[d] * sd[d]
+        );
     }
 }
 
@@ -158,19 +200,65 @@ fn the_riemannian_potential_is_the_posteriors_log_density_for_every_head_and_pri
     use bnn_sampler::{LogDensity, RiemannianDensity};
     let data = data();
     let mut labels = data.clone();
-    labels.y = data.y.iter().map(|y| if *y > 0.5 { 2.0 } else if *y > -0.5 { 1.0 } else { 0.0 }).collect();
+    labels.y = data
+        .y
+        .iter()
+        .map(|y| {
+            if *y > 0.5 {
+                2.0
+            } else if *y > -0.5 {
+                1.0
+            } else {
+                0.0
+            }
+        })
+        .collect();
     let device = common::devices().remove(0).1;
     // Two targets (the second a different function of the inputs), for one σ per target.
     let mut two_targets = data.clone();
-    two_targets.y = (0..data.rows).flat_map(|i| [data.y[i], 0.5 * data.y[i] - data.x[2 * i]]).collect();
+    two_targets.y = (0..data.rows)
+        .flat_map(|i| [data.y[i], 0.5 * data.y[i] - data.x[2 * i]])
+        .collect();
     two_targets.y_cols = 2;
     let cases = [
-        (Likelihood::GaussianFixed { sigma: 0.4 }, Prior::Normal { scale: 1.0 }, 1),
-        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp }, Prior::Laplace { scale: 0.7 }, 1),
-        (Likelihood::GaussianHeteroscedastic { link: ScaleLink::Softplus }, Prior::FanInNormal { scale: 1.0 }, 1),
-        (Likelihood::GaussianLearnedSigma { prior: LogSigmaPrior::default() }, Prior::Normal { scale: 2.0 }, 1),
-        (Likelihood::GaussianLearnedSigma { prior: LogSigmaPrior::default() }, Prior::Normal { scale: 1.0 }, 2),
-        (Likelihood::Categorical { classes: 3 }, Prior::Laplace { scale: 1.0 }, 1),
+        (
+            Likelihood::GaussianFixed { sigma: 0.4 },
+            Prior::Normal { scale: 1.0 },
+            1,
+        ),
+        (
+            Likelihood::GaussianHeteroscedastic {
+                link: ScaleLink::Exp,
+            },
+            Prior::Laplace { scale: 0.7 },
+            1,
+        ),
+        (
+            Likelihood::GaussianHeteroscedastic {
+                link: ScaleLink::Softplus,
+            },
+            Prior::FanInNormal { scale: 1.0 },
+            1,
+        ),
+        (
+            Likelihood::GaussianLearnedSigma {
+                prior: LogSigmaPrior::default(),
+            },
+            Prior::Normal { scale: 2.0 },
+            1,
+        ),
+        (
+            Likelihood::GaussianLearnedSigma {
+                prior: LogSigmaPrior::default(),
+            },
+            Prior::Normal { scale: 1.0 },
+            2,
+        ),
+        (
+            Likelihood::Categorical { classes: 3 },
+            Prior::Laplace { scale: 1.0 },
+            1,
+        ),
     ];
     for (likelihood, prior, targets) in cases {
         let classification = matches!(likelihood, Likelihood::Categorical { .. });
@@ -180,23 +268,45 @@ fn the_riemannian_potential_is_the_posteriors_log_density_for_every_head_and_pri
             .with_n_targets(targets)
             .with_likelihood(likelihood.clone())
             .with_prior(PriorSpec::uniform(prior));
-        let data = if classification { &labels } else if targets == 2 { &two_targets } else { &data };
+        let data = if classification {
+            &labels
+        } else if targets == 2 {
+            &two_targets
+        } else {
+            &data
+        };
         let posterior = MlpPosterior::new(config, data, &device, DType::F32).unwrap();
         let dim = posterior.layout().dim();
-        let theta: Vec<f64> = (0..dim).map(|i| ((i * 7 % 11) as f64 - 5.0) / 9.0).collect();
+        let theta: Vec<f64> = (0..dim)
+            .map(|i| ((i * 7 % 11) as f64 - 5.0) / 9.0)
+            .collect();
         let riemannian = posterior.riemannian_density().unwrap();
         let mut potential_gradient = vec![0.0; dim];
-        let potential = riemannian.potential_and_gradient(&theta, &mut potential_gradient).unwrap();
+        let potential = riemannian
+            .potential_and_gradient(&theta, &mut potential_gradient)
+            .unwrap();
         let density = AutodiffLogDensity::new(posterior);
         let mut gradient = vec![0.0; dim];
         let log_density = density.evaluate(&theta, &mut gradient).unwrap();
-        assert!((log_density + potential).abs() < 2e-5 * (1.0 + potential.abs()), "{likelihood:?} {prior:?}: log density {log_density} vs −U {}", -potential);
+        assert!(
+            (log_density + potential).abs() < 2e-5 * (1.0 + potential.abs()),
+            "{likelihood:?} {prior:?}: log density {log_density} vs −U {}",
+            -potential
+        );
         let scale = gradient.iter().fold(1.0f64, |m, g| m.max(g.abs()));
         for i in 0..dim {
-            assert!((gradient[i] + potential_gradient[i]).abs() < 2e-5 * scale, "{likelihood:?} {prior:?} ∂θ{i}: {} vs {}", gradient[i], -potential_gradient[i]);
+            assert!(
+                (gradient[i] + potential_gradient[i]).abs() < 2e-5 * scale,
+                "{likelihood:?} {prior:?} ∂θ{i}: {} vs {}",
+                gradient[i],
+                -potential_gradient[i]
+            );
         }
         // The metric is positive definite there (its factorization succeeds).
-        assert!(riemannian.metric_terms(&theta, &vec![0.0; dim]).is_ok(), "{likelihood:?} {prior:?}");
+        assert!(
+            riemannian.metric_terms(&theta, &vec![0.0; dim]).is_ok(),
+            "{likelihood:?} {prior:?}"
+        );
     }
 }
 
@@ -205,7 +315,11 @@ fn nuts_recovers_the_bayesian_linear_regression_posterior() {
     let data = data();
     let config = linear_model();
     for (name, device) in common::devices() {
-        let batched_modes: &[bool] = if name == bnn_model::DeviceName::Wgpu { &[true] } else { &[false, true] };
+        let batched_modes: &[bool] = if name == bnn_model::DeviceName::Wgpu {
+            &[true]
+        } else {
+            &[false, true]
+        };
         for &batched in batched_modes {
             let posterior = MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap();
             let (mean, sd) = exact(&data, posterior.layout());
@@ -217,21 +331,32 @@ fn nuts_recovers_the_bayesian_linear_regression_posterior() {
                 .with_batched(batched)
                 .init()
                 .unwrap();
-            let starts: Vec<ChainStart> = (0..4).map(|c| ChainStart::at(vec![0.1 * c as f64, -0.2, 0.05 * c as f64])).collect();
+            let starts: Vec<ChainStart> = (0..4)
+                .map(|c| ChainStart::at(vec![0.1 * c as f64, -0.2, 0.05 * c as f64]))
+                .collect();
             let draws = sampler.sample(&density, &starts).unwrap();
             for d in 0..3 {
                 let chains = draws.coordinate(d);
                 let flat: Vec<f64> = chains.iter().flatten().copied().collect();
                 let got_mean = flat.iter().sum::<f64>() / flat.len() as f64;
-                let got_sd = (flat.iter().map(|v| (v - got_mean).powi(2)).sum::<f64>() / (flat.len() - 1) as f64).sqrt();
+                let got_sd = (flat.iter().map(|v| (v - got_mean).powi(2)).sum::<f64>()
+                    / (flat.len() - 1) as f64)
+                    .sqrt();
                 let mcse = bnn_diagnostics::mcse_mean(&chains);
                 let ess = bnn_diagnostics::ess_bulk(&chains);
-                assert!(ess > 200.0, "{name} batched={batched} coordinate {d}: ESS {ess}");
+                assert!(
+                    ess > 200.0,
+                    "{name} batched={batched} coordinate {d}: ESS {ess}"
+                );
                 // 4.5 MCSE (plus f32 rounding) for the mean; the sd's relative MC error is
                 // about 1/sqrt(2 ESS), so 5 of those.
                 assert!((got_mean - mean[d]).abs() < 4.5 * mcse + 1e-4, "{name} batched={batched} coordinate {d}: mean {got_mean} vs exact {} (mcse {mcse})", mean[d]);
                 let rel = (got_sd / sd[d] - 1.0).abs();
-                assert!(rel < 5.0 / (2.0 * ess).sqrt(), "{name} batched={batched} coordinate {d}: sd {got_sd} vs exact {} (ESS {ess})", sd[d]);
+                assert!(
+                    rel < 5.0 / (2.0 * ess).sqrt(),
+                    "{name} batched={batched} coordinate {d}: sd {got_sd} vs exact {} (ESS {ess})",
+                    sd[d]
+                );
             }
         }
     }

@@ -13,30 +13,51 @@
 
 mod common;
 
-use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, LayerPrior, MlpPosterior, Prior, PriorSpec};
+use bnn_model::{
+    Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, LayerPrior, MlpPosterior,
+    Prior, PriorSpec,
+};
 use bnn_sampler::LogDensity;
 use burn::tensor::DType;
 use common::*;
 
-fn evaluate(density: &AutodiffLogDensity<MlpPosterior>, thetas: &[f64], chains: usize) -> (Vec<f64>, Vec<f64>) {
+fn evaluate(
+    density: &AutodiffLogDensity<MlpPosterior>,
+    thetas: &[f64],
+    chains: usize,
+) -> (Vec<f64>, Vec<f64>) {
     let mut values = vec![0.0; chains];
     let mut grads = vec![0.0; thetas.len()];
-    density.log_density_and_gradient(thetas, &mut values, &mut grads).unwrap();
+    density
+        .log_density_and_gradient(thetas, &mut values, &mut grads)
+        .unwrap();
     (values, grads)
 }
 
 fn priors() -> Vec<PriorSpec> {
     vec![
         PriorSpec::default(),
-        PriorSpec::uniform(Prior::Laplace { scale: 0.7 })
-            .with_layer(1, LayerPrior { weight: Prior::FanInNormal { scale: 2.0 }, bias: Prior::Normal { scale: 0.5 } }),
+        PriorSpec::uniform(Prior::Laplace { scale: 0.7 }).with_layer(
+            1,
+            LayerPrior {
+                weight: Prior::FanInNormal { scale: 2.0 },
+                bias: Prior::Normal { scale: 0.5 },
+            },
+        ),
     ]
 }
 
 /// Every activation × likelihood × prior: `path` on `name` against the plain graph on `name`.
-fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &str, precisions: &[(DType, f64)]) {
+fn check_against_plain(
+    name: DeviceName,
+    path: GradientPath,
+    expected_program: &str,
+    precisions: &[(DType, f64)],
+) {
     let chains = 3;
-    let Some(device) = name.test_device(&format!("{path:?} against the plain graph")) else { return };
+    let Some(device) = name.test_device(&format!("{path:?} against the plain graph")) else {
+        return;
+    };
     for &(dtype, tol) in precisions {
         for (a, activation) in Activation::ALL.into_iter().enumerate() {
             for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
@@ -48,21 +69,43 @@ fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &
                         .with_likelihood(likelihood)
                         .with_prior(prior);
                     let data = random_data(40, 3, 1, &likelihood, 100 + a as u64);
-                    let fused = MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap().with_gradient_path(path);
+                    let fused = MlpPosterior::new(config.clone(), &data, &device, dtype)
+                        .unwrap()
+                        .with_gradient_path(path);
                     // The device kernel leaves the learned-σ head to the tensor program.
-                    let learned_sigma = matches!(likelihood, bnn_model::Likelihood::GaussianLearnedSigma { .. });
-                    let expected = if expected_program == "device_kernel" && learned_sigma { "tensor_ops" } else { expected_program };
-                    assert_eq!(fused.gradient_program(), expected, "{name} {path:?} {likelihood:?}");
+                    let learned_sigma = matches!(
+                        likelihood,
+                        bnn_model::Likelihood::GaussianLearnedSigma { .. }
+                    );
+                    let expected = if expected_program == "device_kernel" && learned_sigma {
+                        "tensor_ops"
+                    } else {
+                        expected_program
+                    };
+                    assert_eq!(
+                        fused.gradient_program(),
+                        expected,
+                        "{name} {path:?} {likelihood:?}"
+                    );
                     let plain = MlpPosterior::new(config.clone(), &data, &device, dtype)
                         .unwrap()
                         .with_gradient_path(GradientPath::Plain);
                     assert!(!plain.uses_fused_kernel());
-                    let (fused, plain) = (AutodiffLogDensity::new(fused), AutodiffLogDensity::new(plain));
+                    let (fused, plain) = (
+                        AutodiffLogDensity::new(fused),
+                        AutodiffLogDensity::new(plain),
+                    );
                     let d = fused.dim();
                     let mut thetas = Vec::new();
                     for c in 0..chains as u64 {
                         let theta = (0..1000u64)
-                            .map(|s| random_theta(d, 0.8, 10_000 * (l as u64 + 10 * p as u64) + 100 * c + s))
+                            .map(|s| {
+                                random_theta(
+                                    d,
+                                    0.8,
+                                    10_000 * (l as u64 + 10 * p as u64) + 100 * c + s,
+                                )
+                            })
                             .find(|t| kink_distance(&config, &data, t) > 1e-3)
                             .expect("a point away from kinks");
                         thetas.extend(theta);
@@ -72,11 +115,22 @@ fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &
                     for c in 0..chains {
                         let what = format!("{name} {path:?} {dtype:?} {activation} {likelihood:?} prior {p} chain {c}");
                         let rel = ((fv[c] - pv[c]) / pv[c]).abs();
-                        assert!(rel <= tol, "{what}: value {} vs {} (rel {rel:e})", fv[c], pv[c]);
+                        assert!(
+                            rel <= tol,
+                            "{what}: value {} vs {} (rel {rel:e})",
+                            fv[c],
+                            pv[c]
+                        );
                         let (g, r) = (&fg[c * d..(c + 1) * d], &pg[c * d..(c + 1) * d]);
                         let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-                        let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-                        assert!(worst <= tol * scale, "{what}: gradient error {worst:e} on scale {scale:e}");
+                        let worst = g
+                            .iter()
+                            .zip(r)
+                            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+                        assert!(
+                            worst <= tol * scale,
+                            "{what}: gradient error {worst:e} on scale {scale:e}"
+                        );
                     }
                 }
             }
@@ -87,27 +141,47 @@ fn check_against_plain(name: DeviceName, path: GradientPath, expected_program: &
 #[test]
 fn host_kernel_matches_the_plain_autodiff_path() {
     for name in [DeviceName::Ndarray, DeviceName::Flex] {
-        check_against_plain(name, GradientPath::Auto, "host_kernel", &[(DType::F32, 1e-5), (DType::F64, 1e-9)]);
+        check_against_plain(
+            name,
+            GradientPath::Auto,
+            "host_kernel",
+            &[(DType::F32, 1e-5), (DType::F64, 1e-9)],
+        );
     }
 }
 
 #[test]
 fn tensor_ops_program_matches_the_plain_autodiff_path_on_the_cpu() {
     for name in [DeviceName::Ndarray, DeviceName::Flex] {
-        check_against_plain(name, GradientPath::TensorOps, "tensor_ops", &[(DType::F32, 1e-5), (DType::F64, 1e-9)]);
+        check_against_plain(
+            name,
+            GradientPath::TensorOps,
+            "tensor_ops",
+            &[(DType::F32, 1e-5), (DType::F64, 1e-9)],
+        );
     }
 }
 
 #[test]
 fn tensor_ops_program_matches_the_plain_autodiff_path_on_wgpu() {
     // The tensor-operation program on wgpu (its shaders work in f32).
-    check_against_plain(DeviceName::Wgpu, GradientPath::TensorOps, "tensor_ops", &[(DType::F32, 1e-5)]);
+    check_against_plain(
+        DeviceName::Wgpu,
+        GradientPath::TensorOps,
+        "tensor_ops",
+        &[(DType::F32, 1e-5)],
+    );
 }
 
 #[test]
 fn device_kernel_matches_the_plain_autodiff_path_on_wgpu() {
     // The default on wgpu: one kernel per call (40 rows: one block with rows past the end).
-    check_against_plain(DeviceName::Wgpu, GradientPath::Auto, "device_kernel", &[(DType::F32, 1e-5)]);
+    check_against_plain(
+        DeviceName::Wgpu,
+        GradientPath::Auto,
+        "device_kernel",
+        &[(DType::F32, 1e-5)],
+    );
 }
 
 /// The wgpu device, or `None` with a printed skip where no adapter exists.
@@ -118,7 +192,10 @@ fn wgpu_device() -> Option<burn::tensor::Device> {
 /// Largest coordinate difference over the reference's largest coordinate.
 fn gradient_error(g: &[f64], reference: &[f64]) -> f64 {
     let scale = reference.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    g.iter().zip(reference).fold(0.0f64, |m, (a, b)| m.max((a - b).abs())) / scale
+    g.iter()
+        .zip(reference)
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()))
+        / scale
 }
 
 #[test]
@@ -129,10 +206,16 @@ fn device_kernel_agrees_with_the_tensor_program_over_several_row_blocks() {
     // are the same bits alone as in a batch, and on a second call.
     let Some(device) = wgpu_device() else { return };
     for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
-        if matches!(likelihood, bnn_model::Likelihood::GaussianLearnedSigma { .. }) {
+        if matches!(
+            likelihood,
+            bnn_model::Likelihood::GaussianLearnedSigma { .. }
+        ) {
             continue;
         }
-        for (a, activation) in [Activation::Tanh, Activation::Silu, Activation::LeakyRelu].into_iter().enumerate() {
+        for (a, activation) in [Activation::Tanh, Activation::Silu, Activation::LeakyRelu]
+            .into_iter()
+            .enumerate()
+        {
             let config = BnnConfig::new(3)
                 .with_hidden(vec![7, 5])
                 .with_activation(activation)
@@ -140,10 +223,17 @@ fn device_kernel_agrees_with_the_tensor_program_over_several_row_blocks() {
                 .with_likelihood(likelihood)
                 .with_prior(priors()[a % 2].clone());
             let data = random_data(150, 3, 2, &likelihood, 50 + l as u64);
-            let build = |path| MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap().with_gradient_path(path);
+            let build = |path| {
+                MlpPosterior::new(config.clone(), &data, &device, DType::F32)
+                    .unwrap()
+                    .with_gradient_path(path)
+            };
             let kernel = build(GradientPath::Auto);
             assert_eq!(kernel.gradient_program(), "device_kernel");
-            let (kernel, tensor_ops) = (AutodiffLogDensity::new(kernel), AutodiffLogDensity::new(build(GradientPath::TensorOps)));
+            let (kernel, tensor_ops) = (
+                AutodiffLogDensity::new(kernel),
+                AutodiffLogDensity::new(build(GradientPath::TensorOps)),
+            );
             let (d, chains) = (kernel.dim(), 9);
             let thetas = random_theta(chains * d, 0.7, 300 + 10 * l as u64 + a as u64);
             let (kv, kg) = evaluate(&kernel, &thetas, chains);
@@ -151,28 +241,60 @@ fn device_kernel_agrees_with_the_tensor_program_over_several_row_blocks() {
             let what = format!("{activation} {likelihood:?}");
             for c in 0..chains {
                 let rel = ((kv[c] - tv[c]) / tv[c]).abs();
-                assert!(rel <= 1e-5, "{what} chain {c}: value {} vs {} (rel {rel:e})", kv[c], tv[c]);
+                assert!(
+                    rel <= 1e-5,
+                    "{what} chain {c}: value {} vs {} (rel {rel:e})",
+                    kv[c],
+                    tv[c]
+                );
                 let err = gradient_error(&kg[c * d..(c + 1) * d], &tg[c * d..(c + 1) * d]);
                 assert!(err <= 1e-5, "{what} chain {c}: gradient error {err:e}");
             }
             let mut values = vec![0.0; chains];
             kernel.log_density(&thetas, &mut values).unwrap();
             for c in 0..chains {
-                assert!(((values[c] - kv[c]) / kv[c]).abs() <= 1e-6, "{what} chain {c}: value-only {} vs {}", values[c], kv[c]);
+                assert!(
+                    ((values[c] - kv[c]) / kv[c]).abs() <= 1e-6,
+                    "{what} chain {c}: value-only {} vs {}",
+                    values[c],
+                    kv[c]
+                );
             }
             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             let (again_v, again_g) = evaluate(&kernel, &thetas, chains);
-            assert_eq!((bits(&again_v), bits(&again_g)), (bits(&kv), bits(&kg)), "{what}: a second call");
+            assert_eq!(
+                (bits(&again_v), bits(&again_g)),
+                (bits(&kv), bits(&kg)),
+                "{what}: a second call"
+            );
             let (one_v, one_g) = evaluate(&kernel, &thetas[2 * d..3 * d], 1);
-            assert_eq!((bits(&one_v), bits(&one_g)), (bits(&kv[2..3]), bits(&kg[2 * d..3 * d])), "{what}: chain 2 alone");
+            assert_eq!(
+                (bits(&one_v), bits(&one_g)),
+                (bits(&kv[2..3]), bits(&kg[2 * d..3 * d])),
+                "{what}: chain 2 alone"
+            );
             // Log likelihood alone (the predictive code's call): the tensor program's numbers.
-            let t = burn::tensor::Tensor::<2>::from_data(burn::tensor::TensorData::new(thetas.clone(), [chains, d]), (&device, DType::F32));
+            let t = burn::tensor::Tensor::<2>::from_data(
+                burn::tensor::TensorData::new(thetas.clone(), [chains, d]),
+                (&device, DType::F32),
+            );
             let posterior = build(GradientPath::Auto);
             let reference = build(GradientPath::TensorOps);
-            let a: Vec<f64> = posterior.log_likelihood(&t).into_data().iter::<f64>().collect();
-            let b: Vec<f64> = reference.log_likelihood(&t).into_data().iter::<f64>().collect();
+            let a: Vec<f64> = posterior
+                .log_likelihood(&t)
+                .into_data()
+                .iter::<f64>()
+                .collect();
+            let b: Vec<f64> = reference
+                .log_likelihood(&t)
+                .into_data()
+                .iter::<f64>()
+                .collect();
             for (x, y) in a.iter().zip(&b) {
-                assert!(((x - y) / y).abs() <= 1e-5, "{what}: log likelihood {x} vs {y}");
+                assert!(
+                    ((x - y) / y).abs() <= 1e-5,
+                    "{what}: log likelihood {x} vs {y}"
+                );
             }
         }
     }
@@ -184,15 +306,25 @@ fn device_kernel_covers_more_chains_than_one_grid_axis() {
     // spreads over two axes. Chains on both sides of the boundary must match themselves alone.
     let Some(device) = wgpu_device() else { return };
     let likelihood = bnn_model::Likelihood::GaussianFixed { sigma: 0.3 };
-    let config = BnnConfig::new(1).with_hidden(vec![3]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let config = BnnConfig::new(1)
+        .with_hidden(vec![3])
+        .with_activation(Activation::Tanh)
+        .with_likelihood(likelihood);
     let data = random_data(5, 1, 1, &likelihood, 4);
-    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
+    let density =
+        AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
     let (d, chains) = (density.dim(), 66_000);
     let thetas = random_theta(chains * d, 0.5, 23);
     let (values, grads) = evaluate(&density, &thetas, chains);
     for c in [0, 65_534, 65_535, 65_536, chains - 1] {
         let (v, g) = evaluate(&density, &thetas[c * d..(c + 1) * d], 1);
-        assert_eq!(values[c].to_bits(), v[0].to_bits(), "chain {c}: {} in the batch vs {} alone", values[c], v[0]);
+        assert_eq!(
+            values[c].to_bits(),
+            v[0].to_bits(),
+            "chain {c}: {} in the batch vs {} alone",
+            values[c],
+            v[0]
+        );
         assert_eq!(g, grads[c * d..(c + 1) * d], "chain {c}: gradient");
     }
 }
@@ -203,10 +335,15 @@ fn fused_likelihood_alone_matches_too() {
     // operation with the prior switched off.
     let device = DeviceName::Flex.device().unwrap();
     for likelihood in all_likelihoods() {
-        let config = BnnConfig::new(2).with_hidden(vec![6]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+        let config = BnnConfig::new(2)
+            .with_hidden(vec![6])
+            .with_activation(Activation::Tanh)
+            .with_likelihood(likelihood);
         let data = random_data(25, 2, 1, &likelihood, 5);
         let fused = MlpPosterior::new(config.clone(), &data, &device, DType::F64).unwrap();
-        let plain = MlpPosterior::new(config, &data, &device, DType::F64).unwrap().with_gradient_path(GradientPath::Plain);
+        let plain = MlpPosterior::new(config, &data, &device, DType::F64)
+            .unwrap()
+            .with_gradient_path(GradientPath::Plain);
         let d = fused.layout_dim();
         let theta = random_theta(2 * d, 0.8, 9);
         let t = burn::tensor::Tensor::<2>::from_data(
@@ -216,7 +353,10 @@ fn fused_likelihood_alone_matches_too() {
         let a: Vec<f64> = fused.log_likelihood(&t).into_data().iter::<f64>().collect();
         let b: Vec<f64> = plain.log_likelihood(&t).into_data().iter::<f64>().collect();
         for (x, y) in a.iter().zip(&b) {
-            assert!((x - y).abs() <= 1e-9 * y.abs().max(1.0), "{likelihood:?}: {x} vs {y}");
+            assert!(
+                (x - y).abs() <= 1e-9 * y.abs().max(1.0),
+                "{likelihood:?}: {x} vs {y}"
+            );
         }
     }
 }
@@ -226,19 +366,31 @@ fn host_kernel_results_do_not_depend_on_the_thread_count() {
     // A batched call with enough work is split over Rayon's pool; each chain must come out
     // bit for bit the same with 1 or 3 threads (and the split must cover every chain).
     let device = DeviceName::Flex.device().unwrap();
-    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic { link: bnn_model::ScaleLink::Exp };
-    let config = BnnConfig::new(4).with_hidden(vec![32, 32]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic {
+        link: bnn_model::ScaleLink::Exp,
+    };
+    let config = BnnConfig::new(4)
+        .with_hidden(vec![32, 32])
+        .with_activation(Activation::Tanh)
+        .with_likelihood(likelihood);
     let data = random_data(400, 4, 1, &likelihood, 21);
-    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
+    let density =
+        AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
     let (d, chains) = (density.dim(), 7);
     let thetas = random_theta(chains * d, 0.5, 33);
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
         pool.install(|| evaluate(&density, &thetas, chains))
     };
     let (v1, g1) = run(1);
     let (v3, g3) = run(3);
-    assert!(v1.iter().all(|v| v.is_finite() && *v != 0.0), "every chain evaluated: {v1:?}");
+    assert!(
+        v1.iter().all(|v| v.is_finite() && *v != 0.0),
+        "every chain evaluated: {v1:?}"
+    );
     assert_eq!(v1, v3);
     assert_eq!(g1, g3);
     // And each chain alone gives the same numbers as inside the batch.
@@ -253,14 +405,25 @@ fn host_kernel_results_do_not_depend_on_the_thread_count() {
 fn the_tensor_program_in_blocks_of_chains_gives_the_same_results() {
     // A call whose activations exceed the device's largest buffer runs in blocks of chains
     // (`with_max_tensor_bytes` forces that here): every chain must come out as in one block.
-    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic { link: bnn_model::ScaleLink::Exp };
-    let config = BnnConfig::new(3).with_hidden(vec![8, 8]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic {
+        link: bnn_model::ScaleLink::Exp,
+    };
+    let config = BnnConfig::new(3)
+        .with_hidden(vec![8, 8])
+        .with_activation(Activation::Tanh)
+        .with_likelihood(likelihood);
     let data = random_data(30, 3, 1, &likelihood, 8);
     // Widest block per chain: 30 rows × 8 columns × 4 bytes; cap at 2 chains → blocks 2,2,2,1.
     let cap = 2 * 30 * 8 * 4;
     for name in [DeviceName::Flex, DeviceName::Wgpu] {
-        let Some(device) = name.test_device("blocked tensor programs") else { continue };
-        let build = || MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap().with_gradient_path(GradientPath::TensorOps);
+        let Some(device) = name.test_device("blocked tensor programs") else {
+            continue;
+        };
+        let build = || {
+            MlpPosterior::new(config.clone(), &data, &device, DType::F32)
+                .unwrap()
+                .with_gradient_path(GradientPath::TensorOps)
+        };
         let whole = AutodiffLogDensity::new(build());
         let blocks = AutodiffLogDensity::new(build().with_max_tensor_bytes(cap));
         let (d, chains) = (whole.dim(), 7);
@@ -270,11 +433,22 @@ fn the_tensor_program_in_blocks_of_chains_gives_the_same_results() {
         assert!(wv.iter().all(|v| v.is_finite()), "{name}: {wv:?}");
         for c in 0..chains {
             let rel = ((wv[c] - bv[c]) / wv[c]).abs();
-            assert!(rel <= 1e-6, "{name} chain {c}: value {} in blocks vs {} whole", bv[c], wv[c]);
+            assert!(
+                rel <= 1e-6,
+                "{name} chain {c}: value {} in blocks vs {} whole",
+                bv[c],
+                wv[c]
+            );
             let (g, r) = (&bg[c * d..(c + 1) * d], &wg[c * d..(c + 1) * d]);
             let scale = r.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            let worst = g.iter().zip(r).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-            assert!(worst <= 1e-6 * scale, "{name} chain {c}: gradient differs by {worst:e} on scale {scale:e}");
+            let worst = g
+                .iter()
+                .zip(r)
+                .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                worst <= 1e-6 * scale,
+                "{name} chain {c}: gradient differs by {worst:e} on scale {scale:e}"
+            );
         }
     }
 }
@@ -286,19 +460,34 @@ fn wgpu_kernels_cover_grids_larger_than_one_launch_axis() {
     // batch must match the same chains evaluated alone.
     let Some(device) = wgpu_device() else { return };
     let likelihood = bnn_model::Likelihood::GaussianFixed { sigma: 0.1 };
-    let config = BnnConfig::new(1).with_hidden(vec![50]).with_activation(Activation::Sigmoid).with_likelihood(likelihood);
+    let config = BnnConfig::new(1)
+        .with_hidden(vec![50])
+        .with_activation(Activation::Sigmoid)
+        .with_likelihood(likelihood);
     let data = random_data(80, 1, 1, &likelihood, 3);
-    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
+    let density =
+        AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
     let (d, chains) = (density.dim(), 4400);
     let thetas = random_theta(chains * d, 0.5, 17);
     let (values, grads) = evaluate(&density, &thetas, chains);
     for c in [0, 1, chains / 2, chains - 1] {
         let (v, g) = evaluate(&density, &thetas[c * d..(c + 1) * d], 1);
         let rel = ((values[c] - v[0]) / v[0]).abs();
-        assert!(rel <= 1e-6, "chain {c}: {} in the batch vs {} alone", values[c], v[0]);
+        assert!(
+            rel <= 1e-6,
+            "chain {c}: {} in the batch vs {} alone",
+            values[c],
+            v[0]
+        );
         let scale = g.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-        let worst = g.iter().zip(&grads[c * d..(c + 1) * d]).fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-        assert!(worst <= 1e-6 * scale, "chain {c}: gradient differs by {worst:e} on scale {scale:e}");
+        let worst = g
+            .iter()
+            .zip(&grads[c * d..(c + 1) * d])
+            .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            worst <= 1e-6 * scale,
+            "chain {c}: gradient differs by {worst:e} on scale {scale:e}"
+        );
     }
 }
 
@@ -312,9 +501,13 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
         for dtype in [DType::F32, DType::F64] {
             for (a, activation) in Activation::ALL.into_iter().enumerate() {
                 for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
-                    let config = BnnConfig::new(3).with_hidden(vec![24, 24]).with_activation(activation).with_likelihood(likelihood);
+                    let config = BnnConfig::new(3)
+                        .with_hidden(vec![24, 24])
+                        .with_activation(activation)
+                        .with_likelihood(likelihood);
                     let data = random_data(120, 3, 1, &likelihood, 7 + a as u64);
-                    let build = || MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap();
+                    let build =
+                        || MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap();
                     let direct = AutodiffLogDensity::new(build());
                     let round_trip = AutodiffLogDensity::new(build()).through_autodiff();
                     let d = direct.dim();
@@ -322,7 +515,8 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
                         let thetas = random_theta(chains * d, 0.8, 1000 * l as u64 + chains as u64);
                         let (dv, dg) = evaluate(&direct, &thetas, chains);
                         let (rv, rg) = evaluate(&round_trip, &thetas, chains);
-                        let what = format!("{name} {dtype:?} {activation} {likelihood:?} C={chains}");
+                        let what =
+                            format!("{name} {dtype:?} {activation} {likelihood:?} C={chains}");
                         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(&dv), bits(&rv), "{what}: values");
                         assert_eq!(bits(&dg), bits(&rg), "{what}: gradients");
@@ -337,20 +531,30 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
     }
 }
 
-
-
 #[test]
 fn device_kernel_covers_a_32_32_net() {
     // 1,410 parameters: each thread owns several of them (their sums in registers), and the
     // layers' unrolled loops are 8 × 32 and 32 × 32.
     let Some(device) = wgpu_device() else { return };
-    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic { link: bnn_model::ScaleLink::Exp };
-    let config = BnnConfig::new(8).with_hidden(vec![32, 32]).with_activation(Activation::Tanh).with_likelihood(likelihood);
+    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic {
+        link: bnn_model::ScaleLink::Exp,
+    };
+    let config = BnnConfig::new(8)
+        .with_hidden(vec![32, 32])
+        .with_activation(Activation::Tanh)
+        .with_likelihood(likelihood);
     let data = random_data(100, 8, 1, &likelihood, 13);
-    let build = |path| MlpPosterior::new(config.clone(), &data, &device, DType::F32).unwrap().with_gradient_path(path);
+    let build = |path| {
+        MlpPosterior::new(config.clone(), &data, &device, DType::F32)
+            .unwrap()
+            .with_gradient_path(path)
+    };
     let kernel = build(GradientPath::Auto);
     assert_eq!(kernel.gradient_program(), "device_kernel");
-    let (kernel, tensor_ops) = (AutodiffLogDensity::new(kernel), AutodiffLogDensity::new(build(GradientPath::TensorOps)));
+    let (kernel, tensor_ops) = (
+        AutodiffLogDensity::new(kernel),
+        AutodiffLogDensity::new(build(GradientPath::TensorOps)),
+    );
     let (d, chains) = (kernel.dim(), 3);
     assert_eq!(d, 1410);
     let thetas = random_theta(chains * d, 0.3, 78);
@@ -358,7 +562,12 @@ fn device_kernel_covers_a_32_32_net() {
     let (tv, tg) = evaluate(&tensor_ops, &thetas, chains);
     for c in 0..chains {
         let rel = ((kv[c] - tv[c]) / tv[c]).abs();
-        assert!(rel <= 1e-5, "chain {c}: value {} vs {} (rel {rel:e})", kv[c], tv[c]);
+        assert!(
+            rel <= 1e-5,
+            "chain {c}: value {} vs {} (rel {rel:e})",
+            kv[c],
+            tv[c]
+        );
         let err = gradient_error(&kg[c * d..(c + 1) * d], &tg[c * d..(c + 1) * d]);
         assert!(err <= 1e-5, "chain {c}: gradient error {err:e}");
     }

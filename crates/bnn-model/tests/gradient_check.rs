@@ -16,7 +16,11 @@ fn autodiff_matches_finite_differences() {
         // rounding (~1e-7·|f|/h) and truncation (~h²) errors stay near 1e-3, so 1e-2 still fails
         // a wrong factor, sign or missing term.
         let f64_ok = has_full_f64(&device);
-        let (dtype, h, tol) = if f64_ok { (DType::F64, 1e-5, 1e-6) } else { (DType::F32, 3e-3, 1e-2) };
+        let (dtype, h, tol) = if f64_ok {
+            (DType::F64, 1e-5, 1e-6)
+        } else {
+            (DType::F32, 3e-3, 1e-2)
+        };
         if !f64_ok {
             eprintln!("{device_name}: no full-precision f64, checking in f32 with step {h}");
         }
@@ -28,7 +32,9 @@ fn autodiff_matches_finite_differences() {
                     .with_n_targets(1)
                     .with_likelihood(likelihood);
                 let data = random_data(7, 2, 1, &likelihood, 7 + a as u64);
-                let density = AutodiffLogDensity::new(MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap());
+                let density = AutodiffLogDensity::new(
+                    MlpPosterior::new(config.clone(), &data, &device, dtype).unwrap(),
+                );
                 let d = density.dim();
                 // Draw θ until every hidden pre-activation is far from a kink compared to the
                 // finite-difference step (a kink inside [θ-h, θ+h] breaks the FD estimate).
@@ -40,7 +46,11 @@ fn autodiff_matches_finite_differences() {
                 let f0 = density.evaluate(&theta, &mut grad).unwrap();
                 // In f32 the difference of two values of size |f| carries rounding error of a
                 // few ulps of |f|, divided by 2h; allow for it on top of the relative tolerance.
-                let rounding = if f64_ok { 0.0 } else { 20.0 * f32::EPSILON as f64 * f0.abs() / h };
+                let rounding = if f64_ok {
+                    0.0
+                } else {
+                    20.0 * f32::EPSILON as f64 * f0.abs() / h
+                };
                 let mut scratch = vec![0.0; d];
                 for i in 0..d {
                     let mut plus = theta.clone();

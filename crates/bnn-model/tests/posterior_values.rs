@@ -12,14 +12,30 @@ use common::*;
 
 fn prior_mix() -> PriorSpec {
     PriorSpec::uniform(Prior::Normal { scale: 1.5 })
-        .with_layer(0, LayerPrior { weight: Prior::FanInNormal { scale: 2.0 }, bias: Prior::Laplace { scale: 0.7 } })
-        .with_layer(2, LayerPrior { weight: Prior::Laplace { scale: 1.0 }, bias: Prior::Normal { scale: 0.3 } })
+        .with_layer(
+            0,
+            LayerPrior {
+                weight: Prior::FanInNormal { scale: 2.0 },
+                bias: Prior::Laplace { scale: 0.7 },
+            },
+        )
+        .with_layer(
+            2,
+            LayerPrior {
+                weight: Prior::Laplace { scale: 1.0 },
+                bias: Prior::Normal { scale: 0.3 },
+            },
+        )
 }
 
 #[test]
 fn value_matches_host_reference_everywhere() {
     for (device_name, device) in devices() {
-        let dtype = if has_full_f64(&device) { DType::F64 } else { DType::F32 };
+        let dtype = if has_full_f64(&device) {
+            DType::F64
+        } else {
+            DType::F32
+        };
         // f32 accumulates ~1e-7 relative error per op over ~10^3 terms.
         let tol = if dtype == DType::F64 { 1e-9 } else { 2e-4 };
         // Gradients near the σ clip (σ → 1e-6 gives gradients ~1e9) lose more digits in f32.
@@ -43,14 +59,24 @@ fn value_matches_host_reference_everywhere() {
                 let thetas: Vec<f64> = random_theta(c * d, theta_scale, 99 + l as u64);
                 let mut values = vec![0.0; c];
                 let mut grads = vec![0.0; c * d];
-                density.log_density_and_gradient(&thetas, &mut values, &mut grads).unwrap();
+                density
+                    .log_density_and_gradient(&thetas, &mut values, &mut grads)
+                    .unwrap();
                 // Gradients against flex in f64 (itself checked against finite differences).
                 let reference = AutodiffLogDensity::new(
-                    MlpPosterior::new(config.clone(), &data, &burn::tensor::Device::flex(), DType::F64).unwrap(),
+                    MlpPosterior::new(
+                        config.clone(),
+                        &data,
+                        &burn::tensor::Device::flex(),
+                        DType::F64,
+                    )
+                    .unwrap(),
                 );
                 let mut ref_values = vec![0.0; c];
                 let mut ref_grads = vec![0.0; c * d];
-                reference.log_density_and_gradient(&thetas, &mut ref_values, &mut ref_grads).unwrap();
+                reference
+                    .log_density_and_gradient(&thetas, &mut ref_values, &mut ref_grads)
+                    .unwrap();
                 let grad_scale = ref_grads.iter().fold(1.0f64, |m, g| m.max(g.abs()));
                 for i in 0..c * d {
                     assert!(
@@ -75,7 +101,10 @@ fn value_matches_host_reference_everywhere() {
                     assert!((v1 - values[chain]).abs() <= tol * v1.abs().max(1.0));
                     for i in 0..d {
                         let gi = grads[chain * d + i];
-                        assert!((g1[i] - gi).abs() <= tol * gi.abs().max(1.0), "{device_name} grad {i}");
+                        assert!(
+                            (g1[i] - gi).abs() <= tol * gi.abs().max(1.0),
+                            "{device_name} grad {i}"
+                        );
                     }
                 }
             }
@@ -90,39 +119,72 @@ fn bad_inputs_are_errors_not_panics() {
     let likelihood = config.likelihood;
     // Wrong feature count.
     let data = random_data(5, 3, 1, &likelihood, 1);
-    let err = MlpPosterior::new(config.clone(), &data, &device, DType::F32).err().unwrap();
-    assert!(err.to_string().contains("expects 2 input features"), "{err}");
+    let err = MlpPosterior::new(config.clone(), &data, &device, DType::F32)
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("expects 2 input features"),
+        "{err}"
+    );
     // NaN in x.
     let mut data = random_data(5, 2, 1, &likelihood, 1);
     data.x[3] = f64::NAN;
-    let err = MlpPosterior::new(config.clone(), &data, &device, DType::F32).err().unwrap();
-    assert!(err.to_string().contains("row 1, column 1"), "{err}");
-    // A hidden width of zero.
-    let err = MlpPosterior::new(config.clone().with_hidden(vec![0]), &random_data(5, 2, 1, &likelihood, 1), &device, DType::F32)
+    let err = MlpPosterior::new(config.clone(), &data, &device, DType::F32)
         .err()
         .unwrap();
+    assert!(err.to_string().contains("row 1, column 1"), "{err}");
+    // A hidden width of zero.
+    let err = MlpPosterior::new(
+        config.clone().with_hidden(vec![0]),
+        &random_data(5, 2, 1, &likelihood, 1),
+        &device,
+        DType::F32,
+    )
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("width 0"), "{err}");
     // A label outside the classes.
     let cat = bnn_model::Likelihood::Categorical { classes: 2 };
     let mut data = random_data(5, 2, 1, &cat, 1);
     data.y[2] = 2.0;
-    let err = MlpPosterior::new(config.clone().with_likelihood(cat), &data, &device, DType::F32).err().unwrap();
+    let err = MlpPosterior::new(
+        config.clone().with_likelihood(cat),
+        &data,
+        &device,
+        DType::F32,
+    )
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("label 2"), "{err}");
     // A batch of the wrong size.
-    let density = AutodiffLogDensity::new(MlpPosterior::new(config, &random_data(5, 2, 1, &likelihood, 1), &device, DType::F32).unwrap());
+    let density = AutodiffLogDensity::new(
+        MlpPosterior::new(
+            config,
+            &random_data(5, 2, 1, &likelihood, 1),
+            &device,
+            DType::F32,
+        )
+        .unwrap(),
+    );
     let mut v = vec![0.0; 1];
     let mut g = vec![0.0; 3];
-    assert!(density.log_density_and_gradient(&[0.0; 3], &mut v, &mut g).is_err());
+    assert!(density
+        .log_density_and_gradient(&[0.0; 3], &mut v, &mut g)
+        .is_err());
 }
 
 #[test]
 fn f64_on_wgpu_is_an_error_before_any_shader_is_compiled() {
     // NVIDIA's Vulkan compiler rejects f64 exp/tanh/log shaders and poisons the device; the
     // posterior refuses f64 on wgpu up front (and f32 still works there).
-    let Some(device) = bnn_model::wgpu_test_device("f64 on wgpu") else { return };
+    let Some(device) = bnn_model::wgpu_test_device("f64 on wgpu") else {
+        return;
+    };
     let config = BnnConfig::new(2).with_hidden(vec![3]);
     let data = random_data(5, 2, 1, &config.likelihood, 1);
-    let err = MlpPosterior::new(config.clone(), &data, &device, DType::F64).err().expect("f64 on wgpu must be refused");
+    let err = MlpPosterior::new(config.clone(), &data, &device, DType::F64)
+        .err()
+        .expect("f64 on wgpu must be refused");
     assert!(err.to_string().contains("F32 only"), "{err}");
     assert!(MlpPosterior::new(config, &data, &device, DType::F32).is_ok());
     assert!(bnn_model::check_dtype(&burn::tensor::Device::flex(), DType::F64).is_ok());

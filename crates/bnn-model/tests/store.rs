@@ -7,15 +7,25 @@ use bnn_model::{load_parameters, save_parameters, Activation, BnnConfig, Likelih
 use std::path::Path;
 
 fn random_parameters(config: &BnnConfig, seed: u64) -> Vec<f32> {
-    common::random_theta(config.num_params(), 2.0, seed).iter().map(|&v| v as f32).collect()
+    common::random_theta(config.num_params(), 2.0, seed)
+        .iter()
+        .map(|&v| v as f32)
+        .collect()
 }
 
 fn models() -> Vec<BnnConfig> {
     vec![
         BnnConfig::new(3).with_hidden(vec![5, 4]),
-        BnnConfig::new(2).with_hidden(vec![6]).with_activation(Activation::Tanh).with_n_targets(2)
-            .with_likelihood(Likelihood::GaussianLearnedSigma { prior: Default::default() }),
-        BnnConfig::new(4).with_hidden(vec![]).with_likelihood(Likelihood::Categorical { classes: 3 }),
+        BnnConfig::new(2)
+            .with_hidden(vec![6])
+            .with_activation(Activation::Tanh)
+            .with_n_targets(2)
+            .with_likelihood(Likelihood::GaussianLearnedSigma {
+                prior: Default::default(),
+            }),
+        BnnConfig::new(4)
+            .with_hidden(vec![])
+            .with_likelihood(Likelihood::Categorical { classes: 3 }),
     ]
 }
 
@@ -41,9 +51,19 @@ fn round_trip_is_exact_and_replaces_files_whole() {
         assert_eq!(load_parameters(config, &path).unwrap(), other);
     }
     // Nothing but the finished files is left behind (the scratch files were renamed into place).
-    let mut names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     names.sort();
-    assert_eq!(names, ["member-0.safetensors", "member-1.safetensors", "member-2.safetensors"]);
+    assert_eq!(
+        names,
+        [
+            "member-0.safetensors",
+            "member-1.safetensors",
+            "member-2.safetensors"
+        ]
+    );
     // A vector of the wrong length is refused before anything is written.
     let config = &models()[0];
     let path = dir.path().join("short.safetensors");
@@ -69,16 +89,35 @@ fn the_file_is_plain_safetensors() {
         ("log_sigma", vec![2]),
     ];
     let tensors: Vec<&String> = header.keys().filter(|k| *k != "__metadata__").collect();
-    assert_eq!(tensors.len(), expected.len(), "tensors in the file: {tensors:?}");
+    assert_eq!(
+        tensors.len(),
+        expected.len(),
+        "tensors in the file: {tensors:?}"
+    );
     let mut offset = 0;
     for (name, shape) in &expected {
-        let entry = header.get(*name).unwrap_or_else(|| panic!("no tensor {name}: {header:?}"));
+        let entry = header
+            .get(*name)
+            .unwrap_or_else(|| panic!("no tensor {name}: {header:?}"));
         assert_eq!(entry["dtype"], "F32", "{name}");
-        let got: Vec<usize> = entry["shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+        let got: Vec<usize> = entry["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
         assert_eq!(&got, shape, "{name}");
         // The bytes are little-endian f32 in row-major order: the same numbers as the flat vector.
-        let range: Vec<usize> = entry["data_offsets"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
-        let values: Vec<f32> = data[range[0]..range[1]].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+        let range: Vec<usize> = entry["data_offsets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as usize)
+            .collect();
+        let values: Vec<f32> = data[range[0]..range[1]]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
         let len: usize = shape.iter().product();
         assert_eq!(values, theta[offset..offset + len], "{name}");
         offset += len;
@@ -86,7 +125,8 @@ fn the_file_is_plain_safetensors() {
     assert_eq!(offset, theta.len());
     // The architecture travels with the weights.
     let metadata = header["__metadata__"].as_object().expect("metadata");
-    let saved: serde_json::Value = serde_json::from_str(metadata["bnn_config"].as_str().unwrap()).unwrap();
+    let saved: serde_json::Value =
+        serde_json::from_str(metadata["bnn_config"].as_str().unwrap()).unwrap();
     assert_eq!(saved["d_input"], 2);
     assert_eq!(saved["hidden"], serde_json::json!([6]));
 }
@@ -98,16 +138,40 @@ fn another_architecture_is_refused_naming_the_tensor() {
     let saved = BnnConfig::new(3).with_hidden(vec![5, 4]);
     save_parameters(&saved, &random_parameters(&saved, 1), &path).unwrap();
     let cases: [(BnnConfig, &str); 4] = [
-        (saved.clone().with_hidden(vec![5, 7]), "network.layers.1.weight"), // a different width
-        (saved.clone().with_hidden(vec![5, 4, 4]), "network.layers.3.weight"), // a layer more
+        (
+            saved.clone().with_hidden(vec![5, 7]),
+            "network.layers.1.weight",
+        ), // a different width
+        (
+            saved.clone().with_hidden(vec![5, 4, 4]),
+            "network.layers.3.weight",
+        ), // a layer more
         (saved.clone().with_hidden(vec![5]), "network.layers.2."), // a layer less
-        (saved.clone().with_likelihood(Likelihood::GaussianLearnedSigma { prior: Default::default() }), "log_sigma"),
+        (
+            saved
+                .clone()
+                .with_likelihood(Likelihood::GaussianLearnedSigma {
+                    prior: Default::default(),
+                }),
+            "log_sigma",
+        ),
     ];
     for (config, tensor) in cases {
         let err = load_parameters(&config, &path).unwrap_err();
         let message = err.to_string();
-        assert!(message.contains(tensor) && message.contains("member.safetensors"), "{message}");
-        assert!(matches!(err, StoreError::Shape { .. } | StoreError::MissingTensor { .. } | StoreError::UnexpectedTensor { .. }), "{err:?}");
+        assert!(
+            message.contains(tensor) && message.contains("member.safetensors"),
+            "{message}"
+        );
+        assert!(
+            matches!(
+                err,
+                StoreError::Shape { .. }
+                    | StoreError::MissingTensor { .. }
+                    | StoreError::UnexpectedTensor { .. }
+            ),
+            "{err:?}"
+        );
     }
     let err = load_parameters(&saved.clone().with_hidden(vec![5, 7]), &path).unwrap_err();
     assert_eq!(
@@ -130,7 +194,10 @@ fn broken_files_are_errors_not_panics() {
 
     let missing = dir.path().join("missing.safetensors");
     let err = load_parameters(config, &missing).unwrap_err();
-    assert!(matches!(err, StoreError::Read { .. }) && err.to_string().contains("missing.safetensors"), "{err}");
+    assert!(
+        matches!(err, StoreError::Read { .. }) && err.to_string().contains("missing.safetensors"),
+        "{err}"
+    );
 
     let mut huge_header = bytes.clone();
     huge_header[..8].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -153,7 +220,10 @@ fn broken_files_are_errors_not_panics() {
         std::fs::write(&path, content).unwrap();
         let err = load_parameters(config, &path).unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{name}: {err:?}");
-        assert!(err.to_string().contains(&format!("{name}.safetensors")), "{name}: {err}");
+        assert!(
+            err.to_string().contains(&format!("{name}.safetensors")),
+            "{name}: {err}"
+        );
     }
 }
 
@@ -169,14 +239,24 @@ fn a_float64_tensor_is_refused() {
     let path = dir.path().join("float64.safetensors");
     std::fs::write(&path, bytes).unwrap();
     let err = load_parameters(&config, &path).unwrap_err();
-    assert!(matches!(err, StoreError::DType { .. }) && err.to_string().contains("network.layers.0.weight"), "{err}");
+    assert!(
+        matches!(err, StoreError::DType { .. })
+            && err.to_string().contains("network.layers.0.weight"),
+        "{err}"
+    );
     // The same file in float32 loads.
-    let header = header.replace("F64", "F32").replace("[0,16]", "[0,8]").replace("[16,24]", "[8,16]");
+    let header = header
+        .replace("F64", "F32")
+        .replace("[0,16]", "[0,8]")
+        .replace("[16,24]", "[8,16]");
     let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
     bytes.extend(header.as_bytes());
     for v in [1.5f32, -2.0, 0.25, 3.0] {
         bytes.extend(v.to_le_bytes());
     }
     std::fs::write(&path, bytes).unwrap();
-    assert_eq!(load_parameters(&config, &path).unwrap(), [1.5, -2.0, 0.25, 3.0]);
+    assert_eq!(
+        load_parameters(&config, &path).unwrap(),
+        [1.5, -2.0, 0.25, 3.0]
+    );
 }

@@ -13,38 +13,54 @@ pub const SECTIONS: [&str; 5] = ["data", "model", "ensemble", "sampler", "runtim
 impl RunConfig {
     /// Reads a TOML config file (see [`RunConfig::from_toml_str`]).
     pub fn from_toml_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config {}", path.display()))?;
         Self::from_toml_str(&text, &path.display().to_string())
     }
 
     /// Parses a TOML config; keys left out keep their defaults. `origin` names the text in
     /// errors: `config <origin>: line L: unknown key `draw` in [sampler]; valid keys: ...`.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
-        let at = |span: Option<std::ops::Range<usize>>| format!("config {origin}: line {}", line_of(text, span));
-        let document = ImDocument::parse(text).map_err(|e| anyhow!("{}: {}", at(e.span()), one_line(e.message())))?;
+        let at = |span: Option<std::ops::Range<usize>>| {
+            format!("config {origin}: line {}", line_of(text, span))
+        };
+        let document = ImDocument::parse(text)
+            .map_err(|e| anyhow!("{}: {}", at(e.span()), one_line(e.message())))?;
         let defaults = RunConfig::new();
         let mut config = RunConfig::new();
         for (name, item) in document.as_table().iter() {
             let key_span = document.as_table().key(name).and_then(|k| k.span());
             let Some(table) = item.as_table_like() else {
-                bail!("{}: `{name}` must be a section such as [{name}]; the sections are [{}]", at(key_span), SECTIONS.join("], ["));
+                bail!(
+                    "{}: `{name}` must be a section such as [{name}]; the sections are [{}]",
+                    at(key_span),
+                    SECTIONS.join("], [")
+                );
             };
             let entries: Vec<(String, toml::Value, Option<std::ops::Range<usize>>)> = table
                 .iter()
                 .map(|(key, value)| {
                     let span = table.key(key).and_then(|k| k.span());
-                    let value = toml_value(value).map_err(|e| anyhow!("{}: `{key}` in [{name}]: {e}", at(span.clone())))?;
+                    let value = toml_value(value)
+                        .map_err(|e| anyhow!("{}: `{key}` in [{name}]: {e}", at(span.clone())))?;
                     Ok((key.to_string(), value, span))
                 })
                 .collect::<Result<_>>()?;
-            let context = SectionContext { section: name, at: &at };
+            let context = SectionContext {
+                section: name,
+                at: &at,
+            };
             match name {
                 "data" => config.data = context.merge(&defaults.data, &entries)?,
                 "model" => config.model = context.merge(&defaults.model, &entries)?,
                 "ensemble" => config.ensemble = context.merge(&defaults.ensemble, &entries)?,
                 "sampler" => config.sampler = context.merge(&defaults.sampler, &entries)?,
                 "runtime" => config.runtime = context.merge(&defaults.runtime, &entries)?,
-                other => bail!("{}: unknown section [{other}]; valid sections: {}", at(key_span), SECTIONS.join(", ")),
+                other => bail!(
+                    "{}: unknown section [{other}]; valid sections: {}",
+                    at(key_span),
+                    SECTIONS.join(", ")
+                ),
             }
         }
         Ok(config)
@@ -53,8 +69,10 @@ impl RunConfig {
     /// The `(section, key)` pairs a config file sets itself (what it leaves out keeps a
     /// default, which is not a choice).
     pub fn keys_in_toml_file(path: &Path) -> Result<Vec<(String, String)>> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))?;
-        let table: toml::Table = toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config {}", path.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
         Ok(table
             .iter()
             .filter_map(|(section, item)| item.as_table().map(|t| (section, t)))
@@ -77,7 +95,11 @@ struct SectionContext<'a, F: Fn(Option<std::ops::Range<usize>>) -> String> {
 impl<F: Fn(Option<std::ops::Range<usize>>) -> String> SectionContext<'_, F> {
     /// `defaults` with the file's `entries` put in, one key at a time so that a value of the
     /// wrong type is reported at its own line.
-    fn merge<T: Serialize + DeserializeOwned>(&self, defaults: &T, entries: &[(String, toml::Value, Option<std::ops::Range<usize>>)]) -> Result<T> {
+    fn merge<T: Serialize + DeserializeOwned>(
+        &self,
+        defaults: &T,
+        entries: &[(String, toml::Value, Option<std::ops::Range<usize>>)],
+    ) -> Result<T> {
         // Every field of the section, those without a value (`None`) included, is a valid key.
         let valid: Vec<String> = match serde_json::to_value(defaults)? {
             serde_json::Value::Object(fields) => fields.keys().cloned().collect(),
@@ -85,17 +107,32 @@ impl<F: Fn(Option<std::ops::Range<usize>>) -> String> SectionContext<'_, F> {
         };
         let mut table = match toml::Value::try_from(defaults)? {
             toml::Value::Table(table) => table,
-            other => bail!("the defaults of [{}] are not a table: {other}", self.section),
+            other => bail!(
+                "the defaults of [{}] are not a table: {other}",
+                self.section
+            ),
         };
         for (key, value, span) in entries {
             if !valid.contains(key) {
-                bail!("{}: unknown key `{key}` in [{}]; valid keys: {}", (self.at)(span.clone()), self.section, valid.join(", "));
+                bail!(
+                    "{}: unknown key `{key}` in [{}]; valid keys: {}",
+                    (self.at)(span.clone()),
+                    self.section,
+                    valid.join(", ")
+                );
             }
             table.insert(key.clone(), value.clone());
-            T::deserialize(toml::Value::Table(table.clone()))
-                .map_err(|e| anyhow!("{}: `{key}` in [{}]: {}", (self.at)(span.clone()), self.section, one_line(e.message())))?;
+            T::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                anyhow!(
+                    "{}: `{key}` in [{}]: {}",
+                    (self.at)(span.clone()),
+                    self.section,
+                    one_line(e.message())
+                )
+            })?;
         }
-        T::deserialize(toml::Value::Table(table)).map_err(|e| anyhow!("[{}]: {}", self.section, one_line(e.message())))
+        T::deserialize(toml::Value::Table(table))
+            .map_err(|e| anyhow!("[{}]: {}", self.section, one_line(e.message())))
     }
 }
 
@@ -108,12 +145,19 @@ fn toml_value(item: &Item) -> Result<toml::Value> {
 
 /// A parser's message on one line.
 fn one_line(message: &str) -> String {
-    message.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ")
+    message
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// The 1-based line of a byte span's start (line 1 without a span).
 fn line_of(text: &str, span: Option<std::ops::Range<usize>>) -> usize {
-    span.map_or(1, |s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+    span.map_or(1, |s| {
+        text[..s.start.min(text.len())].matches('\n').count() + 1
+    })
 }
 
 #[cfg(test)]
@@ -122,23 +166,48 @@ mod tests {
 
     #[test]
     fn keys_left_out_keep_their_defaults_and_the_text_reads_back() {
-        let config = RunConfig::from_toml_str("[data]\ndataset = \"concrete\"\n[sampler]\ndraws = 300\nwarmup = 50\n", "run.toml").unwrap();
+        let config = RunConfig::from_toml_str(
+            "[data]\ndataset = \"concrete\"\n[sampler]\ndraws = 300\nwarmup = 50\n",
+            "run.toml",
+        )
+        .unwrap();
         assert_eq!(config.data.dataset, "concrete");
         assert_eq!((config.sampler.draws, config.sampler.warmup), (300, 50));
         assert_eq!(config.ensemble.members, 12);
         assert_eq!(config.sampler.chains, None);
         let again = RunConfig::from_toml_str(&config.to_toml().unwrap(), "written").unwrap();
         assert_eq!(again, config);
-        assert_eq!(RunConfig::from_toml_str("", "empty").unwrap(), RunConfig::new());
+        assert_eq!(
+            RunConfig::from_toml_str("", "empty").unwrap(),
+            RunConfig::new()
+        );
     }
 
     #[test]
     fn an_unknown_key_names_file_line_key_and_the_valid_keys() {
-        let error = RunConfig::from_toml_str("[data]\ndataset = \"cos2x\"\n\n[sampler]\nwarmup = 10\ndraw = 300\n", "run.toml").unwrap_err();
+        let error = RunConfig::from_toml_str(
+            "[data]\ndataset = \"cos2x\"\n\n[sampler]\nwarmup = 10\ndraw = 300\n",
+            "run.toml",
+        )
+        .unwrap_err();
         let message = format!("{error:#}");
-        assert!(message.starts_with("config run.toml: line 6: unknown key `draw` in [sampler]; valid keys: "), "{message}");
-        for key in ["algorithm", "draws", "init_from", "chains", "early_stop_tolerance"] {
-            assert!(message.contains(&format!("{key},")) || message.ends_with(key), "{key} missing: {message}");
+        assert!(
+            message.starts_with(
+                "config run.toml: line 6: unknown key `draw` in [sampler]; valid keys: "
+            ),
+            "{message}"
+        );
+        for key in [
+            "algorithm",
+            "draws",
+            "init_from",
+            "chains",
+            "early_stop_tolerance",
+        ] {
+            assert!(
+                message.contains(&format!("{key},")) || message.ends_with(key),
+                "{key} missing: {message}"
+            );
         }
     }
 

@@ -2,7 +2,7 @@
 
 use crate::evaluation::Evaluation;
 use crate::predictions::Predictions;
-use crate::prepared_data::{prepare, prepare_dataset, PreparedData, Preparation};
+use crate::prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
 use crate::progress::{Progress, Silent};
 use crate::run_config::{Algorithm, Init, RunConfig};
 use crate::run_diagnostics::RunDiagnostics;
@@ -84,7 +84,11 @@ impl DeiMcmc {
     /// A run on rows the caller holds ([`Dataset::from_rows`]); `config.data` still decides the
     /// split and the scaling, and its `dataset` becomes the data's name. Later stages run from
     /// this object (a directory of in-memory data cannot be reopened by name).
-    pub fn with_dataset(mut config: RunConfig, dataset: &Dataset, dir: impl Into<PathBuf>) -> Result<Self> {
+    pub fn with_dataset(
+        mut config: RunConfig,
+        dataset: &Dataset,
+        dir: impl Into<PathBuf>,
+    ) -> Result<Self> {
         config.data.dataset = dataset.name.clone();
         config.validate()?;
         let data = prepare_dataset(dataset, &Preparation::for_run(&config))?;
@@ -100,19 +104,28 @@ impl DeiMcmc {
     }
 
     fn with_prepared(config: RunConfig, data: PreparedData, dir: RunDir) -> Result<Self> {
-        let bnn = config.model.bnn_config(data.train.x_cols, data.train.y_cols)?;
+        let bnn = config
+            .model
+            .bnn_config(data.train.x_cols, data.train.y_cols)?;
         // The warm start is read before anything is written, so a bad file refuses cleanly.
         if let (Init::Single, Some(path)) = (config.sampler.init, &config.sampler.init_from) {
-            bnn_model::load_parameters(&bnn, path).with_context(|| format!("--init-from {} (config key `init_from`)", path.display()))?;
+            bnn_model::load_parameters(&bnn, path).with_context(|| {
+                format!("--init-from {} (config key `init_from`)", path.display())
+            })?;
         }
         let device = config.device_name()?.device().map_err(|e| anyhow!(e))?;
         if let Some(threads) = config.runtime.threads {
             bnn_model::fused_mlp::set_kernel_threads(threads);
         }
-        let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?.with_gradient_path(config.runtime.gradient);
+        let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?
+            .with_gradient_path(config.runtime.gradient);
         let layout = posterior.layout().clone();
         let riemannian = match config.sampler.algorithm {
-            Algorithm::Msd => Some(posterior.riemannian_density().map_err(|e| anyhow!("MSD needs the built-in MLP's metric: {e}"))?),
+            Algorithm::Msd => Some(
+                posterior
+                    .riemannian_density()
+                    .map_err(|e| anyhow!("MSD needs the built-in MLP's metric: {e}"))?,
+            ),
             _ => None,
         };
         let density = AutodiffLogDensity::new(posterior);
@@ -161,7 +174,9 @@ impl DeiMcmc {
 
     /// The global numbers of the chains this process runs.
     pub fn chain_ids(&self) -> Vec<usize> {
-        self.shard.unwrap_or_else(Shard::whole).chains(self.config.chains())
+        self.shard
+            .unwrap_or_else(Shard::whole)
+            .chains(self.config.chains())
     }
 
     /// The ensemble members this process trains or reads.
@@ -217,10 +232,18 @@ impl DeiMcmc {
             );
         }
         self.claim()?;
-        let ensemble = if self.config.sampler.init == Init::Ensemble && !self.dir.has_ensemble() { Some(self.train_ensemble()?) } else { None };
+        let ensemble = if self.config.sampler.init == Init::Ensemble && !self.dir.has_ensemble() {
+            Some(self.train_ensemble()?)
+        } else {
+            None
+        };
         // A shard may be a requeued task: it continues the chains it checkpointed and starts
         // the others afresh (also those killed before their first checkpoint).
-        let sampling = if self.shard.is_some() { self.resume()? } else { self.sample()? };
+        let sampling = if self.shard.is_some() {
+            self.resume()?
+        } else {
+            self.sample()?
+        };
         if !sampling.finished {
             return Ok(RunOutcome::Interrupted(sampling));
         }
@@ -230,7 +253,13 @@ impl DeiMcmc {
         let predictions = self.predict()?;
         let evaluation = self.evaluate(&predictions)?;
         let diagnostics = self.diagnose()?;
-        Ok(RunOutcome::Finished(Box::new(RunReport { ensemble, sampling, predictions, evaluation, diagnostics })))
+        Ok(RunOutcome::Finished(Box::new(RunReport {
+            ensemble,
+            sampling,
+            predictions,
+            evaluation,
+            diagnostics,
+        })))
     }
 
     /// Convergence diagnostics of the stored draws, written to `diagnostics.json`.
@@ -243,7 +272,11 @@ impl DeiMcmc {
     /// The device as the start messages name it; on wgpu the adapter, with a warning where it
     /// is a software rasterizer or the GL fallback (a run there takes ~1000× as long as on the CPU).
     pub(crate) fn device_text(&self) -> String {
-        let name = self.config.device_name().map(|d| d.concrete()).unwrap_or(bnn_model::DeviceName::FASTEST_CPU);
+        let name = self
+            .config
+            .device_name()
+            .map(|d| d.concrete())
+            .unwrap_or(bnn_model::DeviceName::FASTEST_CPU);
         if name != bnn_model::DeviceName::Wgpu {
             return name.to_string();
         }

@@ -16,7 +16,11 @@ pub struct StoredStats {
 }
 
 /// Calls `f(stats, position)` for every draw of the file; returns the number of draws.
-pub fn for_each_stored_draw(path: &Path, dim: usize, mut f: impl FnMut(&StoredStats, &[f64]) -> Result<()>) -> Result<usize> {
+pub fn for_each_stored_draw(
+    path: &Path,
+    dim: usize,
+    mut f: impl FnMut(&StoredStats, &[f64]) -> Result<()>,
+) -> Result<usize> {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut lines = BufReader::new(file).lines().enumerate();
     let header = loop {
@@ -34,7 +38,11 @@ pub fn for_each_stored_draw(path: &Path, dim: usize, mut f: impl FnMut(&StoredSt
     // Statistics end in `__` (CmdStan's seven, then a sampler's own: MCLMC's, MSD's); the
     // parameters follow.
     let names: Vec<&str> = header.split(',').collect();
-    let stat_columns = names.iter().take_while(|name| name.ends_with("__")).count().max(STAT_COLUMNS.len());
+    let stat_columns = names
+        .iter()
+        .take_while(|name| name.ends_with("__"))
+        .count()
+        .max(STAT_COLUMNS.len());
     if columns != stat_columns + dim || !header.starts_with(STAT_COLUMNS[0]) {
         bail!(
             "{}: header has {columns} columns, expected {stat_columns} statistics + {dim} parameters of this run's model",
@@ -50,13 +58,30 @@ pub fn for_each_stored_draw(path: &Path, dim: usize, mut f: impl FnMut(&StoredSt
         }
         values.clear();
         for (column, text) in line.split(',').enumerate() {
-            let value: f64 = text.trim().parse().map_err(|_| anyhow::anyhow!("{} line {}, column {}: '{text}' is not a number", path.display(), index + 1, column + 1))?;
+            let value: f64 = text.trim().parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "{} line {}, column {}: '{text}' is not a number",
+                    path.display(),
+                    index + 1,
+                    column + 1
+                )
+            })?;
             values.push(value);
         }
         if values.len() != columns {
-            bail!("{} line {}: {} values, the header has {columns} (a truncated row?)", path.display(), index + 1, values.len());
+            bail!(
+                "{} line {}: {} values, the header has {columns} (a truncated row?)",
+                path.display(),
+                index + 1,
+                values.len()
+            );
         }
-        let stats = StoredStats { accept_stat: values[1], tree_depth: values[3], n_leapfrog: values[4], divergent: values[5] != 0.0 };
+        let stats = StoredStats {
+            accept_stat: values[1],
+            tree_depth: values[3],
+            n_leapfrog: values[4],
+            divergent: values[5] != 0.0,
+        };
         f(&stats, &values[stat_columns..])?;
         count += 1;
     }

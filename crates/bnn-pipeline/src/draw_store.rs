@@ -22,7 +22,15 @@ use std::path::Path;
 use std::time::Instant;
 
 /// Sampler statistics columns, CmdStan's names.
-pub const STAT_COLUMNS: [&str; 7] = ["lp__", "accept_stat__", "stepsize__", "treedepth__", "n_leapfrog__", "divergent__", "energy__"];
+pub const STAT_COLUMNS: [&str; 7] = [
+    "lp__",
+    "accept_stat__",
+    "stepsize__",
+    "treedepth__",
+    "n_leapfrog__",
+    "divergent__",
+    "energy__",
+];
 
 /// The statistics MCLMC and MAMS runs add after `STAT_COLUMNS`: the transition's energy change
 /// (what MCLMC's tuner controls, MAMS's Metropolis test uses) and the decoherence length L.
@@ -57,7 +65,10 @@ impl ExtraStats {
 pub fn cmdstan_names(layout: &ParameterLayout) -> Vec<String> {
     let mut names = Vec::with_capacity(layout.dim());
     for entry in &layout.entries {
-        let base = entry.name.replace("network.layers.", "layer").replace('.', "_");
+        let base = entry
+            .name
+            .replace("network.layers.", "layer")
+            .replace('.', "_");
         for flat in 0..entry.len() {
             let mut index = Vec::new();
             let mut rest = flat;
@@ -96,11 +107,16 @@ const CHECKPOINT_FORMAT: u32 = 1;
 
 impl Checkpoint {
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading checkpoint {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading checkpoint {}", path.display()))?;
         let checkpoint: Checkpoint = serde_json::from_str(&text)
             .with_context(|| format!("checkpoint {} is corrupt; nothing was changed (delete it to restart that chain from its beginning)", path.display()))?;
         if checkpoint.format != CHECKPOINT_FORMAT {
-            bail!("checkpoint {} has format {}, this bnn writes {CHECKPOINT_FORMAT}", path.display(), checkpoint.format);
+            bail!(
+                "checkpoint {} has format {}, this bnn writes {CHECKPOINT_FORMAT}",
+                path.display(),
+                checkpoint.format
+            );
         }
         Ok(checkpoint)
     }
@@ -116,7 +132,12 @@ impl CountedFile {
     /// Opens `path` for appending after truncating it to `keep` bytes; `keep = None` starts the
     /// file anew with `header`.
     fn open(path: &Path, header: &str, keep: Option<u64>) -> Result<Self> {
-        let file = OpenOptions::new().create(true).write(true).truncate(false).open(path).with_context(|| format!("opening {}", path.display()))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
         let len = file.metadata()?.len();
         let mut this = match keep {
             Some(bytes) if bytes > len => bail!(
@@ -133,7 +154,9 @@ impl CountedFile {
             }
         };
         use std::io::Seek;
-        this.writer.get_mut().seek(std::io::SeekFrom::Start(this.bytes))?;
+        this.writer
+            .get_mut()
+            .seek(std::io::SeekFrom::Start(this.bytes))?;
         if keep.is_none() {
             this.write(header)?;
         }
@@ -193,7 +216,15 @@ impl<'a> DrawStore<'a> {
     /// Opens the files of the chains numbered `ids` (ascending: all of a run's, or one shard's);
     /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing; `extra_stats` adds a
     /// sampler's own statistics.
-    pub fn open(dir: &RunDir, layout: &ParameterLayout, ids: &[usize], resume: &[Option<Checkpoint>], checkpoint_every: usize, thin: usize, extra_stats: ExtraStats) -> Result<Self> {
+    pub fn open(
+        dir: &RunDir,
+        layout: &ParameterLayout,
+        ids: &[usize],
+        resume: &[Option<Checkpoint>],
+        checkpoint_every: usize,
+        thin: usize,
+        extra_stats: ExtraStats,
+    ) -> Result<Self> {
         if ids.len() != resume.len() || ids.windows(2).any(|w| w[0] >= w[1]) {
             bail!("the draw store needs one checkpoint slot per chain and ascending chain numbers");
         }
@@ -205,8 +236,16 @@ impl<'a> DrawStore<'a> {
         let adaptation_header = format!("iteration,{stats}\n");
         let mut chains = Vec::with_capacity(resume.len());
         for (&c, checkpoint) in ids.iter().zip(resume) {
-            let draws = CountedFile::open(&dir.draws(c), &draws_header, checkpoint.as_ref().map(|k| k.draws_bytes))?;
-            let adaptation = CountedFile::open(&dir.adaptation(c), &adaptation_header, checkpoint.as_ref().map(|k| k.adaptation_bytes))?;
+            let draws = CountedFile::open(
+                &dir.draws(c),
+                &draws_header,
+                checkpoint.as_ref().map(|k| k.draws_bytes),
+            )?;
+            let adaptation = CountedFile::open(
+                &dir.adaptation(c),
+                &adaptation_header,
+                checkpoint.as_ref().map(|k| k.adaptation_bytes),
+            )?;
             chains.push(ChainFiles {
                 draws,
                 adaptation,
@@ -218,7 +257,18 @@ impl<'a> DrawStore<'a> {
                 divergences: 0,
             });
         }
-        Ok(Self { dir: dir.clone(), ids: ids.to_vec(), chains, checkpoint_every, thin: thin.max(1), extra_stats, early_stop: None, progress: None, line: String::new(), digits: ryu::Buffer::new() })
+        Ok(Self {
+            dir: dir.clone(),
+            ids: ids.to_vec(),
+            chains,
+            checkpoint_every,
+            thin: thin.max(1),
+            extra_stats,
+            early_stop: None,
+            progress: None,
+            line: String::new(),
+            digits: ryu::Buffer::new(),
+        })
     }
 
     pub fn with_early_stop(mut self, early_stop: EarlyStop<'a>) -> Self {
@@ -238,8 +288,16 @@ impl<'a> DrawStore<'a> {
         let c = state.chain;
         let slot = self.slot(c);
         let files = &mut self.chains[slot];
-        files.draws.writer.flush().with_context(|| format!("writing {}", self.dir.draws(c).display()))?;
-        files.adaptation.writer.flush().with_context(|| format!("writing {}", self.dir.adaptation(c).display()))?;
+        files
+            .draws
+            .writer
+            .flush()
+            .with_context(|| format!("writing {}", self.dir.draws(c).display()))?;
+        files
+            .adaptation
+            .writer
+            .flush()
+            .with_context(|| format!("writing {}", self.dir.adaptation(c).display()))?;
         let checkpoint = Checkpoint {
             format: CHECKPOINT_FORMAT,
             chain: c,
@@ -251,17 +309,27 @@ impl<'a> DrawStore<'a> {
             seconds_sampling: files.seconds_sampling,
             state: state.clone(),
         };
-        write_atomic(&self.dir.checkpoint(c), serde_json::to_string(&checkpoint)?.as_bytes())
+        write_atomic(
+            &self.dir.checkpoint(c),
+            serde_json::to_string(&checkpoint)?.as_bytes(),
+        )
     }
 
     /// Where chain `chain`'s files are kept (the sampler only hands over this store's chains).
     fn slot(&self, chain: usize) -> usize {
-        self.ids.binary_search(&chain).unwrap_or_else(|_| panic!("chain {chain} is not one of this store's chains {:?}", self.ids))
+        self.ids.binary_search(&chain).unwrap_or_else(|_| {
+            panic!(
+                "chain {chain} is not one of this store's chains {:?}",
+                self.ids
+            )
+        })
     }
 
     /// Busy seconds summed over chains: (warmup, sampling).
     pub fn busy_seconds(&self) -> (f64, f64) {
-        self.chains.iter().fold((0.0, 0.0), |(w, s), c| (w + c.seconds_warmup, s + c.seconds_sampling))
+        self.chains.iter().fold((0.0, 0.0), |(w, s), c| {
+            (w + c.seconds_warmup, s + c.seconds_sampling)
+        })
     }
 
     pub fn finished_early(&self) -> Vec<bool> {
@@ -299,7 +367,13 @@ impl<'a> DrawStore<'a> {
         push_float(line, digits, s.accept_stat);
         line.push(',');
         push_float(line, digits, s.step_size);
-        let _ = write!(line, ",{},{},{},", s.tree_depth, s.n_leapfrog, u8::from(s.divergent));
+        let _ = write!(
+            line,
+            ",{},{},{},",
+            s.tree_depth,
+            s.n_leapfrog,
+            u8::from(s.divergent)
+        );
         push_float(line, digits, s.energy);
         match self.extra_stats {
             ExtraStats::None => {}
@@ -335,7 +409,11 @@ impl<'a> DrawStore<'a> {
 /// 2, where `{}`'s Grisu/Dragon formatting cost ~2% of the run). Whole numbers and non-finite
 /// values keep `{}`'s text (`1`, `NaN`, `inf`); ryu writes magnitudes below 1e-5 with an
 /// exponent (`1.5e-7`, `{}`: `0.00000015`), which every CSV reader parses.
-fn push_float<F: ryu::Float + std::fmt::Display + Copy + Into<f64>>(line: &mut String, digits: &mut ryu::Buffer, value: F) {
+fn push_float<F: ryu::Float + std::fmt::Display + Copy + Into<f64>>(
+    line: &mut String,
+    digits: &mut ryu::Buffer,
+    value: F,
+) {
     let wide: f64 = value.into();
     if wide.is_finite() && wide.fract() != 0.0 {
         line.push_str(digits.format_finite(value));
@@ -361,8 +439,13 @@ impl DrawSink for DrawStore<'_> {
         files.last_event = Some(now);
         let keep = !draw.warmup && draw.index % self.thin == 0;
         if draw.warmup || keep {
-            let file = if draw.warmup { self.dir.adaptation(draw.chain) } else { self.dir.draws(draw.chain) };
-            self.write_row(draw).with_context(|| format!("writing {}", file.display()))?;
+            let file = if draw.warmup {
+                self.dir.adaptation(draw.chain)
+            } else {
+                self.dir.draws(draw.chain)
+            };
+            self.write_row(draw)
+                .with_context(|| format!("writing {}", file.display()))?;
         }
         if keep {
             if let Some(early_stop) = &mut self.early_stop {
@@ -386,7 +469,9 @@ impl DrawSink for DrawStore<'_> {
         }
         let finished = self.chains[slot].finished_early;
         // MCLMC's tuner holds its phase-3 positions: those checkpoints wait for the phase's end.
-        let periodic = self.checkpoint_every > 0 && draw.state.iteration % self.checkpoint_every == 0 && !draw.state.warmup.holds_positions();
+        let periodic = self.checkpoint_every > 0
+            && draw.state.iteration % self.checkpoint_every == 0
+            && !draw.state.warmup.holds_positions();
         if finished || periodic {
             self.checkpoint(draw.state)?;
         }

@@ -15,8 +15,19 @@ pub struct EarlyStop<'a> {
 }
 
 impl<'a> EarlyStop<'a> {
-    pub fn new(rule: LppdConvergence, n_test: usize, chains: usize, pointwise: PointwiseLogLikelihood<'a>) -> Self {
-        Self { rule, pointwise, chains: (0..chains).map(|_| (CumulativeLppd::new(n_test), Vec::new())).collect() }
+    pub fn new(
+        rule: LppdConvergence,
+        n_test: usize,
+        chains: usize,
+        pointwise: PointwiseLogLikelihood<'a>,
+    ) -> Self {
+        Self {
+            rule,
+            pointwise,
+            chains: (0..chains)
+                .map(|_| (CumulativeLppd::new(n_test), Vec::new()))
+                .collect(),
+        }
     }
 
     /// Adds a kept draw of `chain`; true once the chain has converged. The draw is rounded to

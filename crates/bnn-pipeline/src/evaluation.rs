@@ -2,7 +2,9 @@
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::linear_baseline::LinearBaseline;
-use crate::posterior_pass::{calibration_error, coverage_at, ensemble_metrics, PosteriorPass, LEVELS};
+use crate::posterior_pass::{
+    calibration_error, coverage_at, ensemble_metrics, PosteriorPass, LEVELS,
+};
 use crate::predictions::Predictions;
 use crate::progress::{ProgressEvent, Stage};
 use crate::run_config::{Algorithm, Init};
@@ -141,9 +143,13 @@ impl DeiMcmc {
             Init::Ensemble => self.saved_ensemble()?.map(|e| e.members),
             _ => None,
         };
-        let de = members.as_ref().map(|m| ensemble_metrics(self.posterior(), m, test));
+        let de = members
+            .as_ref()
+            .map(|m| ensemble_metrics(self.posterior(), m, test));
         let gaussian = !pass.points.is_empty();
-        let lm = gaussian.then(|| LinearBaseline::fit(&self.data.train).map(|f| f.evaluate(test))).flatten();
+        let lm = gaussian
+            .then(|| LinearBaseline::fit(&self.data.train).map(|f| f.evaluate(test)))
+            .flatten();
         let y_sd = |k: usize| self.data.standardizer.y_sd.get(k).copied().unwrap_or(1.0);
         let per_target: Vec<TargetSummary> = pass
             .pooled
@@ -151,10 +157,18 @@ impl DeiMcmc {
             .iter()
             .enumerate()
             .map(|(k, m)| {
-                let coverage = pass.coverage_per_target.get(k).map_or(&[][..], Vec::as_slice);
+                let coverage = pass
+                    .coverage_per_target
+                    .get(k)
+                    .map_or(&[][..], Vec::as_slice);
                 let de_target = de.as_ref().and_then(|d| d.per_target.get(k));
                 TargetSummary {
-                    target: self.data.target_names.get(k).cloned().unwrap_or_else(|| format!("y{k}")),
+                    target: self
+                        .data
+                        .target_names
+                        .get(k)
+                        .cloned()
+                        .unwrap_or_else(|| format!("y{k}")),
                     rmse: m.rmse,
                     rmse_original_units: m.rmse * y_sd(k),
                     lppd: m.lppd,
@@ -169,10 +183,21 @@ impl DeiMcmc {
         let rmse_original_units = if per_target.is_empty() {
             pass.pooled.rmse * y_sd(0)
         } else {
-            (per_target.iter().map(|t| t.rmse_original_units.powi(2)).sum::<f64>() / per_target.len() as f64).sqrt()
+            (per_target
+                .iter()
+                .map(|t| t.rmse_original_units.powi(2))
+                .sum::<f64>()
+                / per_target.len() as f64)
+                .sqrt()
         };
         let flagged: Vec<usize> = match &lm {
-            Some(lm) => pass.per_chain.iter().enumerate().filter(|(_, m)| m.rmse > lm.rmse || m.lppd < lm.lppd).map(|(c, _)| c).collect(),
+            Some(lm) => pass
+                .per_chain
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.rmse > lm.rmse || m.lppd < lm.lppd)
+                .map(|(c, _)| c)
+                .collect(),
             None => Vec::new(),
         };
         let mut csv = String::from("chain,draw,lppd\n");
@@ -212,7 +237,11 @@ impl DeiMcmc {
             coverage_90: pass.coverage_at(0.9),
             coverage_95: pass.coverage_at(0.95),
             calibration_error: pass.calibration_error(),
-            calibration: LEVELS.iter().zip(&pass.coverage).map(|(&nominal, &observed)| CalibrationPoint { nominal, observed }).collect(),
+            calibration: LEVELS
+                .iter()
+                .zip(&pass.coverage)
+                .map(|(&nominal, &observed)| CalibrationPoint { nominal, observed })
+                .collect(),
             predictive_samples_per_point: pass.predictive_samples_per_point,
             chain_rmse: pass.per_chain.iter().map(|m| m.rmse).collect(),
             chain_lppd: pass.per_chain.iter().map(|m| m.lppd).collect(),
@@ -240,7 +269,14 @@ impl DeiMcmc {
         };
         // Through a JSON value: its keys are sorted, as summary.json has always had them.
         write_json(&self.dir.summary(), &serde_json::to_value(&summary)?)?;
-        self.progress.report(&ProgressEvent::Finished { stage: Stage::Evaluation, message: &format!("wrote {}", self.dir.summary().display()) });
-        Ok(Evaluation { summary, summary_json: self.dir.summary(), cumulative_lppd_csv: self.dir.cumulative_lppd() })
+        self.progress.report(&ProgressEvent::Finished {
+            stage: Stage::Evaluation,
+            message: &format!("wrote {}", self.dir.summary().display()),
+        });
+        Ok(Evaluation {
+            summary,
+            summary_json: self.dir.summary(),
+            cumulative_lppd_csv: self.dir.cumulative_lppd(),
+        })
     }
 }

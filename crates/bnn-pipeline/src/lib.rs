@@ -38,7 +38,10 @@ mod trained_ensemble;
 
 pub use config_file::SECTIONS;
 pub use dei_mcmc::{DeiMcmc, RunOutcome, RunReport};
-pub use draw_store::{cmdstan_names, ChainSampling, Checkpoint, ExtraStats, MCLMC_STAT_COLUMNS, MSD_STAT_COLUMNS, STAT_COLUMNS};
+pub use draw_store::{
+    cmdstan_names, ChainSampling, Checkpoint, ExtraStats, MCLMC_STAT_COLUMNS, MSD_STAT_COLUMNS,
+    STAT_COLUMNS,
+};
 pub use evaluation::{CalibrationPoint, Evaluation, RunSummary, TargetSummary};
 pub use linear_baseline::{LinearBaseline, LinearMetrics};
 pub use map_ensemble::{MapEnsemble, MapEnsembleConfig};
@@ -46,10 +49,15 @@ pub use merge::{merge_shards, ShardSet};
 pub use model_spec::{parse_hidden, parse_layer_prior, parse_likelihood};
 pub use posterior_pass::{PointSummary, PosteriorPass, BAND_LEVELS, LEVELS};
 pub use predictions::Predictions;
-pub use prepared_data::{prepare, prepare_dataset, PreparedData, Preparation};
+pub use prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
 pub use progress::{ChainIteration, Progress, ProgressEvent, Silent, Stage};
-pub use run_config::{Algorithm, DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection, SamplerSection, SamplingIdentity, Standardize};
-pub use run_diagnostics::{AcceptanceDrift, GroupSummary, RunDiagnostics, SamplerWarnings, CRHAT_WARN, ESS_WARN, RHAT_WARN};
+pub use run_config::{
+    Algorithm, DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection,
+    SamplerSection, SamplingIdentity, Standardize,
+};
+pub use run_diagnostics::{
+    AcceptanceDrift, GroupSummary, RunDiagnostics, SamplerWarnings, CRHAT_WARN, ESS_WARN, RHAT_WARN,
+};
 pub use run_dir::{write_atomic, write_json, RunDir};
 pub use sampling::Sampling;
 pub use shard::{config_hash, data_hash, Shard, ShardManifest};

@@ -25,7 +25,13 @@ impl LinearBaseline {
         if n <= p {
             return None;
         }
-        let row = |i: usize| std::iter::once(1.0).chain(train.x[i * train.x_cols..(i + 1) * train.x_cols].iter().copied());
+        let row = |i: usize| {
+            std::iter::once(1.0).chain(
+                train.x[i * train.x_cols..(i + 1) * train.x_cols]
+                    .iter()
+                    .copied(),
+            )
+        };
         let mut gram = vec![0.0; p * p];
         let mut rhs = vec![0.0; p * t];
         for i in 0..n {
@@ -51,7 +57,12 @@ impl LinearBaseline {
                 coefficients[a * t + k] = solution[a];
             }
         }
-        let mut this = Self { coefficients, sigma: vec![1.0; t], x_cols: train.x_cols, y_cols: t };
+        let mut this = Self {
+            coefficients,
+            sigma: vec![1.0; t],
+            x_cols: train.x_cols,
+            y_cols: t,
+        };
         let mut sq = vec![0.0; t];
         for i in 0..n {
             let pred = this.predict_row(&train.x[i * train.x_cols..(i + 1) * train.x_cols]);
@@ -65,7 +76,13 @@ impl LinearBaseline {
 
     fn predict_row(&self, x: &[f64]) -> Vec<f64> {
         (0..self.y_cols)
-            .map(|k| self.coefficients[k] + x.iter().enumerate().map(|(j, xj)| xj * self.coefficients[(j + 1) * self.y_cols + k]).sum::<f64>())
+            .map(|k| {
+                self.coefficients[k]
+                    + x.iter()
+                        .enumerate()
+                        .map(|(j, xj)| xj * self.coefficients[(j + 1) * self.y_cols + k])
+                        .sum::<f64>()
+            })
             .collect()
     }
 
@@ -81,7 +98,10 @@ impl LinearBaseline {
                 loglik += -0.5 * (r / s).powi(2) - s.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln();
             }
         }
-        LinearMetrics { rmse: (sq / (test.rows * t) as f64).sqrt(), lppd: loglik / test.rows as f64 }
+        LinearMetrics {
+            rmse: (sq / (test.rows * t) as f64).sqrt(),
+            lppd: loglik / test.rows as f64,
+        }
     }
 }
 
@@ -133,11 +153,19 @@ mod tests {
         }
         let data = HostData::new(x, n, 2, y, 1);
         let fit = LinearBaseline::fit(&data).unwrap();
-        assert!((fit.coefficients[0] - 1.0).abs() < 0.05 && (fit.coefficients[1] - 2.0).abs() < 0.05 && (fit.coefficients[2] + 1.0).abs() < 0.05);
+        assert!(
+            (fit.coefficients[0] - 1.0).abs() < 0.05
+                && (fit.coefficients[1] - 2.0).abs() < 0.05
+                && (fit.coefficients[2] + 1.0).abs() < 0.05
+        );
         assert!((fit.sigma[0] - 0.5).abs() < 0.02, "{}", fit.sigma[0]);
         let m = fit.evaluate(&data);
         assert!((m.rmse - 0.5).abs() < 0.02);
         // Gaussian log density at |r| ≈ σ: −0.5 − ln σ − 0.5 ln 2π.
-        assert!((m.lppd - (-0.5 - 0.5f64.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln())).abs() < 0.05, "{}", m.lppd);
+        assert!(
+            (m.lppd - (-0.5 - 0.5f64.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln())).abs() < 0.05,
+            "{}",
+            m.lppd
+        );
     }
 }

@@ -31,15 +31,25 @@ pub struct MapEnsemble {
 
 impl MapEnsembleConfig {
     /// One member per start, each maximizing `density` from there.
-    pub fn train<D: LogDensity + ?Sized>(&self, density: &D, starts: Vec<Vec<f64>>) -> Result<MapEnsemble> {
+    pub fn train<D: LogDensity + ?Sized>(
+        &self,
+        density: &D,
+        starts: Vec<Vec<f64>>,
+    ) -> Result<MapEnsemble> {
         let (members, dim) = (starts.len(), density.dim());
         if members == 0 {
             bail!("a MAP ensemble needs at least one start");
         }
         if let Some((j, start)) = starts.iter().enumerate().find(|(_, s)| s.len() != dim) {
-            bail!("start {j} has {} values, the log density has dimension {dim}", start.len());
+            bail!(
+                "start {j} has {} values, the log density has dimension {dim}",
+                start.len()
+            );
         }
-        if !(self.learning_rate > 0.0) || !(0.0..1.0).contains(&self.beta_1) || !(0.0..1.0).contains(&self.beta_2) {
+        if !(self.learning_rate > 0.0)
+            || !(0.0..1.0).contains(&self.beta_1)
+            || !(0.0..1.0).contains(&self.beta_2)
+        {
             bail!("Adam needs a positive learning rate and betas in [0, 1), got {self:?}");
         }
         let mut theta: Vec<f64> = starts.concat();
@@ -47,7 +57,9 @@ impl MapEnsembleConfig {
         let mut values = vec![0.0; members];
         let mut gradient = vec![0.0; theta.len()];
         let evaluate = |theta: &[f64], values: &mut [f64], gradient: &mut [f64]| {
-            density.log_density_and_gradient(theta, values, gradient).map_err(|e| anyhow!("the log density failed: {e}"))
+            density
+                .log_density_and_gradient(theta, values, gradient)
+                .map_err(|e| anyhow!("the log density failed: {e}"))
         };
         evaluate(&theta, &mut values, &mut gradient)?;
         let initial_log_densities = values.clone();
@@ -55,24 +67,34 @@ impl MapEnsembleConfig {
             if let Some(j) = values.iter().position(|v| !v.is_finite()) {
                 bail!("member {j}: the log density is {} before step {step}; lower the learning rate or start elsewhere", values[j]);
             }
-            let (correction_1, correction_2) = (1.0 - self.beta_1.powi(step as i32), 1.0 - self.beta_2.powi(step as i32));
+            let (correction_1, correction_2) = (
+                1.0 - self.beta_1.powi(step as i32),
+                1.0 - self.beta_2.powi(step as i32),
+            );
             for i in 0..theta.len() {
                 let g = gradient[i];
                 first[i] = self.beta_1 * first[i] + (1.0 - self.beta_1) * g;
                 second[i] = self.beta_2 * second[i] + (1.0 - self.beta_2) * g * g;
                 // Ascent: the log density is maximized.
-                theta[i] += self.learning_rate * (first[i] / correction_1) / ((second[i] / correction_2).sqrt() + self.epsilon);
+                theta[i] += self.learning_rate * (first[i] / correction_1)
+                    / ((second[i] / correction_2).sqrt() + self.epsilon);
             }
             evaluate(&theta, &mut values, &mut gradient)?;
         }
-        Ok(MapEnsemble { members: theta.chunks(dim).map(<[f64]>::to_vec).collect(), log_densities: values, initial_log_densities })
+        Ok(MapEnsemble {
+            members: theta.chunks(dim).map(<[f64]>::to_vec).collect(),
+            log_densities: values,
+            initial_log_densities,
+        })
     }
 }
 
 impl MapEnsemble {
     /// DEI-MCMC's starts: chain c at member c mod M.
     pub fn chain_starts(&self, chains: usize) -> Vec<ChainStart> {
-        (0..chains).map(|c| ChainStart::at(self.members[c % self.members.len()].clone())).collect()
+        (0..chains)
+            .map(|c| ChainStart::at(self.members[c % self.members.len()].clone()))
+            .collect()
     }
 }
 
@@ -89,7 +111,12 @@ mod tests {
             3
         }
 
-        fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+        fn log_density_and_gradient(
+            &self,
+            positions: &[f64],
+            values: &mut [f64],
+            gradients: &mut [f64],
+        ) -> Result<(), LogDensityError> {
             for (c, value) in values.iter_mut().enumerate() {
                 *value = 0.0;
                 for i in 0..3 {
@@ -104,16 +131,28 @@ mod tests {
 
     #[test]
     fn members_climb_to_the_mode_from_every_start() {
-        let ensemble = MapEnsembleConfig::new().with_steps(2000).with_learning_rate(0.05).train(&Quadratic, vec![vec![5.0, -3.0, 0.0], vec![-2.0, 4.0, 9.0]]).unwrap();
+        let ensemble = MapEnsembleConfig::new()
+            .with_steps(2000)
+            .with_learning_rate(0.05)
+            .train(&Quadratic, vec![vec![5.0, -3.0, 0.0], vec![-2.0, 4.0, 9.0]])
+            .unwrap();
         for member in &ensemble.members {
             for (i, v) in member.iter().enumerate() {
                 assert!((v - i as f64).abs() < 1e-3, "{member:?}");
             }
         }
-        assert!(ensemble.log_densities.iter().zip(&ensemble.initial_log_densities).all(|(after, before)| after > before));
+        assert!(ensemble
+            .log_densities
+            .iter()
+            .zip(&ensemble.initial_log_densities)
+            .all(|(after, before)| after > before));
         let starts = ensemble.chain_starts(3);
         assert_eq!(starts.len(), 3);
-        assert!(MapEnsembleConfig::new().train(&Quadratic, vec![vec![1.0]]).is_err());
-        assert!(MapEnsembleConfig::new().train(&Quadratic, Vec::new()).is_err());
+        assert!(MapEnsembleConfig::new()
+            .train(&Quadratic, vec![vec![1.0]])
+            .is_err());
+        assert!(MapEnsembleConfig::new()
+            .train(&Quadratic, Vec::new())
+            .is_err());
     }
 }

@@ -2,11 +2,11 @@
 
 use crate::dei_mcmc::{DeiMcmc, RunReport};
 use crate::draw_store::{ChainSampling, Checkpoint};
-use crate::sampling::Sampling;
 use crate::progress::{Progress, Silent};
 use crate::run_dir::{write_atomic, write_json, RunDir};
-use crate::stored_chains::{check_draw_count, count_draw_rows};
+use crate::sampling::Sampling;
 use crate::shard::{config_hash, ShardManifest};
+use crate::stored_chains::{check_draw_count, count_draw_rows};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::load_parameters;
 use serde_json::{json, Value};
@@ -61,7 +61,13 @@ impl ShardSet {
                 bail!("{} and {} sampled different data (data hashes {} and {}); merge only the shards of one run", name(first_dir, first), name(dir, manifest), first.data_hash, manifest.data_hash);
             }
             if manifest.shard.count != first.shard.count {
-                bail!("{} and {} split the chains differently ({} and {} shards)", name(first_dir, first), name(dir, manifest), first.shard.count, manifest.shard.count);
+                bail!(
+                    "{} and {} split the chains differently ({} and {} shards)",
+                    name(first_dir, first),
+                    name(dir, manifest),
+                    first.shard.count,
+                    manifest.shard.count
+                );
             }
         }
         let config = RunDir::new(first_dir).load_config()?;
@@ -69,18 +75,32 @@ impl ShardSet {
         let mut owner: Vec<Option<&Path>> = vec![None; chains];
         for (dir, manifest) in &shards {
             for &c in &manifest.chains {
-                let slot = owner.get_mut(c).ok_or_else(|| anyhow!("{} holds chain {c}, the run has {chains} chains", dir.display()))?;
+                let slot = owner.get_mut(c).ok_or_else(|| {
+                    anyhow!(
+                        "{} holds chain {c}, the run has {chains} chains",
+                        dir.display()
+                    )
+                })?;
                 if let Some(other) = slot {
                     bail!("chain {c} is in both {} and {}: a shard was given twice or two shards overlap", other.display(), dir.display());
                 }
                 *slot = Some(dir);
             }
         }
-        let missing: Vec<usize> = owner.iter().enumerate().filter(|(_, o)| o.is_none()).map(|(c, _)| c).collect();
+        let missing: Vec<usize> = owner
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.is_none())
+            .map(|(c, _)| c)
+            .collect();
         if !missing.is_empty() {
             bail!("chains {missing:?} are in none of the given shards (the run has {chains} chains in {} shards); add the missing shard directories", first.shard.count);
         }
-        Ok(Self { shards, chains, members: config.ensemble.members })
+        Ok(Self {
+            shards,
+            chains,
+            members: config.ensemble.members,
+        })
     }
 
     /// Joins the shards into the new run directory `out` and predicts, evaluates and diagnoses
@@ -88,12 +108,22 @@ impl ShardSet {
     /// `out`, which is renamed to `out` only at the end. On any failure the sibling is removed
     /// and `out` is as it was (absent, or empty).
     pub fn merge_into(&self, out: &Path, progress: impl Progress + 'static) -> Result<RunReport> {
-        if out.exists() && std::fs::read_dir(out).with_context(|| format!("reading {}", out.display()))?.next().is_some() {
-            bail!("{} is not empty; merge into a new directory (nothing was changed)", out.display());
+        if out.exists()
+            && std::fs::read_dir(out)
+                .with_context(|| format!("reading {}", out.display()))?
+                .next()
+                .is_some()
+        {
+            bail!(
+                "{} is not empty; merge into a new directory (nothing was changed)",
+                out.display()
+            );
         }
         let staging = Staging::beside(out)?;
         self.write(staging.path())?;
-        let report = DeiMcmc::open(staging.path())?.with_progress(progress).finish_merged()?;
+        let report = DeiMcmc::open(staging.path())?
+            .with_progress(progress)
+            .finish_merged()?;
         staging.commit(out)?;
         Ok(report)
     }
@@ -102,8 +132,16 @@ impl ShardSet {
     /// (which must be new or empty, so nothing is overwritten), and a `sampling.json` for the
     /// whole run: the wall times are the slowest shard's (shards run side by side).
     pub fn write(&self, out: &Path) -> Result<RunDir> {
-        if out.exists() && std::fs::read_dir(out).with_context(|| format!("reading {}", out.display()))?.next().is_some() {
-            bail!("{} is not empty; merge into a new directory (nothing was changed)", out.display());
+        if out.exists()
+            && std::fs::read_dir(out)
+                .with_context(|| format!("reading {}", out.display()))?
+                .next()
+                .is_some()
+        {
+            bail!(
+                "{} is not empty; merge into a new directory (nothing was changed)",
+                out.display()
+            );
         }
         let target = RunDir::new(out);
         target.create()?;
@@ -112,16 +150,26 @@ impl ShardSet {
         std::fs::copy(first.layout(), target.layout()).context("copying layout.json")?;
         self.copy_ensemble(&target)?;
         let mut finished_early = vec![false; self.chains];
-        let (mut warmup, mut sampling, mut ensemble, mut chain_warmup, mut chain_sampling) = (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
+        let (mut warmup, mut sampling, mut ensemble, mut chain_warmup, mut chain_sampling) =
+            (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
         for (dir, manifest) in &self.shards {
             let shard = RunDir::new(dir);
             for &c in &manifest.chains {
-                for (from, to) in [(shard.draws(c), target.draws(c)), (shard.adaptation(c), target.adaptation(c)), (shard.checkpoint(c), target.checkpoint(c))] {
-                    std::fs::copy(&from, &to).with_context(|| format!("copying {}", from.display()))?;
+                for (from, to) in [
+                    (shard.draws(c), target.draws(c)),
+                    (shard.adaptation(c), target.adaptation(c)),
+                    (shard.checkpoint(c), target.checkpoint(c)),
+                ] {
+                    std::fs::copy(&from, &to)
+                        .with_context(|| format!("copying {}", from.display()))?;
                 }
             }
-            let record: Value = serde_json::from_str(&std::fs::read_to_string(shard.sampling()).with_context(|| format!("reading {}", shard.sampling().display()))?)?;
-            let early: Vec<bool> = serde_json::from_value(record["finished_early"].clone()).unwrap_or_default();
+            let record: Value = serde_json::from_str(
+                &std::fs::read_to_string(shard.sampling())
+                    .with_context(|| format!("reading {}", shard.sampling().display()))?,
+            )?;
+            let early: Vec<bool> =
+                serde_json::from_value(record["finished_early"].clone()).unwrap_or_default();
             for (&c, flag) in manifest.chains.iter().zip(early) {
                 finished_early[c] = flag;
             }
@@ -147,7 +195,10 @@ impl ShardSet {
             }),
         )?;
         let manifests: Vec<&ShardManifest> = self.shards.iter().map(|(_, m)| m).collect();
-        write_atomic(&out.join("shards.json"), serde_json::to_string_pretty(&manifests)?.as_bytes())?;
+        write_atomic(
+            &out.join("shards.json"),
+            serde_json::to_string_pretty(&manifests)?.as_bytes(),
+        )?;
         Ok(target)
     }
 
@@ -164,13 +215,30 @@ impl ShardSet {
         let mut seconds = 0.0f64;
         for (dir, manifest) in &self.shards {
             let shard = RunDir::new(dir);
-            let listing: Value = serde_json::from_str(&std::fs::read_to_string(shard.members_json()).with_context(|| format!("{} lacks its ensemble (ensemble/members.json)", dir.display()))?)?;
+            let listing: Value = serde_json::from_str(
+                &std::fs::read_to_string(shard.members_json()).with_context(|| {
+                    format!(
+                        "{} lacks its ensemble (ensemble/members.json)",
+                        dir.display()
+                    )
+                })?,
+            )?;
             seconds = seconds.max(listing["seconds"].as_f64().unwrap_or(0.0));
             for record in listing["members"].as_array().into_iter().flatten() {
-                let j = record["index"].as_u64().map(|j| j as usize).filter(|&j| j < self.members).ok_or_else(|| anyhow!("{}: a member record without a valid index", shard.members_json().display()))?;
+                let j = record["index"]
+                    .as_u64()
+                    .map(|j| j as usize)
+                    .filter(|&j| j < self.members)
+                    .ok_or_else(|| {
+                        anyhow!(
+                            "{}: a member record without a valid index",
+                            shard.members_json().display()
+                        )
+                    })?;
                 match &records[j] {
                     None => {
-                        std::fs::copy(shard.member(j), target.member(j)).with_context(|| format!("copying {}", shard.member(j).display()))?;
+                        std::fs::copy(shard.member(j), target.member(j))
+                            .with_context(|| format!("copying {}", shard.member(j).display()))?;
                         records[j] = Some(record.clone());
                     }
                     Some(_) => {
@@ -182,11 +250,19 @@ impl ShardSet {
                 }
             }
         }
-        let missing: Vec<usize> = records.iter().enumerate().filter(|(_, r)| r.is_none()).map(|(j, _)| j).collect();
+        let missing: Vec<usize> = records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.is_none())
+            .map(|(j, _)| j)
+            .collect();
         if !missing.is_empty() {
             bail!("ensemble members {missing:?} are in none of the shards");
         }
-        write_json(&target.members_json(), &json!({ "members": records, "seconds": seconds }))
+        write_json(
+            &target.members_json(),
+            &json!({ "members": records, "seconds": seconds }),
+        )
     }
 }
 
@@ -216,9 +292,15 @@ fn check_shard_files(shard: &RunDir, manifest: &ShardManifest) -> Result<()> {
         }
         let checkpoint = Checkpoint::load(&shard.checkpoint(c))?;
         check_draw_count(shard, c, count_draw_rows(&shard.draws(c))?)?;
-        let adaptation = std::fs::metadata(shard.adaptation(c)).with_context(|| format!("reading {}", shard.adaptation(c).display()))?.len();
+        let adaptation = std::fs::metadata(shard.adaptation(c))
+            .with_context(|| format!("reading {}", shard.adaptation(c).display()))?
+            .len();
         if adaptation < checkpoint.adaptation_bytes {
-            bail!("{} has {adaptation} bytes, its checkpoint records {}: the file was cut", shard.adaptation(c).display(), checkpoint.adaptation_bytes);
+            bail!(
+                "{} has {adaptation} bytes, its checkpoint records {}: the file was cut",
+                shard.adaptation(c).display(),
+                checkpoint.adaptation_bytes
+            );
         }
     }
     if shard.has_ensemble() {
@@ -241,14 +323,26 @@ struct Staging {
 
 impl Staging {
     fn beside(out: &Path) -> Result<Self> {
-        let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         let created = first_missing_ancestor(parent);
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "merged".into());
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        let name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "merged".into());
         let path = parent.join(format!(".{name}.merging-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
-        let staging = Self { path, created, committed: false };
-        std::fs::create_dir(&staging.path).with_context(|| format!("creating {}", staging.path.display()))?;
+        let staging = Self {
+            path,
+            created,
+            committed: false,
+        };
+        std::fs::create_dir(&staging.path)
+            .with_context(|| format!("creating {}", staging.path.display()))?;
         Ok(staging)
     }
 
@@ -259,9 +353,11 @@ impl Staging {
     /// Renames the staged directory to `out` (an empty `out` is replaced).
     fn commit(mut self, out: &Path) -> Result<()> {
         if out.is_dir() {
-            std::fs::remove_dir(out).with_context(|| format!("replacing the empty {}", out.display()))?;
+            std::fs::remove_dir(out)
+                .with_context(|| format!("replacing the empty {}", out.display()))?;
         }
-        std::fs::rename(&self.path, out).with_context(|| format!("renaming {} to {}", self.path.display(), out.display()))?;
+        std::fs::rename(&self.path, out)
+            .with_context(|| format!("renaming {} to {}", self.path.display(), out.display()))?;
         self.committed = true;
         Ok(())
     }
@@ -299,13 +395,30 @@ impl DeiMcmc {
             .iter()
             .map(|&c| {
                 let k = Checkpoint::load(&self.dir.checkpoint(c))?;
-                Ok(ChainSampling { chain: c, kept_draws: k.kept_draws, finished_early: k.finished_early, seconds_warmup: k.seconds_warmup, seconds_sampling: k.seconds_sampling })
+                Ok(ChainSampling {
+                    chain: c,
+                    kept_draws: k.kept_draws,
+                    finished_early: k.finished_early,
+                    seconds_warmup: k.seconds_warmup,
+                    seconds_sampling: k.seconds_sampling,
+                })
             })
             .collect::<Result<Vec<_>>>()?;
-        let sampling = Sampling { finished: true, chains, seconds_wall: 0.0, draws_files: ids.iter().map(|&c| self.dir.draws(c)).collect() };
+        let sampling = Sampling {
+            finished: true,
+            chains,
+            seconds_wall: 0.0,
+            draws_files: ids.iter().map(|&c| self.dir.draws(c)).collect(),
+        };
         let predictions = self.predict()?;
         let evaluation = self.evaluate(&predictions)?;
         let diagnostics = self.diagnose()?;
-        Ok(RunReport { ensemble: None, sampling, predictions, evaluation, diagnostics })
+        Ok(RunReport {
+            ensemble: None,
+            sampling,
+            predictions,
+            evaluation,
+            diagnostics,
+        })
     }
 }

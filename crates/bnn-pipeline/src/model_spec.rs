@@ -21,8 +21,14 @@ pub fn parse_hidden(text: &str) -> Result<Vec<usize>> {
 
 /// hetero, hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<classes>.
 pub fn parse_likelihood(text: &str) -> Result<Likelihood> {
-    let (kind, arg) = text.split_once(':').map_or((text, None), |(k, a)| (k, Some(a)));
-    let number = |a: &str| a.trim().parse::<f64>().map_err(|_| anyhow!("'{a}' is not a number in --likelihood {text}"));
+    let (kind, arg) = text
+        .split_once(':')
+        .map_or((text, None), |(k, a)| (k, Some(a)));
+    let number = |a: &str| {
+        a.trim()
+            .parse::<f64>()
+            .map_err(|_| anyhow!("'{a}' is not a number in --likelihood {text}"))
+    };
     Ok(match (kind.trim().to_ascii_lowercase().as_str(), arg) {
         ("hetero" | "heteroscedastic", None) => Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp },
         ("hetero-softplus", None) => Likelihood::GaussianHeteroscedastic { link: ScaleLink::Softplus },
@@ -43,11 +49,20 @@ pub fn parse_likelihood(text: &str) -> Result<Likelihood> {
 
 /// `<layer>=<weight prior>[/<bias prior>]`, e.g. `0=fan_in_normal:1/normal:1`.
 pub fn parse_layer_prior(text: &str) -> Result<(usize, LayerPrior)> {
-    let (layer, priors) = text.split_once('=').ok_or_else(|| anyhow!("--layer-prior '{text}' needs <layer>=<prior>"))?;
-    let layer: usize = layer.trim().parse().map_err(|_| anyhow!("--layer-prior '{text}': layer '{layer}' is not an index"))?;
+    let (layer, priors) = text
+        .split_once('=')
+        .ok_or_else(|| anyhow!("--layer-prior '{text}' needs <layer>=<prior>"))?;
+    let layer: usize = layer
+        .trim()
+        .parse()
+        .map_err(|_| anyhow!("--layer-prior '{text}': layer '{layer}' is not an index"))?;
     let (w, b) = priors.split_once('/').unwrap_or((priors, priors));
-    let weight: Prior = w.parse().map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
-    let bias: Prior = b.parse().map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
+    let weight: Prior = w
+        .parse()
+        .map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
+    let bias: Prior = b
+        .parse()
+        .map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
     Ok((layer, LayerPrior { weight, bias }))
 }
 
@@ -59,13 +74,21 @@ mod tests {
     fn parses_the_documented_forms_and_names_bad_ones() {
         assert_eq!(parse_hidden("16, 8").unwrap(), vec![16, 8]);
         assert!(parse_hidden("").unwrap().is_empty());
-        assert!(parse_hidden("16,x").unwrap_err().to_string().contains("'x'"));
+        assert!(parse_hidden("16,x")
+            .unwrap_err()
+            .to_string()
+            .contains("'x'"));
         for text in ["8,,8", "8,", ",8", "8,0"] {
             let message = parse_hidden(text).unwrap_err().to_string();
             assert!(message.starts_with("--hidden"), "{text}: {message}");
         }
-        assert!(matches!(parse_likelihood("fixed:0.1").unwrap(), Likelihood::GaussianFixed { sigma } if sigma == 0.1));
-        assert!(parse_likelihood("poisson").unwrap_err().to_string().contains("unknown likelihood"));
+        assert!(
+            matches!(parse_likelihood("fixed:0.1").unwrap(), Likelihood::GaussianFixed { sigma } if sigma == 0.1)
+        );
+        assert!(parse_likelihood("poisson")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown likelihood"));
         let (layer, prior) = parse_layer_prior("1=laplace:0.5").unwrap();
         assert_eq!(layer, 1);
         assert_eq!(prior.weight, prior.bias);

@@ -8,7 +8,9 @@ use crate::run_dir::RunDir;
 use crate::stored_chains::{check_draw_count, count_draw_rows};
 use anyhow::Result;
 use bnn_diagnostics::CumulativeLppd;
-use bnn_model::{HostData, MlpPosterior, PointPrediction, PredictiveAccumulator, PredictiveMetrics};
+use bnn_model::{
+    HostData, MlpPosterior, PointPrediction, PredictiveAccumulator, PredictiveMetrics,
+};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -75,17 +77,36 @@ impl PosteriorPass {
 
 /// Root mean square of nominal minus observed coverage, for coverages measured at `LEVELS`.
 pub fn calibration_error(coverage: &[f64]) -> Option<f64> {
-    (!coverage.is_empty()).then(|| (LEVELS.iter().zip(coverage).map(|(l, o)| (l - o).powi(2)).sum::<f64>() / LEVELS.len() as f64).sqrt())
+    (!coverage.is_empty()).then(|| {
+        (LEVELS
+            .iter()
+            .zip(coverage)
+            .map(|(l, o)| (l - o).powi(2))
+            .sum::<f64>()
+            / LEVELS.len() as f64)
+            .sqrt()
+    })
 }
 
 /// The observed coverage at `level` (one of `LEVELS`), for coverages measured at `LEVELS`.
 pub fn coverage_at(coverage: &[f64], level: f64) -> Option<f64> {
-    LEVELS.iter().position(|&l| (l - level).abs() < 1e-12).and_then(|i| coverage.get(i).copied())
+    LEVELS
+        .iter()
+        .position(|&l| (l - level).abs() < 1e-12)
+        .and_then(|i| coverage.get(i).copied())
 }
 
 /// Streams the draws of `chains` chains (at most `max_draws_per_chain` each: fewer when a chain
 /// stopped early) through the posterior's predictions on `test`.
-pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains: usize, max_draws_per_chain: usize, max_depth: usize, seed: u64) -> Result<PosteriorPass> {
+pub fn run_pass(
+    dir: &RunDir,
+    posterior: &MlpPosterior,
+    test: &HostData,
+    chains: usize,
+    max_draws_per_chain: usize,
+    max_depth: usize,
+    seed: u64,
+) -> Result<PosteriorPass> {
     let dim = posterior.layout_dim();
     let (n, t) = (test.rows, test.y_cols);
     let values = n * t;
@@ -93,14 +114,20 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
     // bound), so the files are read once.
     let total_draws = chains * max_draws_per_chain;
     if let Some(missing) = (0..chains).map(|c| dir.draws(c)).find(|p| !p.is_file()) {
-        anyhow::bail!("{} is missing: this run has not been sampled yet (run `bnn sample --out {}`)", missing.display(), dir.root().display());
+        anyhow::bail!(
+            "{} is missing: this run has not been sampled yet (run `bnn sample --out {}`)",
+            missing.display(),
+            dir.root().display()
+        );
     }
     // A draws file shorter than its checkpoint was cut after sampling: refuse before any work
     // rather than report metrics of fewer draws than the run made.
     for c in 0..chains {
         check_draw_count(dir, c, count_draw_rows(&dir.draws(c))?)?;
     }
-    let stride = (total_draws * values).div_ceil(MAX_PREDICTIVE_VALUES).max(1);
+    let stride = (total_draws * values)
+        .div_ceil(MAX_PREDICTIVE_VALUES)
+        .max(1);
     let mut samples: Vec<Vec<f32>> = vec![Vec::with_capacity(total_draws / stride + 1); values];
     let mut mean_sum = vec![0.0; values];
     let mut second_sum = vec![0.0; values];
@@ -115,7 +142,8 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
     let mut draw_rmse = vec![Vec::new(); chains];
     let mut point_means = vec![vec![Vec::new(); chains]; watched];
     let mut cumulative = vec![Vec::new(); chains];
-    let (mut divergences, mut accept_sum, mut leapfrog_sum, mut depth_hits, mut stat_count) = (0, 0.0, 0.0, 0, 0usize);
+    let (mut divergences, mut accept_sum, mut leapfrog_sum, mut depth_hits, mut stat_count) =
+        (0, 0.0, 0.0, 0, 0usize);
     let mut global_draw = 0usize;
     let mut pointwise = vec![0.0; n];
 
@@ -179,10 +207,26 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
     }
 
     // Chains stopped early have fewer draws: R-hat and ESS use the common prefix.
-    let rhat = |series: &[Vec<f64>]| common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::rhat_split(&c));
-    let ess = |series: &[Vec<f64>]| common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::ess_bulk(&c));
-    let pointwise_rhats: Vec<f64> = point_means.iter().filter(|m| !m[0].is_empty()).map(|m| rhat(m)).filter(|r| r.is_finite()).collect();
-    let pointwise_ess_median = crate::run_diagnostics::median(point_means.iter().filter(|m| !m[0].is_empty()).map(|m| ess(m)).filter(|e| e.is_finite()).collect());
+    let rhat = |series: &[Vec<f64>]| {
+        common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::rhat_split(&c))
+    };
+    let ess = |series: &[Vec<f64>]| {
+        common_prefix(series).map_or(f64::NAN, |c| bnn_diagnostics::ess_bulk(&c))
+    };
+    let pointwise_rhats: Vec<f64> = point_means
+        .iter()
+        .filter(|m| !m[0].is_empty())
+        .map(|m| rhat(m))
+        .filter(|r| r.is_finite())
+        .collect();
+    let pointwise_ess_median = crate::run_diagnostics::median(
+        point_means
+            .iter()
+            .filter(|m| !m[0].is_empty())
+            .map(|m| ess(m))
+            .filter(|e| e.is_finite())
+            .collect(),
+    );
     let total = global_draw.max(1) as f64;
     let (points, coverage, coverage_per_target) = if gaussian && global_draw > 0 {
         let mut inside = vec![0usize; LEVELS.len()];
@@ -193,18 +237,37 @@ pub fn run_pass(dir: &RunDir, posterior: &MlpPosterior, test: &HostData, chains:
                 let sd = (second_sum[v] / total - mean * mean).max(0.0).sqrt();
                 let mut sorted = std::mem::take(&mut samples[v]);
                 sorted.sort_by(f32::total_cmp);
-                let intervals: Vec<(f64, f64)> = LEVELS.iter().map(|&l| (quantile(&sorted, (1.0 - l) / 2.0), quantile(&sorted, (1.0 + l) / 2.0))).collect();
+                let intervals: Vec<(f64, f64)> = LEVELS
+                    .iter()
+                    .map(|&l| {
+                        (
+                            quantile(&sorted, (1.0 - l) / 2.0),
+                            quantile(&sorted, (1.0 + l) / 2.0),
+                        )
+                    })
+                    .collect();
                 let y = test.y[v];
                 for (k, &(lo, hi)) in intervals.iter().enumerate() {
                     let covered = usize::from(y >= lo && y <= hi);
                     inside[k] += covered;
                     inside_per_target[v % t][k] += covered;
                 }
-                PointSummary { mean, sd, intervals }
+                PointSummary {
+                    mean,
+                    sd,
+                    intervals,
+                }
             })
             .collect();
         let coverage = inside.iter().map(|&k| k as f64 / values as f64).collect();
-        let coverage_per_target = if t > 1 { inside_per_target.iter().map(|target| target.iter().map(|&k| k as f64 / n as f64).collect()).collect() } else { Vec::new() };
+        let coverage_per_target = if t > 1 {
+            inside_per_target
+                .iter()
+                .map(|target| target.iter().map(|&k| k as f64 / n as f64).collect())
+                .collect()
+        } else {
+            Vec::new()
+        };
         (points, coverage, coverage_per_target)
     } else {
         (Vec::new(), Vec::new(), Vec::new())
@@ -250,8 +313,15 @@ fn quantile(sorted: &[f32], p: f64) -> f64 {
 }
 
 /// The members of a deep ensemble as an equal mixture (the DE baseline).
-pub fn ensemble_metrics(posterior: &MlpPosterior, members: &[Vec<f32>], test: &HostData) -> PredictiveMetrics {
-    let flat: Vec<f64> = members.iter().flat_map(|m| m.iter().map(|&v| f64::from(v))).collect();
+pub fn ensemble_metrics(
+    posterior: &MlpPosterior,
+    members: &[Vec<f32>],
+    test: &HostData,
+) -> PredictiveMetrics {
+    let flat: Vec<f64> = members
+        .iter()
+        .flat_map(|m| m.iter().map(|&v| f64::from(v)))
+        .collect();
     let mut acc = PredictiveAccumulator::new(&test.y, test.y_cols);
     for draw in posterior.predictions(&flat, test) {
         acc.add_draw(&draw);

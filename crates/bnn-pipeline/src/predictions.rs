@@ -21,16 +21,32 @@ impl DeiMcmc {
     /// The predictive pass over the stored draws, writing nothing.
     pub fn posterior_predictive(&self) -> Result<PosteriorPass> {
         let s = &self.config.sampler;
-        run_pass(&self.dir, self.posterior(), &self.data.test, self.config.chains(), s.kept_draws(), s.max_depth, s.seed)
+        run_pass(
+            &self.dir,
+            self.posterior(),
+            &self.data.test,
+            self.config.chains(),
+            s.kept_draws(),
+            s.max_depth,
+            s.seed,
+        )
     }
 
     /// The predictive pass, and `predictions.csv` (and `train.csv`) written from it.
     pub fn predict(&self) -> Result<Predictions> {
         let pass = self.posterior_predictive()?;
         if pass.points.is_empty() {
-            let message = "no predictive intervals for a categorical likelihood; predictions.csv not written";
-            self.progress.report(&ProgressEvent::Finished { stage: Stage::Prediction, message });
-            return Ok(Predictions { pass, predictions_csv: None, train_csv: None });
+            let message =
+                "no predictive intervals for a categorical likelihood; predictions.csv not written";
+            self.progress.report(&ProgressEvent::Finished {
+                stage: Stage::Prediction,
+                message,
+            });
+            return Ok(Predictions {
+                pass,
+                predictions_csv: None,
+                train_csv: None,
+            });
         }
         let path = self.dir.predictions();
         write_atomic(&path, self.predictions_csv(&pass)?.as_bytes())?;
@@ -39,7 +55,11 @@ impl DeiMcmc {
             let train = &self.data.train;
             let mut text = String::from("x0,y\n");
             for i in 0..train.rows {
-                text += &format!("{},{}\n", self.original_x(i, train)[0], train.y[i] * s.y_sd[0] + s.y_mean[0]);
+                text += &format!(
+                    "{},{}\n",
+                    self.original_x(i, train)[0],
+                    train.y[i] * s.y_sd[0] + s.y_mean[0]
+                );
             }
             write_atomic(&self.dir.train_points(), text.as_bytes())?;
             Some(self.dir.train_points())
@@ -47,14 +67,23 @@ impl DeiMcmc {
             None
         };
         let message = format!("wrote {}", path.display());
-        self.progress.report(&ProgressEvent::Finished { stage: Stage::Prediction, message: &message });
-        Ok(Predictions { pass, predictions_csv: Some(path), train_csv })
+        self.progress.report(&ProgressEvent::Finished {
+            stage: Stage::Prediction,
+            message: &message,
+        });
+        Ok(Predictions {
+            pass,
+            predictions_csv: Some(path),
+            train_csv,
+        })
     }
 
     /// A row's features in original units.
     fn original_x(&self, row: usize, data: &HostData) -> Vec<f64> {
         let s = &self.data.standardizer;
-        (0..data.x_cols).map(|j| data.x[row * data.x_cols + j] * s.x_sd[j] + s.x_mean[j]).collect()
+        (0..data.x_cols)
+            .map(|j| data.x[row * data.x_cols + j] * s.x_sd[j] + s.x_mean[j])
+            .collect()
     }
 
     fn predictions_csv(&self, pass: &PosteriorPass) -> Result<String> {
@@ -63,7 +92,12 @@ impl DeiMcmc {
         let t = test.y_cols;
         let band_index: Vec<usize> = BAND_LEVELS
             .iter()
-            .map(|b| LEVELS.iter().position(|l| l == b).ok_or_else(|| anyhow!("band level {b} is not a measured level")))
+            .map(|b| {
+                LEVELS
+                    .iter()
+                    .position(|l| l == b)
+                    .ok_or_else(|| anyhow!("band level {b} is not a measured level"))
+            })
             .collect::<Result<_>>()?;
         let mut header: Vec<String> = vec!["index".into()];
         if t > 1 {
@@ -71,7 +105,11 @@ impl DeiMcmc {
         }
         header.extend((0..test.x_cols).map(|j| format!("x{j}")));
         let bands = |suffix: &str| -> Vec<String> {
-            let mut v = vec![format!("y{suffix}"), format!("mean{suffix}"), format!("sd{suffix}")];
+            let mut v = vec![
+                format!("y{suffix}"),
+                format!("mean{suffix}"),
+                format!("sd{suffix}"),
+            ];
             for b in BAND_LEVELS {
                 let pct = (b * 100.0).round() as usize;
                 v.push(format!("lower_{pct}{suffix}"));

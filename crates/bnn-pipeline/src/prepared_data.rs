@@ -3,7 +3,11 @@
 use crate::model_spec::parse_likelihood;
 use crate::run_config::{DataSection, RunConfig, Standardize};
 use anyhow::{bail, Context, Result};
-use bnn_data::{split_at_row, standardize_features_only, standardize_split, train_test_split, train_valid_test_split, CsvOptions, Dataset, DatasetSpec, Standardizer, StatsSource, TargetColumn};
+use bnn_data::{
+    split_at_row, standardize_features_only, standardize_split, train_test_split,
+    train_valid_test_split, CsvOptions, Dataset, DatasetSpec, Standardizer, StatsSource,
+    TargetColumn,
+};
 use bnn_model::HostData;
 
 /// Train and test data on the standardized scale, plus the map back to original units.
@@ -59,7 +63,10 @@ impl Preparation {
                 Standardize::Train => StatsSource::TrainingSplit,
                 Standardize::Full => StatsSource::FullData,
             },
-            csv: CsvOptions { target: TargetColumn::from_names(&data.target_columns), ..CsvOptions::default() },
+            csv: CsvOptions {
+                target: TargetColumn::from_names(&data.target_columns),
+                ..CsvOptions::default()
+            },
             ..Preparation::default()
         }
     }
@@ -68,12 +75,21 @@ impl Preparation {
     /// is a classifier.
     pub fn for_run(config: &RunConfig) -> Self {
         let labels = parse_likelihood(&config.model.likelihood).is_ok_and(|l| !l.is_regression());
-        Self { labels, ..Self::of(&config.data) }
+        Self {
+            labels,
+            ..Self::of(&config.data)
+        }
     }
 }
 
 fn host(d: &Dataset) -> HostData {
-    HostData::new(d.x.data.clone(), d.x.rows, d.x.cols, d.y.data.clone(), d.y.cols)
+    HostData::new(
+        d.x.data.clone(),
+        d.x.rows,
+        d.x.cols,
+        d.y.data.clone(),
+        d.y.cols,
+    )
 }
 
 /// Loads a dataset by name (benchmark, generator or CSV path), then splits and scales it.
@@ -82,7 +98,9 @@ pub fn prepare(spec: &str, how: &Preparation) -> Result<PreparedData> {
     if how.csv.target != TargetColumn::Last && !matches!(parsed, DatasetSpec::CsvFile(_)) {
         bail!("target columns are chosen for CSV files only; '{spec}' has its own target(s), drop target_columns / --target");
     }
-    let dataset = parsed.load(how.generator_seed, &how.csv).with_context(|| format!("loading '{spec}'"))?;
+    let dataset = parsed
+        .load(how.generator_seed, &how.csv)
+        .with_context(|| format!("loading '{spec}'"))?;
     split_and_scale(&dataset, parsed.predefined_train_rows(), how)
 }
 
@@ -91,16 +109,32 @@ pub fn prepare_dataset(dataset: &Dataset, how: &Preparation) -> Result<PreparedD
     split_and_scale(dataset, None, how)
 }
 
-fn split_and_scale(dataset: &Dataset, predefined_train_rows: Option<usize>, how: &Preparation) -> Result<PreparedData> {
+fn split_and_scale(
+    dataset: &Dataset,
+    predefined_train_rows: Option<usize>,
+    how: &Preparation,
+) -> Result<PreparedData> {
     let split = match predefined_train_rows {
         Some(n_train) => split_at_row(dataset, n_train)?,
-        None if how.valid_fraction > 0.0 => train_valid_test_split(dataset, how.valid_fraction, how.test_fraction, how.split_seed)?,
+        None if how.valid_fraction > 0.0 => train_valid_test_split(
+            dataset,
+            how.valid_fraction,
+            how.test_fraction,
+            how.split_seed,
+        )?,
         None => train_test_split(dataset, how.test_fraction, how.split_seed)?,
     };
     if how.valid_fraction > 0.0 && split.valid.is_none() {
-        anyhow::bail!("'{}' has a predefined train/test split; a validation split is not supported for it", dataset.name);
+        anyhow::bail!(
+            "'{}' has a predefined train/test split; a validation split is not supported for it",
+            dataset.name
+        );
     }
-    let (scaled, standardizer) = if how.labels { standardize_features_only(&split, how.stats)? } else { standardize_split(&split, how.stats)? };
+    let (scaled, standardizer) = if how.labels {
+        standardize_features_only(&split, how.stats)?
+    } else {
+        standardize_split(&split, how.stats)?
+    };
     Ok(PreparedData {
         name: dataset.name.clone(),
         train: host(&scaled.train),

@@ -32,15 +32,25 @@ pub struct ChainIteration {
 #[derive(Debug, Clone, Copy)]
 pub enum ProgressEvent<'a> {
     /// A stage begins; `message` says what it does, e.g. "training 4 members on 80 rows (...)".
-    Started { stage: Stage, message: &'a str },
+    Started {
+        stage: Stage,
+        message: &'a str,
+    },
     /// The chains start: chain `chains[k]` (its number in the whole run; a shard runs some of
     /// them) runs `iterations` in all, `done[k]` of them before (a resumed run).
-    ChainsStarted { iterations: usize, chains: &'a [usize], done: &'a [usize] },
+    ChainsStarted {
+        iterations: usize,
+        chains: &'a [usize],
+        done: &'a [usize],
+    },
     Iteration(&'a ChainIteration),
     /// The chains stopped (finished, or interrupted by the stop flag).
     ChainsEnded,
     /// A stage ends; `message` says how, e.g. "sampled in 2.5 s; draws in runs/cos2x".
-    Finished { stage: Stage, message: &'a str },
+    Finished {
+        stage: Stage,
+        message: &'a str,
+    },
 }
 
 /// Receives a run's events; called from the threads that run the chains, hence `Sync`.

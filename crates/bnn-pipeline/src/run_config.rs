@@ -3,7 +3,10 @@
 use crate::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
-use bnn_sampler::{AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MetricEstimate, MsdConfig, NutsConfig, RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig};
+use bnn_sampler::{
+    AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MetricEstimate, MsdConfig, NutsConfig,
+    RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig,
+};
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -106,25 +109,37 @@ impl ModelSection {
         if self.hidden.contains(&0) {
             bail!("hidden (--hidden, config key `hidden`) has a layer of width 0: {:?}; every width must be positive", self.hidden);
         }
-        let prior: Prior = self.prior.parse().map_err(|e: String| anyhow!("--prior (config key `prior`): {e}"))?;
+        let prior: Prior = self
+            .prior
+            .parse()
+            .map_err(|e: String| anyhow!("--prior (config key `prior`): {e}"))?;
         let mut spec = PriorSpec::uniform(prior);
         for text in &self.layer_priors {
             let (layer, lp) = parse_layer_prior(text)?;
             for prior in [lp.weight, lp.bias] {
-                prior.validate().map_err(|e| anyhow!("--layer-prior '{text}' (config key `layer_priors`): {e}"))?;
+                prior.validate().map_err(|e| {
+                    anyhow!("--layer-prior '{text}' (config key `layer_priors`): {e}")
+                })?;
             }
             spec = spec.with_layer(layer, lp);
         }
-        let activation: Activation = self.activation.parse().map_err(|e: String| anyhow!("--activation (config key `activation`): {e}"))?;
+        let activation: Activation = self
+            .activation
+            .parse()
+            .map_err(|e: String| anyhow!("--activation (config key `activation`): {e}"))?;
         let likelihood = parse_likelihood(&self.likelihood)?;
-        likelihood.validate().map_err(|e| anyhow!("--likelihood (config key `likelihood`): {e}"))?;
+        likelihood
+            .validate()
+            .map_err(|e| anyhow!("--likelihood (config key `likelihood`): {e}"))?;
         let config = BnnConfig::new(d_input)
             .with_hidden(self.hidden.clone())
             .with_activation(activation)
             .with_likelihood(likelihood)
             .with_n_targets(self.targets.unwrap_or(data_targets))
             .with_prior(spec);
-        config.validate().map_err(|e| anyhow!("[model] settings (--hidden, --layer-prior, --targets): {e}"))?;
+        config
+            .validate()
+            .map_err(|e| anyhow!("[model] settings (--hidden, --layer-prior, --targets): {e}"))?;
         Ok(config)
     }
 }
@@ -282,7 +297,9 @@ impl SamplerSection {
             }
             Algorithm::Hmc => {
                 // A fixed-step run takes exactly L steps, however many (the kernel's default cap is 1024).
-                let c = HmcConfig::new().with_num_steps(self.leapfrog_steps).with_max_num_steps(self.leapfrog_steps.max(1024));
+                let c = HmcConfig::new()
+                    .with_num_steps(self.leapfrog_steps)
+                    .with_max_num_steps(self.leapfrog_steps.max(1024));
                 match target {
                     Some(t) => c.with_target_accept(t),
                     None => c,
@@ -296,9 +313,16 @@ impl SamplerSection {
             .into(),
             Algorithm::Mclmc => {
                 let defaults = MclmcConfig::new();
-                let fraction = |i: usize, default: f64| self.tune_fractions.as_ref().map_or(default, |f| f.get(i).copied().unwrap_or(0.0));
+                let fraction = |i: usize, default: f64| {
+                    self.tune_fractions
+                        .as_ref()
+                        .map_or(default, |f| f.get(i).copied().unwrap_or(0.0))
+                };
                 MclmcConfig::new()
-                    .with_initial_trajectory_length(Some(self.trajectory_length.unwrap_or(MCLMC_START_TRAJECTORY_LENGTH)))
+                    .with_initial_trajectory_length(Some(
+                        self.trajectory_length
+                            .unwrap_or(MCLMC_START_TRAJECTORY_LENGTH),
+                    ))
                     .with_energy_variance_start(self.energy_variance_start)
                     .with_energy_variance_end(self.energy_variance_end)
                     .with_phase1_fraction(fraction(0, defaults.phase1_fraction))
@@ -308,7 +332,8 @@ impl SamplerSection {
                     .into()
             }
             Algorithm::Mams => {
-                let mut c = MamsConfig::new().with_trajectory_length_factor(self.trajectory_length_factor);
+                let mut c =
+                    MamsConfig::new().with_trajectory_length_factor(self.trajectory_length_factor);
                 if let Some(precondition) = self.diagonal_preconditioning {
                     c = c.with_diagonal_preconditioning(precondition);
                 }
@@ -337,9 +362,13 @@ impl SamplerSection {
             }
         };
         let warmup = if self.adapt {
-            WarmupConfig::new().with_step_size_search(self.step_size_search).with_metric_estimate(self.metric_estimate)
+            WarmupConfig::new()
+                .with_step_size_search(self.step_size_search)
+                .with_metric_estimate(self.metric_estimate)
         } else {
-            WarmupConfig::new().with_adapt_step_size(false).with_adapt_metric(false)
+            WarmupConfig::new()
+                .with_adapt_step_size(false)
+                .with_adapt_metric(false)
         };
         SamplerConfig::new(algorithm)
             .with_warmup(warmup)
@@ -401,7 +430,13 @@ impl Default for RunConfig {
 }
 
 /// The settings that decide the draws (see [`RunConfig::sampling_identity`]).
-pub type SamplingIdentity = (DataSection, ModelSection, EnsembleSection, SamplerSection, String);
+pub type SamplingIdentity = (
+    DataSection,
+    ModelSection,
+    EnsembleSection,
+    SamplerSection,
+    String,
+);
 
 impl RunConfig {
     /// The MILE training recipe, with a 10% validation split unless one is set.
@@ -442,10 +477,20 @@ impl RunConfig {
             ("trajectory_length_factor", s.trajectory_length_factor),
             ("early_stop_tolerance", s.early_stop_tolerance),
         ];
-        for (key, value) in [("target_accept", s.target_accept), ("step_size", s.step_size), ("trajectory_length", s.trajectory_length), ("persistence", s.persistence)] {
+        for (key, value) in [
+            ("target_accept", s.target_accept),
+            ("step_size", s.step_size),
+            ("trajectory_length", s.trajectory_length),
+            ("persistence", s.persistence),
+        ] {
             settings.extend(value.map(|v| (key, v)));
         }
-        settings.extend(s.tune_fractions.iter().flatten().map(|&v| ("tune_fractions", v)));
+        settings.extend(
+            s.tune_fractions
+                .iter()
+                .flatten()
+                .map(|&v| ("tune_fractions", v)),
+        );
         settings
     }
 
@@ -455,12 +500,22 @@ impl RunConfig {
     pub fn validate(&self) -> Result<()> {
         // NaN and infinities first, by name: NaN passes `!(x < 0)`-style range checks, and a NaN
         // in config.toml would make the run directory unequal to itself.
-        if let Some((key, value)) = self.float_settings().into_iter().find(|(_, v)| !v.is_finite()) {
-            bail!("--{} (config key `{key}`) must be a finite number, got {value}", key.replace('_', "-"));
+        if let Some((key, value)) = self
+            .float_settings()
+            .into_iter()
+            .find(|(_, v)| !v.is_finite())
+        {
+            bail!(
+                "--{} (config key `{key}`) must be a finite number, got {value}",
+                key.replace('_', "-")
+            );
         }
         let d = &self.data;
         if !(d.test_fraction > 0.0 && d.test_fraction < 1.0) {
-            bail!("--test-fraction (config key `test_fraction`) must lie in (0, 1), got {}", d.test_fraction);
+            bail!(
+                "--test-fraction (config key `test_fraction`) must lie in (0, 1), got {}",
+                d.test_fraction
+            );
         }
         if !(0.0..0.9).contains(&d.validation_fraction) {
             bail!("--validation-fraction (config key `validation_fraction`) must lie in [0, 0.9), got {}", d.validation_fraction);
@@ -470,10 +525,16 @@ impl RunConfig {
             bail!("the ensemble needs at least one member and one epoch: --members {} / --epochs {} (config keys `members`, `epochs`)", e.members, e.epochs);
         }
         if !(e.learning_rate > 0.0) {
-            bail!("--learning-rate (config key `learning_rate`) must be positive, got {}", e.learning_rate);
+            bail!(
+                "--learning-rate (config key `learning_rate`) must be positive, got {}",
+                e.learning_rate
+            );
         }
         if !(e.weight_decay >= 0.0) {
-            bail!("--weight-decay (config key `weight_decay`) must be zero or positive, got {}", e.weight_decay);
+            bail!(
+                "--weight-decay (config key `weight_decay`) must be zero or positive, got {}",
+                e.weight_decay
+            );
         }
         if e.patience == Some(0) {
             bail!("--patience (config key `patience`) must be at least 1 epoch, or left out");
@@ -498,14 +559,21 @@ impl RunConfig {
         }
         if let Some(target) = s.target_accept {
             if !(target > 0.0 && target < 1.0) {
-                bail!("--target-accept (config key `target_accept`) must lie in (0, 1), got {target}");
+                bail!(
+                    "--target-accept (config key `target_accept`) must lie in (0, 1), got {target}"
+                );
             }
         }
         if s.algorithm == Algorithm::Nuts && !(1..=30).contains(&s.max_depth) {
-            bail!("--max-depth (config key `max_depth`) must lie in 1..=30, got {}", s.max_depth);
+            bail!(
+                "--max-depth (config key `max_depth`) must lie in 1..=30, got {}",
+                s.max_depth
+            );
         }
         if s.algorithm == Algorithm::Hmc && s.leapfrog_steps == 0 {
-            bail!("--num-steps / --leapfrog-steps (config key `leapfrog_steps`) must be at least 1");
+            bail!(
+                "--num-steps / --leapfrog-steps (config key `leapfrog_steps`) must be at least 1"
+            );
         }
         if s.adapt && s.warmup == 0 {
             bail!(
@@ -519,7 +587,10 @@ impl RunConfig {
         }
         if let (Algorithm::Mclmc, Some(fractions)) = (s.algorithm, &s.tune_fractions) {
             let sum: f64 = fractions.iter().sum();
-            if fractions.len() != 3 || fractions.iter().any(|f| !(0.0..=1.0).contains(f)) || (sum - 1.0).abs() > 1e-9 {
+            if fractions.len() != 3
+                || fractions.iter().any(|f| !(0.0..=1.0).contains(f))
+                || (sum - 1.0).abs() > 1e-9
+            {
                 bail!("--tune-fractions (config key `tune_fractions`) must be three shares in [0, 1] summing to 1 (phases 1, 2, 3 of the MCLMC warmup), got {fractions:?}");
             }
         }
@@ -562,11 +633,18 @@ impl RunConfig {
 
     /// The sampler crate's own checks of the sampler section (ranges of the MCLMC knobs).
     fn sampler_config_check(&self) -> Result<()> {
-        self.sampler.sampler_config(Some(1)).init().map(|_| ()).map_err(|e| anyhow!("[sampler] settings: {e}"))
+        self.sampler
+            .sampler_config(Some(1))
+            .init()
+            .map(|_| ())
+            .map_err(|e| anyhow!("[sampler] settings: {e}"))
     }
 
     pub fn device_name(&self) -> Result<DeviceName> {
-        self.runtime.device.parse::<DeviceName>().map_err(|e| anyhow!("--device (config key `device`): {e}"))
+        self.runtime
+            .device
+            .parse::<DeviceName>()
+            .map_err(|e| anyhow!("--device (config key `device`): {e}"))
     }
 
     /// Number of chains: as configured, or one per ensemble member.
@@ -576,21 +654,33 @@ impl RunConfig {
 
     /// Worker threads: as configured, or every core.
     pub fn threads(&self) -> usize {
-        self.runtime.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        self.runtime
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     }
 
     /// The settings that decide a trained ensemble: data, model, ensemble and the seed of the
     /// members' initializations. A directory holding only an ensemble may be sampled with any
     /// sampler settings as long as these are equal.
     pub fn ensemble_identity(&self) -> (DataSection, ModelSection, EnsembleSection, u64) {
-        (self.data.clone(), self.model.clone(), self.ensemble.clone(), self.sampler.seed)
+        (
+            self.data.clone(),
+            self.model.clone(),
+            self.ensemble.clone(),
+            self.sampler.seed,
+        )
     }
 
     /// This config's sampler and runtime sections over the data, model, ensemble and seed of
     /// `stored`, the config of a directory that holds a trained ensemble. `explicit` lists what
     /// the caller set on purpose as `(how it was given, section, key)`; one whose value here
     /// differs from the stored one is refused, naming both values.
-    pub fn over_stored_ensemble(&self, stored: &RunConfig, explicit: &[(String, &str, &str)], dir: &std::path::Path) -> Result<RunConfig> {
+    pub fn over_stored_ensemble(
+        &self,
+        stored: &RunConfig,
+        explicit: &[(String, &str, &str)],
+        dir: &std::path::Path,
+    ) -> Result<RunConfig> {
         let value = |config: &RunConfig, section: &str, key: &str| -> serde_json::Value {
             let section = match section {
                 "data" => serde_json::to_value(&config.data),
@@ -598,7 +688,10 @@ impl RunConfig {
                 "ensemble" => serde_json::to_value(&config.ensemble),
                 _ => serde_json::to_value(&config.sampler),
             };
-            section.ok().and_then(|s| s.get(key).cloned()).unwrap_or(serde_json::Value::Null)
+            section
+                .ok()
+                .and_then(|s| s.get(key).cloned())
+                .unwrap_or(serde_json::Value::Null)
         };
         for (given, section, key) in explicit {
             let (wanted, found) = (value(self, section, key), value(stored, section, key));
@@ -623,8 +716,17 @@ impl RunConfig {
     pub fn sampling_identity(&self) -> SamplingIdentity {
         // How often state is saved does not change the draws.
         let sampler = self.sampler.clone().with_checkpoint_every(0);
-        let device = self.device_name().map(|d| d.concrete().to_string()).unwrap_or_default();
-        (self.data.clone(), self.model.clone(), self.ensemble.clone(), sampler, device)
+        let device = self
+            .device_name()
+            .map(|d| d.concrete().to_string())
+            .unwrap_or_default();
+        (
+            self.data.clone(),
+            self.model.clone(),
+            self.ensemble.clone(),
+            sampler,
+            device,
+        )
     }
 }
 
@@ -642,16 +744,33 @@ mod tests {
             RunConfig::new().with_sampler(s.clone().with_init(Init::Single)),
             RunConfig::new().with_model(ModelSection::new().with_activation("swish2".into())),
             RunConfig::new().with_runtime(RuntimeSection::new().with_device("tpu".into())),
-            RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_persistence(Some(1.5))),
-            RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_fixed_point_tolerance(0.0)),
-            RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_batched(true)),
+            RunConfig::new().with_sampler(
+                s.clone()
+                    .with_algorithm(Algorithm::Msd)
+                    .with_persistence(Some(1.5)),
+            ),
+            RunConfig::new().with_sampler(
+                s.clone()
+                    .with_algorithm(Algorithm::Msd)
+                    .with_fixed_point_tolerance(0.0),
+            ),
+            RunConfig::new()
+                .with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_batched(true)),
             RunConfig::new().with_sampler(s.clone().with_persistence(Some(0.9))),
             RunConfig::new().with_sampler(s.clone().with_frozen_metric(true)),
         ] {
             assert!(config.validate().is_err(), "{config:?}");
         }
         RunConfig::new().validate().unwrap();
-        RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_persistence(Some(0.5)).with_frozen_metric(true)).validate().unwrap();
+        RunConfig::new()
+            .with_sampler(
+                s.clone()
+                    .with_algorithm(Algorithm::Msd)
+                    .with_persistence(Some(0.5))
+                    .with_frozen_metric(true),
+            )
+            .validate()
+            .unwrap();
     }
 
     #[test]
@@ -659,34 +778,105 @@ mod tests {
         let s = SamplerSection::new();
         let e = EnsembleSection::new();
         for (config, flag) in [
-            (RunConfig::new().with_ensemble(e.clone().with_learning_rate(f64::NAN)), "--learning-rate"),
-            (RunConfig::new().with_ensemble(e.clone().with_weight_decay(f64::NAN)), "--weight-decay"),
-            (RunConfig::new().with_ensemble(e.clone().with_learning_rate(f64::INFINITY)), "--learning-rate"),
-            (RunConfig::new().with_data(DataSection::new().with_test_fraction(f64::NAN)), "--test-fraction"),
-            (RunConfig::new().with_sampler(s.clone().with_target_accept(Some(f64::NAN))), "--target-accept"),
-            (RunConfig::new().with_sampler(s.clone().with_energy_variance_start(f64::NAN)), "--energy-variance-start"),
-            (RunConfig::new().with_sampler(s.clone().with_early_stop_tolerance(f64::NEG_INFINITY)), "--early-stop-tolerance"),
-            (RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Mclmc).with_tune_fractions(Some(vec![0.8, f64::NAN, 0.1]))), "--tune-fractions"),
+            (
+                RunConfig::new().with_ensemble(e.clone().with_learning_rate(f64::NAN)),
+                "--learning-rate",
+            ),
+            (
+                RunConfig::new().with_ensemble(e.clone().with_weight_decay(f64::NAN)),
+                "--weight-decay",
+            ),
+            (
+                RunConfig::new().with_ensemble(e.clone().with_learning_rate(f64::INFINITY)),
+                "--learning-rate",
+            ),
+            (
+                RunConfig::new().with_data(DataSection::new().with_test_fraction(f64::NAN)),
+                "--test-fraction",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_target_accept(Some(f64::NAN))),
+                "--target-accept",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_energy_variance_start(f64::NAN)),
+                "--energy-variance-start",
+            ),
+            (
+                RunConfig::new()
+                    .with_sampler(s.clone().with_early_stop_tolerance(f64::NEG_INFINITY)),
+                "--early-stop-tolerance",
+            ),
+            (
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_algorithm(Algorithm::Mclmc)
+                        .with_tune_fractions(Some(vec![0.8, f64::NAN, 0.1])),
+                ),
+                "--tune-fractions",
+            ),
         ] {
             let message = config.validate().unwrap_err().to_string();
-            assert!(message.starts_with(flag) && message.contains("finite"), "{flag}: {message}");
+            assert!(
+                message.starts_with(flag) && message.contains("finite"),
+                "{flag}: {message}"
+            );
         }
         // Ranges, by flag, before any work: the sampler's own checks for every kernel.
         for (config, flag) in [
-            (RunConfig::new().with_sampler(s.clone().with_target_accept(Some(1.5))), "--target-accept"),
-            (RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Rwm).with_target_accept(Some(1.5))), "--target-accept"),
-            (RunConfig::new().with_sampler(s.clone().with_max_depth(0)), "--max-depth"),
-            (RunConfig::new().with_sampler(s.clone().with_max_depth(40)), "--max-depth"),
-            (RunConfig::new().with_sampler(s.clone().with_algorithm(Algorithm::Hmc).with_leapfrog_steps(0)), "--num-steps"),
-            (RunConfig::new().with_ensemble(e.clone().with_learning_rate(-1.0)), "--learning-rate"),
-            (RunConfig::new().with_sampler(s.clone().with_warmup(0)), "--warmup"),
-            (RunConfig::new().with_model(ModelSection::new().with_hidden(vec![8, 0])), "hidden (--hidden"),
+            (
+                RunConfig::new().with_sampler(s.clone().with_target_accept(Some(1.5))),
+                "--target-accept",
+            ),
+            (
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_algorithm(Algorithm::Rwm)
+                        .with_target_accept(Some(1.5)),
+                ),
+                "--target-accept",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_max_depth(0)),
+                "--max-depth",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_max_depth(40)),
+                "--max-depth",
+            ),
+            (
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_algorithm(Algorithm::Hmc)
+                        .with_leapfrog_steps(0),
+                ),
+                "--num-steps",
+            ),
+            (
+                RunConfig::new().with_ensemble(e.clone().with_learning_rate(-1.0)),
+                "--learning-rate",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_warmup(0)),
+                "--warmup",
+            ),
+            (
+                RunConfig::new().with_model(ModelSection::new().with_hidden(vec![8, 0])),
+                "hidden (--hidden",
+            ),
         ] {
             let message = config.validate().unwrap_err().to_string();
             assert!(message.starts_with(flag), "{flag}: {message}");
         }
         // A fixed step needs no warmup.
-        RunConfig::new().with_sampler(s.with_warmup(0).with_adapt(false).with_step_size(Some(0.01))).validate().unwrap();
+        RunConfig::new()
+            .with_sampler(
+                s.with_warmup(0)
+                    .with_adapt(false)
+                    .with_step_size(Some(0.01)),
+            )
+            .validate()
+            .unwrap();
     }
 
     #[test]
@@ -701,10 +891,19 @@ mod tests {
 
     #[test]
     fn the_sampler_section_builds_its_sampler() {
-        let section = SamplerSection::new().with_algorithm(Algorithm::Hmc).with_target_accept(Some(0.6)).with_warmup(7);
+        let section = SamplerSection::new()
+            .with_algorithm(Algorithm::Hmc)
+            .with_target_accept(Some(0.6))
+            .with_warmup(7);
         let sampler = section.sampler_config(Some(1));
         assert_eq!(sampler.num_warmup, 7);
         assert!(sampler.init().is_ok());
-        assert_eq!(SamplerSection::new().with_draws(10).with_thin(3).kept_draws(), 4);
+        assert_eq!(
+            SamplerSection::new()
+                .with_draws(10)
+                .with_thin(3)
+                .kept_draws(),
+            4
+        );
     }
 }

@@ -1,10 +1,12 @@
 //! Convergence diagnostics of a run's draws or a long-format CSV, with the chains that never moved.
 
 use crate::run_config::{Algorithm, RunConfig};
-use crate::stored_chains::{check_draw_count, unequal_lengths_reason};
 use crate::run_dir::{write_atomic, RunDir};
+use crate::stored_chains::{check_draw_count, unequal_lengths_reason};
 use anyhow::{anyhow, bail, Context, Result};
-use bnn_diagnostics::{read_long_draws_csv, serialize_non_finite, summarize_all, DrawsCsvError, ParameterSummary};
+use bnn_diagnostics::{
+    read_long_draws_csv, serialize_non_finite, summarize_all, DrawsCsvError, ParameterSummary,
+};
 use serde::Serialize;
 use serde_json::json;
 use std::path::Path;
@@ -143,7 +145,11 @@ impl RunDiagnostics {
                 "ess_test_loglik": s["ess_test_loglik"], "pointwise_predictive_ess_median": s["pointwise_predictive_ess_median"],
             })
         });
-        sampler.max_depth = RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == Algorithm::Nuts).map(|c| c.sampler.max_depth);
+        sampler.max_depth = RunDir::new(dir)
+            .load_config()
+            .ok()
+            .filter(|c| c.sampler.algorithm == Algorithm::Nuts)
+            .map(|c| c.sampler.max_depth);
         let mut diagnostics = Self::of_draws(draws, Some(sampler), truncated_to, function_space)?;
         diagnostics.unequal_lengths = unequal_lengths;
         Ok(diagnostics)
@@ -155,22 +161,54 @@ impl RunDiagnostics {
             DrawsCsvError::Io { .. } => anyhow!(e),
             other => anyhow!("{}: {other}", path.display()),
         })?;
-        Self::of_draws(Draws { names: long.parameter_names, chain_ids: long.chain_ids, values: long.draws }, None, None, None)
+        Self::of_draws(
+            Draws {
+                names: long.parameter_names,
+                chain_ids: long.chain_ids,
+                values: long.draws,
+            },
+            None,
+            None,
+            None,
+        )
     }
 
-    fn of_draws(draws: Draws, sampler: Option<SamplerWarnings>, truncated_to: Option<usize>, function_space: Option<serde_json::Value>) -> Result<Self> {
-        let draws_per_chain = draws.values.first().and_then(|p| p.first()).map_or(0, Vec::len);
+    fn of_draws(
+        draws: Draws,
+        sampler: Option<SamplerWarnings>,
+        truncated_to: Option<usize>,
+        function_space: Option<serde_json::Value>,
+    ) -> Result<Self> {
+        let draws_per_chain = draws
+            .values
+            .first()
+            .and_then(|p| p.first())
+            .map_or(0, Vec::len);
         if draws_per_chain < 4 {
             bail!("at least 4 draws per chain are needed for R-hat and ESS");
         }
         let chains = draws.values[0].len();
-        let stuck_chains = (0..chains).filter(|&c| draws.values.iter().all(|parameter| is_constant(&parameter[c]))).map(|c| draws.chain_ids[c]).collect();
+        let stuck_chains = (0..chains)
+            .filter(|&c| {
+                draws
+                    .values
+                    .iter()
+                    .all(|parameter| is_constant(&parameter[c]))
+            })
+            .map(|c| draws.chain_ids[c])
+            .collect();
         let summaries = summarize_all(&draws.values);
         let groups = group_summaries(&draws.names, &summaries);
         Ok(Self {
             rhat_above_1_01: summaries.iter().filter(|s| s.rhat > RHAT_WARN).count(),
-            ess_below_400: summaries.iter().filter(|s| s.ess_bulk.min(s.ess_tail) < ESS_WARN).count(),
-            crhat_above_1_1: summaries.iter().filter(|s| s.crhat.iter().any(|&r| r > CRHAT_WARN)).count(),
+            ess_below_400: summaries
+                .iter()
+                .filter(|s| s.ess_bulk.min(s.ess_tail) < ESS_WARN)
+                .count(),
+            crhat_above_1_1: summaries
+                .iter()
+                .filter(|s| s.crhat.iter().any(|&r| r > CRHAT_WARN))
+                .count(),
             names: draws.names,
             summaries,
             groups,
@@ -198,13 +236,19 @@ impl RunDiagnostics {
             .names
             .iter()
             .zip(&self.summaries)
-            .map(|(name, s)| Ok((name.clone(), serde_json::to_value(ParameterRecord::from(s))?)))
+            .map(|(name, s)| {
+                Ok((
+                    name.clone(),
+                    serde_json::to_value(ParameterRecord::from(s))?,
+                ))
+            })
             .collect::<Result<_>>()?;
         let sampler = self.sampler.clone().unwrap_or_default();
         let mut warnings = json!({ "rhat_above_1_01": self.rhat_above_1_01, "ess_below_400": self.ess_below_400, "crhat_above_1_1": self.crhat_above_1_1,
                                    "divergences": sampler.divergences, "max_tree_depth_hits": sampler.max_tree_depth_hits, "draws": sampler.draws });
         if let (Some(draws), Some(reason)) = (self.truncated_to, &self.unequal_lengths) {
-            warnings["unequal_chain_lengths"] = json!({ "draws_used_per_chain": draws, "reason": reason });
+            warnings["unequal_chain_lengths"] =
+                json!({ "draws_used_per_chain": draws, "reason": reason });
         }
         if !self.stuck_chains.is_empty() {
             warnings["chains_not_moving"] = json!(self.stuck_chains);
@@ -225,7 +269,10 @@ impl RunDiagnostics {
     }
 
     pub fn write_json(&self, path: &Path) -> Result<()> {
-        write_atomic(path, serde_json::to_string_pretty(&self.to_json()?)?.as_bytes())
+        write_atomic(
+            path,
+            serde_json::to_string_pretty(&self.to_json()?)?.as_bytes(),
+        )
     }
 }
 
@@ -279,7 +326,10 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
     let run_dir = RunDir::new(dir);
     // A whole run's config says how many chains there are (a shard's directory holds only some).
     let config = run_dir.load_config().ok();
-    let planned = config.as_ref().filter(|_| !run_dir.shard_manifest().exists()).map(RunConfig::chains);
+    let planned = config
+        .as_ref()
+        .filter(|_| !run_dir.shard_manifest().exists())
+        .map(RunConfig::chains);
     let mut files = Vec::new();
     for chain in 0.. {
         let path = dir.join(format!("draws_chain_{chain}.csv"));
@@ -292,18 +342,34 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
         files.push(path);
     }
     if files.is_empty() {
-        bail!("{} has no draws_chain_0.csv: is it a `bnn sample` output directory?", dir.display());
+        bail!(
+            "{} has no draws_chain_0.csv: is it a `bnn sample` output directory?",
+            dir.display()
+        );
     }
     let mut names: Vec<String> = Vec::new();
     let mut values: Vec<Vec<Vec<f64>>> = Vec::new();
-    let mut stats = SamplerWarnings { max_depth: RunDir::new(dir).load_config().ok().filter(|c| c.sampler.algorithm == Algorithm::Nuts).map(|c| c.sampler.max_depth), ..SamplerWarnings::default() };
+    let mut stats = SamplerWarnings {
+        max_depth: RunDir::new(dir)
+            .load_config()
+            .ok()
+            .filter(|c| c.sampler.algorithm == Algorithm::Nuts)
+            .map(|c| c.sampler.max_depth),
+        ..SamplerWarnings::default()
+    };
     let mut chain_transitions: Vec<Vec<(f64, bool)>> = Vec::new();
     for (chain, path) in files.iter().enumerate() {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut lines = text.lines();
-        let header: Vec<&str> = lines.next().map(|h| h.split(',').collect()).unwrap_or_default();
+        let header: Vec<&str> = lines
+            .next()
+            .map(|h| h.split(',').collect())
+            .unwrap_or_default();
         // Keep lp__ as a parameter-like quantity; drop the other sampler statistics.
-        let keep: Vec<usize> = (0..header.len()).filter(|&i| !header[i].ends_with("__") || header[i] == "lp__").collect();
+        let keep: Vec<usize> = (0..header.len())
+            .filter(|&i| !header[i].ends_with("__") || header[i] == "lp__")
+            .collect();
         let divergent = header.iter().position(|h| *h == "divergent__");
         let depth = header.iter().position(|h| *h == "treedepth__");
         let accept = header.iter().position(|h| *h == "accept_stat__");
@@ -318,11 +384,24 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
         for (line_no, line) in lines.enumerate() {
             let cells: Vec<&str> = line.split(',').collect();
             if cells.len() != header.len() {
-                bail!("{} line {}: expected {} fields, found {}", path.display(), line_no + 2, header.len(), cells.len());
+                bail!(
+                    "{} line {}: expected {} fields, found {}",
+                    path.display(),
+                    line_no + 2,
+                    header.len(),
+                    cells.len()
+                );
             }
             for (p, &i) in keep.iter().enumerate() {
                 let v: f64 = cells[i].trim().parse().map_err(|_| {
-                    anyhow!("{} line {}, column {} ({}): '{}' is not a number", path.display(), line_no + 2, i + 1, header[i], cells[i])
+                    anyhow!(
+                        "{} line {}, column {} ({}): '{}' is not a number",
+                        path.display(),
+                        line_no + 2,
+                        i + 1,
+                        header[i],
+                        cells[i]
+                    )
                 })?;
                 values[p][chain].push(v);
             }
@@ -330,11 +409,19 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
             let diverged = divergent.is_some_and(|i| cells[i].trim() != "0");
             stats.divergences += usize::from(diverged);
             if let Some(i) = accept {
-                let a: f64 = cells[i].trim().parse().map_err(|_| anyhow!("{} line {}: accept_stat__ '{}' is not a number", path.display(), line_no + 2, cells[i]))?;
+                let a: f64 = cells[i].trim().parse().map_err(|_| {
+                    anyhow!(
+                        "{} line {}: accept_stat__ '{}' is not a number",
+                        path.display(),
+                        line_no + 2,
+                        cells[i]
+                    )
+                })?;
                 transitions.push((a, diverged));
             }
             if let (Some(i), Some(max)) = (depth, stats.max_depth) {
-                stats.max_tree_depth_hits += usize::from(cells[i].trim().parse::<usize>().is_ok_and(|d| d >= max));
+                stats.max_tree_depth_hits +=
+                    usize::from(cells[i].trim().parse::<usize>().is_ok_and(|d| d >= max));
             }
         }
         if accept.is_some() {
@@ -365,11 +452,25 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
         truncated_to = Some(shortest);
     }
     let reason = match (&config, truncated_to) {
-        (Some(config), Some(_)) => Some(unequal_lengths_reason(&run_dir, &chains, &lengths, config.sampler.warmup + config.sampler.draws)?),
+        (Some(config), Some(_)) => Some(unequal_lengths_reason(
+            &run_dir,
+            &chains,
+            &lengths,
+            config.sampler.warmup + config.sampler.draws,
+        )?),
         _ => None,
     };
     let chain_ids = (0..files.len() as u64).collect();
-    Ok((Draws { names, chain_ids, values }, stats, truncated_to, reason))
+    Ok((
+        Draws {
+            names,
+            chain_ids,
+            values,
+        },
+        stats,
+        truncated_to,
+        reason,
+    ))
 }
 
 /// The median of the non-NaN values (NaN when there are none).
@@ -380,7 +481,11 @@ pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     }
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;
-    if v.len() % 2 == 1 { v[m] } else { 0.5 * (v[m - 1] + v[m]) }
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        0.5 * (v[m - 1] + v[m])
+    }
 }
 
 fn mean_max(v: &[f64]) -> (f64, f64) {
@@ -388,7 +493,10 @@ fn mean_max(v: &[f64]) -> (f64, f64) {
     if finite.is_empty() {
         return (f64::NAN, f64::NAN);
     }
-    (finite.iter().sum::<f64>() / finite.len() as f64, finite.iter().copied().fold(f64::NEG_INFINITY, f64::max))
+    (
+        finite.iter().sum::<f64>() / finite.len() as f64,
+        finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    )
 }
 
 /// Groups scalars by tensor: the CmdStan name up to its first index (`layer0_weight.3.1`).
@@ -403,10 +511,17 @@ fn group_summaries(names: &[String], summaries: &[ParameterSummary]) -> Vec<Grou
     order
         .into_iter()
         .map(|base| {
-            let members: Vec<&ParameterSummary> =
-                names.iter().zip(summaries).filter(|(n, _)| n.split('.').next() == Some(base.as_str())).map(|(_, s)| s).collect();
+            let members: Vec<&ParameterSummary> = names
+                .iter()
+                .zip(summaries)
+                .filter(|(n, _)| n.split('.').next() == Some(base.as_str()))
+                .map(|(_, s)| s)
+                .collect();
             let rhats: Vec<f64> = members.iter().map(|s| s.rhat).collect();
-            let crhats: Vec<f64> = members.iter().flat_map(|s| s.crhat.iter().copied()).collect();
+            let crhats: Vec<f64> = members
+                .iter()
+                .flat_map(|s| s.crhat.iter().copied())
+                .collect();
             let ess: Vec<f64> = members.iter().map(|s| s.ess_bulk).collect();
             let (rhat_mean, rhat_max) = mean_max(&rhats);
             let (crhat_mean, crhat_max) = mean_max(&crhats);
@@ -418,7 +533,12 @@ fn group_summaries(names: &[String], summaries: &[ParameterSummary]) -> Vec<Grou
                 rhat_max,
                 crhat_mean,
                 crhat_max,
-                ess_bulk_min: ess.iter().copied().filter(|x| !x.is_nan()).reduce(f64::min).unwrap_or(f64::NAN),
+                ess_bulk_min: ess
+                    .iter()
+                    .copied()
+                    .filter(|x| !x.is_nan())
+                    .reduce(f64::min)
+                    .unwrap_or(f64::NAN),
                 ess_bulk_median: median(ess),
             }
         })
@@ -461,20 +581,31 @@ mod tests {
 
     #[test]
     fn moving_chains_have_no_stuck_warning_key() {
-        let file = long_csv(&[vec![0.1, 0.4, 0.2, 0.9, 0.3, 0.7], vec![0.2, 0.1, 0.8, 0.5, 0.4, 0.6]]);
+        let file = long_csv(&[
+            vec![0.1, 0.4, 0.2, 0.9, 0.3, 0.7],
+            vec![0.2, 0.1, 0.8, 0.5, 0.4, 0.6],
+        ]);
         let diagnostics = RunDiagnostics::of_long_draws_csv(file.path()).unwrap();
         // Column b of chain 1 is constant, column a is not: chain 1 moved.
         assert!(diagnostics.stuck_chains.is_empty());
-        assert!(diagnostics.to_json().unwrap()["warnings"].get("chains_not_moving").is_none());
+        assert!(diagnostics.to_json().unwrap()["warnings"]
+            .get("chains_not_moving")
+            .is_none());
     }
 
     #[test]
     fn a_run_directory_with_a_stuck_chain_is_flagged_and_unequal_chains_are_cut() {
         let dir = tempfile::tempdir().unwrap();
-        let header = "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,w.1,b.1\n";
+        let header =
+            "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,w.1,b.1\n";
         let mut moving = String::from(header);
         for d in 0..6 {
-            moving += &format!("{},0.9,0.1,3,7,0,1.0,{},{}\n", -1.0 - 0.1 * d as f64, 0.1 * d as f64, (d % 3) as f64);
+            moving += &format!(
+                "{},0.9,0.1,3,7,0,1.0,{},{}\n",
+                -1.0 - 0.1 * d as f64,
+                0.1 * d as f64,
+                (d % 3) as f64
+            );
         }
         // Chain 1 never moved: every kept draw is the same row; it is also one draw longer.
         let stuck = String::from(header) + &"-3.5,0,0.1,3,7,0,3.5,0.25,-1\n".repeat(7);
@@ -491,24 +622,48 @@ mod tests {
     fn acceptance_falling_after_warmup_is_measured_per_tenth_and_warned() {
         // Chain 0 (30 draws): acceptance 0.9 at first, 0.5 at the end with 2 of its last 3
         // draws divergent; chain 1 (20 draws) steady at 0.8.
-        let falling: Vec<(f64, bool)> = (0..30).map(|d| if d < 15 { (0.9, false) } else { (0.5, d >= 28) }).collect();
+        let falling: Vec<(f64, bool)> = (0..30)
+            .map(|d| if d < 15 { (0.9, false) } else { (0.5, d >= 28) })
+            .collect();
         let steady = vec![(0.8, false); 20];
         let drift = AcceptanceDrift::of_chains(&[falling.clone(), steady.clone()]).unwrap();
         assert_eq!(drift.draws_per_tenth, 5);
-        assert!((drift.accept_first_tenth - (3.0 * 0.9 + 2.0 * 0.8) / 5.0).abs() < 1e-12, "{drift:?}");
-        assert!((drift.accept_last_tenth - (3.0 * 0.5 + 2.0 * 0.8) / 5.0).abs() < 1e-12, "{drift:?}");
-        assert_eq!((drift.divergent_first_tenth, drift.divergent_last_tenth), (0, 2));
+        assert!(
+            (drift.accept_first_tenth - (3.0 * 0.9 + 2.0 * 0.8) / 5.0).abs() < 1e-12,
+            "{drift:?}"
+        );
+        assert!(
+            (drift.accept_last_tenth - (3.0 * 0.5 + 2.0 * 0.8) / 5.0).abs() < 1e-12,
+            "{drift:?}"
+        );
+        assert_eq!(
+            (drift.divergent_first_tenth, drift.divergent_last_tenth),
+            (0, 2)
+        );
         assert!(drift.warns());
-        assert!(!AcceptanceDrift::of_chains(&[steady.clone(), steady.clone()]).unwrap().warns());
+        assert!(
+            !AcceptanceDrift::of_chains(&[steady.clone(), steady.clone()])
+                .unwrap()
+                .warns()
+        );
         // A chain with fewer than 20 draws has too few per tenth to compare.
-        assert_eq!(AcceptanceDrift::of_chains(&[falling, vec![(0.8, false); 19]]), None);
+        assert_eq!(
+            AcceptanceDrift::of_chains(&[falling, vec![(0.8, false); 19]]),
+            None
+        );
 
         // Read from a run directory and written into the JSON's warnings.
         let dir = tempfile::tempdir().unwrap();
-        let mut text = String::from("lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,w.1\n");
+        let mut text = String::from(
+            "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__,w.1\n",
+        );
         for d in 0..40 {
             let (accept, divergent) = if d < 20 { (0.85, 0) } else { (0.4, d % 2) };
-            text += &format!("{},{accept},0.1,3,7,{divergent},1.0,{}\n", -1.0 - 0.01 * d as f64, (d as f64 * 0.7).sin());
+            text += &format!(
+                "{},{accept},0.1,3,7,{divergent},1.0,{}\n",
+                -1.0 - 0.01 * d as f64,
+                (d as f64 * 0.7).sin()
+            );
         }
         std::fs::write(dir.path().join("draws_chain_0.csv"), &text).unwrap();
         let diagnostics = RunDiagnostics::of_run_dir(dir.path()).unwrap();
@@ -516,7 +671,14 @@ mod tests {
         let drift = &json["warnings"]["acceptance_drift"];
         assert_eq!(drift["accept_first_tenth"], 0.85, "{drift}");
         assert_eq!(drift["accept_last_tenth"], 0.4, "{drift}");
-        assert_eq!((drift["divergent_first_tenth"].as_u64(), drift["divergent_last_tenth"].as_u64()), (Some(0), Some(2)), "{drift}");
+        assert_eq!(
+            (
+                drift["divergent_first_tenth"].as_u64(),
+                drift["divergent_last_tenth"].as_u64()
+            ),
+            (Some(0), Some(2)),
+            "{drift}"
+        );
         assert_eq!(drift["warns"], true, "{drift}");
     }
 

@@ -22,7 +22,8 @@ impl RunDir {
     }
 
     pub fn create(&self) -> Result<()> {
-        std::fs::create_dir_all(self.checkpoint_dir()).with_context(|| format!("creating {}", self.root.display()))
+        std::fs::create_dir_all(self.checkpoint_dir())
+            .with_context(|| format!("creating {}", self.root.display()))
     }
 
     pub fn config(&self) -> PathBuf {
@@ -35,7 +36,8 @@ impl RunDir {
         self.root.join("ensemble")
     }
     pub fn member(&self, index: usize) -> PathBuf {
-        self.ensemble_dir().join(format!("member_{index:02}.safetensors"))
+        self.ensemble_dir()
+            .join(format!("member_{index:02}.safetensors"))
     }
     pub fn members_json(&self) -> PathBuf {
         self.ensemble_dir().join("members.json")
@@ -100,9 +102,12 @@ impl RunDir {
 
     /// Whether any chain has left draws or a checkpoint here.
     pub fn has_draws(&self) -> bool {
-        let chain_file = |entry: std::io::Result<std::fs::DirEntry>| entry.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("draws_chain_"));
+        let chain_file = |entry: std::io::Result<std::fs::DirEntry>| {
+            entry.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("draws_chain_"))
+        };
         std::fs::read_dir(&self.root).is_ok_and(|mut entries| entries.any(chain_file))
-            || std::fs::read_dir(self.checkpoint_dir()).is_ok_and(|mut entries| entries.next().is_some())
+            || std::fs::read_dir(self.checkpoint_dir())
+                .is_ok_and(|mut entries| entries.next().is_some())
     }
 
     /// Writes the config unless the directory already holds an equal one; a different one is
@@ -112,8 +117,13 @@ impl RunDir {
         self.create()?;
         if self.config().exists() {
             let existing = self.load_config()?;
-            let same_ensemble_not_sampled = existing.ensemble_identity() == config.ensemble_identity() && self.has_ensemble() && !self.has_draws();
-            if existing.sampling_identity() != config.sampling_identity() && !same_ensemble_not_sampled {
+            let same_ensemble_not_sampled = existing.ensemble_identity()
+                == config.ensemble_identity()
+                && self.has_ensemble()
+                && !self.has_draws();
+            if existing.sampling_identity() != config.sampling_identity()
+                && !same_ensemble_not_sampled
+            {
                 bail!(
                     "{} already holds a run with another configuration; use a new --out directory (or --resume to continue that run)",
                     self.root.display()
@@ -128,11 +138,17 @@ impl RunDir {
 /// failure (a full disk) the temporary file is removed and the OS error stays the cause.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp"));
     let written = std::fs::write(&tmp, bytes)
         .with_context(|| format!("writing {}", tmp.display()))
-        .and_then(|()| std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display())));
+        .and_then(|()| {
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+        });
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
@@ -156,9 +172,24 @@ mod tests {
         std::fs::create_dir_all(target.join("occupied")).unwrap();
         let error = write_atomic(&target, b"{}").unwrap_err();
         assert!(error.chain().count() >= 2, "{error:#}");
-        assert!(error.chain().last().unwrap().downcast_ref::<std::io::Error>().is_some(), "{error:#}");
-        let names: Vec<String> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        assert_eq!(names, ["summary.json"], "the temporary file was left behind");
+        assert!(
+            error
+                .chain()
+                .last()
+                .unwrap()
+                .downcast_ref::<std::io::Error>()
+                .is_some(),
+            "{error:#}"
+        );
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["summary.json"],
+            "the temporary file was left behind"
+        );
         write_atomic(&dir.path().join("other.json"), b"{}").unwrap();
     }
 }

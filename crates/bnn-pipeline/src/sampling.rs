@@ -46,20 +46,45 @@ impl DeiMcmc {
         let seed = self.config.sampler.seed;
         let widen = |p: &[f32]| p.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>();
         Ok(match self.config.sampler.init {
-            Init::Cold => (ids.iter().map(|&c| ChainStart::at(initial_parameters(&self.layout, seed, 1_000 + c as u64))).collect(), 0.0),
+            Init::Cold => (
+                ids.iter()
+                    .map(|&c| {
+                        ChainStart::at(initial_parameters(&self.layout, seed, 1_000 + c as u64))
+                    })
+                    .collect(),
+                0.0,
+            ),
             Init::Single => {
-                let path = self.config.sampler.init_from.as_ref().ok_or_else(|| anyhow!("init = single needs init_from"))?;
-                let theta = load_parameters(&self.bnn, path).with_context(|| format!("loading the warm start {}", path.display()))?;
+                let path = self
+                    .config
+                    .sampler
+                    .init_from
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("init = single needs init_from"))?;
+                let theta = load_parameters(&self.bnn, path)
+                    .with_context(|| format!("loading the warm start {}", path.display()))?;
                 (vec![ChainStart::at(widen(&theta)); ids.len()], 0.0)
             }
             Init::Ensemble => {
                 let ensemble = self.ensemble()?;
                 let total = self.config.ensemble.members;
                 let member = |c: usize| -> Result<ChainStart> {
-                    let slot = ensemble.indices.iter().position(|&j| j == c % total).ok_or_else(|| anyhow!("chain {c} starts from member {}, which this run directory lacks", c % total))?;
+                    let slot = ensemble
+                        .indices
+                        .iter()
+                        .position(|&j| j == c % total)
+                        .ok_or_else(|| {
+                            anyhow!(
+                                "chain {c} starts from member {}, which this run directory lacks",
+                                c % total
+                            )
+                        })?;
                     Ok(ChainStart::at(widen(&ensemble.members[slot])))
                 };
-                (ids.iter().map(|&c| member(c)).collect::<Result<Vec<_>>>()?, ensemble.seconds)
+                (
+                    ids.iter().map(|&c| member(c)).collect::<Result<Vec<_>>>()?,
+                    ensemble.seconds,
+                )
             }
         })
     }
@@ -68,23 +93,36 @@ impl DeiMcmc {
         let config = &self.config;
         let ids = self.chain_ids();
         let chains = ids.len();
-        let sampler = config.sampler.sampler_config(config.runtime.threads).init()?;
+        let sampler = config
+            .sampler
+            .sampler_config(config.runtime.threads)
+            .init()?;
         let density = &self.density;
         let root = self.dir.root().display();
-        if !resume && self.dir.has_checkpoints(&ids) || !resume && ids.iter().any(|&c| self.dir.draws(c).exists()) {
+        if !resume && self.dir.has_checkpoints(&ids)
+            || !resume && ids.iter().any(|&c| self.dir.draws(c).exists())
+        {
             bail!("{root} already holds draws; continue it with `bnn sample --resume {root}` (DeiMcmc::resume) or choose a new run directory");
         }
         let (starts, seconds_ensemble) = self.chain_starts(&ids)?;
         self.write_layout()?;
-        let mut manifest = self.shard.map(|shard| ShardManifest::new(shard, config, &self.data));
-        if let (Some(manifest), true) = (&mut manifest, resume && self.dir.shard_manifest().exists()) {
+        let mut manifest = self
+            .shard
+            .map(|shard| ShardManifest::new(shard, config, &self.data));
+        if let (Some(manifest), true) =
+            (&mut manifest, resume && self.dir.shard_manifest().exists())
+        {
             // A requeued shard keeps the time it first started.
             manifest.started = ShardManifest::load(&self.dir.shard_manifest())?.started;
         }
         if let Some(manifest) = &manifest {
             write_json(&self.dir.shard_manifest(), &serde_json::to_value(manifest)?)?;
         }
-        let mut states = ids.iter().zip(&starts).map(|(&c, start)| sampler.init_chain(density, c, start)).collect::<Result<Vec<_>, _>>()?;
+        let mut states = ids
+            .iter()
+            .zip(&starts)
+            .map(|(&c, start)| sampler.init_chain(density, c, start))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut resumed: Vec<Option<Checkpoint>> = vec![None; chains];
         if resume {
             for ((slot, state), &c) in resumed.iter_mut().zip(&mut states).zip(&ids) {
@@ -106,20 +144,40 @@ impl DeiMcmc {
             Algorithm::Msd => ExtraStats::Manifold,
             _ => ExtraStats::None,
         };
-        let mut store = DrawStore::open(&self.dir, &self.layout, &ids, &resumed, config.sampler.checkpoint_every, config.sampler.thin, extra_stats)?;
+        let mut store = DrawStore::open(
+            &self.dir,
+            &self.layout,
+            &ids,
+            &resumed,
+            config.sampler.checkpoint_every,
+            config.sampler.thin,
+            extra_stats,
+        )?;
         if config.sampler.early_stop {
             let test = &self.data.test;
             let posterior = self.posterior();
-            let rule = bnn_diagnostics::LppdConvergence::new(config.sampler.early_stop_window, config.sampler.early_stop_tolerance);
+            let rule = bnn_diagnostics::LppdConvergence::new(
+                config.sampler.early_stop_window,
+                config.sampler.early_stop_tolerance,
+            );
             let pointwise = Box::new(move |theta: &[f64]| -> Result<Vec<f64>> {
-                let draw = posterior.predictions(theta, test).pop().ok_or_else(|| anyhow!("no prediction"))?;
-                Ok(draw.iter().enumerate().map(|(i, p)| p.log_likelihood(&test.y[i * test.y_cols..(i + 1) * test.y_cols])).collect())
+                let draw = posterior
+                    .predictions(theta, test)
+                    .pop()
+                    .ok_or_else(|| anyhow!("no prediction"))?;
+                Ok(draw
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| p.log_likelihood(&test.y[i * test.y_cols..(i + 1) * test.y_cols]))
+                    .collect())
             });
             let mut early = EarlyStop::new(rule, test.rows, config.chains(), pointwise);
             for (&c, checkpoint) in ids.iter().zip(&resumed) {
                 if checkpoint.is_some() {
                     // Rebuild the chain's LPPD history from its stored draws (what it saw before).
-                    for_each_stored_draw(&self.dir.draws(c), self.layout.dim(), |_, theta| early.observe(c, theta).map(|_| ()))?;
+                    for_each_stored_draw(&self.dir.draws(c), self.layout.dim(), |_, theta| {
+                        early.observe(c, theta).map(|_| ())
+                    })?;
                 }
             }
             store = store.with_early_stop(early);
@@ -142,8 +200,15 @@ impl DeiMcmc {
             Some(shard) => format!("{message}; shard {shard}: chains {ids:?}"),
             None => message,
         };
-        self.progress.report(&ProgressEvent::Started { stage: Stage::Sampling, message: &message });
-        self.progress.report(&ProgressEvent::ChainsStarted { iterations: total, chains: &ids, done: &done });
+        self.progress.report(&ProgressEvent::Started {
+            stage: Stage::Sampling,
+            message: &message,
+        });
+        self.progress.report(&ProgressEvent::ChainsStarted {
+            iterations: total,
+            chains: &ids,
+            done: &done,
+        });
         store = store.with_progress(self.progress.as_ref());
         let start = Instant::now();
         let status = sampler.run(density, &mut states, &mut store, &self.stop);
@@ -160,13 +225,21 @@ impl DeiMcmc {
             draws_files: ids.iter().map(|&c| self.dir.draws(c)).collect(),
         };
         if !outcome.finished {
-            self.progress.report(&ProgressEvent::Finished { stage: Stage::Sampling, message: "interrupted: every chain is checkpointed" });
+            self.progress.report(&ProgressEvent::Finished {
+                stage: Stage::Sampling,
+                message: "interrupted: every chain is checkpointed",
+            });
             return Ok(outcome);
         }
         let (busy_warmup, busy_sampling) = store.busy_seconds();
         // Chain busy time (summed over chains, kept across resumes) over the chains run at once:
         // all of them when batched (each chain's clock then runs through every round).
-        let parallel = if config.sampler.batched { chains } else { config.threads().min(chains) }.max(1) as f64;
+        let parallel = if config.sampler.batched {
+            chains
+        } else {
+            config.threads().min(chains)
+        }
+        .max(1) as f64;
         let mut record = json!({
             "status": "finished",
             "chains": chains,
@@ -186,10 +259,16 @@ impl DeiMcmc {
         write_json(&self.dir.sampling(), &record)?;
         if let Some(manifest) = &mut manifest {
             manifest.finished = Some(crate::shard::unix_now());
-            write_json(&self.dir.shard_manifest(), &serde_json::to_value(&*manifest)?)?;
+            write_json(
+                &self.dir.shard_manifest(),
+                &serde_json::to_value(&*manifest)?,
+            )?;
         }
         let message = format!("sampled in {seconds_wall:.1} s; draws in {root}");
-        self.progress.report(&ProgressEvent::Finished { stage: Stage::Sampling, message: &message });
+        self.progress.report(&ProgressEvent::Finished {
+            stage: Stage::Sampling,
+            message: &message,
+        });
         Ok(outcome)
     }
 }

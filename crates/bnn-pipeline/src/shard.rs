@@ -43,7 +43,12 @@ impl Shard {
     /// member `c mod members`) and, round robin, its share of the rest, so the shards together
     /// hold every member (the merged run's deep-ensemble baseline needs them all).
     pub fn members(&self, members: usize, chains: usize) -> Vec<usize> {
-        let mut own: Vec<usize> = self.chains(chains).iter().map(|c| c % members.max(1)).chain((self.index..members).step_by(self.count)).collect();
+        let mut own: Vec<usize> = self
+            .chains(chains)
+            .iter()
+            .map(|c| c % members.max(1))
+            .chain((self.index..members).step_by(self.count))
+            .collect();
         own.sort_unstable();
         own.dedup();
         own
@@ -60,12 +65,21 @@ impl Shard {
     /// [`Shard::from_env`] over any variable lookup (tests).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>> {
         let number = |name: &str| -> Result<Option<usize>> {
-            var(name).map(|v| v.trim().parse::<usize>().with_context(|| format!("{name}={v} is not a non-negative integer"))).transpose()
+            var(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<usize>()
+                        .with_context(|| format!("{name}={v} is not a non-negative integer"))
+                })
+                .transpose()
         };
         if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
-            let count = number("SLURM_ARRAY_TASK_COUNT")?.context("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not")?;
+            let count = number("SLURM_ARRAY_TASK_COUNT")?
+                .context("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not")?;
             let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
-            let index = id.checked_sub(min).with_context(|| format!("SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}"))?;
+            let index = id.checked_sub(min).with_context(|| {
+                format!("SLURM_ARRAY_TASK_ID {id} is below SLURM_ARRAY_TASK_MIN {min}")
+            })?;
             return Self::new(index, count)
                 .map(Some)
                 .context("the Slurm array must be contiguous (--array=0-N or 1-N, no step or list) so task ids map onto shards");
@@ -90,8 +104,14 @@ impl FromStr for Shard {
 
     /// `i/n`, e.g. `0/3`.
     fn from_str(text: &str) -> Result<Self> {
-        let (index, count) = text.split_once('/').with_context(|| format!("shard `{text}` must be written i/n, e.g. 0/3"))?;
-        let parse = |part: &str| part.trim().parse::<usize>().with_context(|| format!("shard `{text}` must be written i/n with non-negative integers"));
+        let (index, count) = text
+            .split_once('/')
+            .with_context(|| format!("shard `{text}` must be written i/n, e.g. 0/3"))?;
+        let parse = |part: &str| {
+            part.trim().parse::<usize>().with_context(|| {
+                format!("shard `{text}` must be written i/n with non-negative integers")
+            })
+        };
         Self::new(parse(index)?, parse(count)?)
     }
 }
@@ -146,10 +166,16 @@ impl ShardManifest {
     }
 
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let manifest: Self = serde_json::from_str(&text).with_context(|| format!("{} is not a shard manifest", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let manifest: Self = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a shard manifest", path.display()))?;
         if manifest.format != SHARD_FORMAT {
-            bail!("{} has shard format {}, this bnn reads {SHARD_FORMAT}", path.display(), manifest.format);
+            bail!(
+                "{} has shard format {}, this bnn reads {SHARD_FORMAT}",
+                path.display(),
+                manifest.format
+            );
         }
         Ok(manifest)
     }
@@ -157,7 +183,9 @@ impl ShardManifest {
 
 /// SHA-256 (hex) of the settings that decide a run's draws.
 pub fn config_hash(config: &RunConfig) -> String {
-    hex(&Sha256::digest(format!("{:?}", config.sampling_identity()).as_bytes()))
+    hex(&Sha256::digest(
+        format!("{:?}", config.sampling_identity()).as_bytes(),
+    ))
 }
 
 /// SHA-256 (hex) of the prepared rows: shapes, then every value's bits.
@@ -184,14 +212,20 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 pub(crate) fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn host_name() -> String {
     std::env::var("HOSTNAME")
         .ok()
         .filter(|h| !h.is_empty())
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|h| h.trim().to_string()))
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
         .unwrap_or_else(|| "unknown".into())
 }
 
@@ -206,9 +240,18 @@ mod tests {
             let mut seen_members = vec![0; members];
             for index in 0..count {
                 let shard = Shard::new(index, count).unwrap();
-                shard.chains(chains).iter().for_each(|&c| seen_chains[c] += 1);
-                shard.members(members, chains).iter().for_each(|&m| seen_members[m] += 1);
-                assert!(shard.chains(chains).iter().all(|&c| shard.members(members, chains).contains(&(c % members))));
+                shard
+                    .chains(chains)
+                    .iter()
+                    .for_each(|&c| seen_chains[c] += 1);
+                shard
+                    .members(members, chains)
+                    .iter()
+                    .for_each(|&m| seen_members[m] += 1);
+                assert!(shard
+                    .chains(chains)
+                    .iter()
+                    .all(|&c| shard.members(members, chains).contains(&(c % members))));
             }
             assert!(seen_chains.iter().all(|&n| n == 1), "{seen_chains:?}");
             assert!(seen_members.iter().all(|&n| n >= 1), "{seen_members:?}");
@@ -217,19 +260,45 @@ mod tests {
 
     #[test]
     fn shard_flags_and_environment() {
-        assert_eq!("1/3".parse::<Shard>().unwrap(), Shard { index: 1, count: 3 });
+        assert_eq!(
+            "1/3".parse::<Shard>().unwrap(),
+            Shard { index: 1, count: 3 }
+        );
         for bad in ["3/3", "1", "a/3", "0/0", "-1/2"] {
             assert!(bad.parse::<Shard>().is_err(), "{bad}");
         }
-        let vars = |pairs: &'static [(&'static str, &'static str)]| move |name: &str| pairs.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+        let vars = |pairs: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
         assert_eq!(Shard::from_vars(vars(&[])).unwrap(), None);
-        const SLURM: [(&str, &str); 3] = [("SLURM_ARRAY_TASK_ID", "3"), ("SLURM_ARRAY_TASK_COUNT", "3"), ("SLURM_ARRAY_TASK_MIN", "1")];
-        assert_eq!(Shard::from_vars(vars(&SLURM)).unwrap(), Some(Shard { index: 2, count: 3 }));
+        const SLURM: [(&str, &str); 3] = [
+            ("SLURM_ARRAY_TASK_ID", "3"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "1"),
+        ];
+        assert_eq!(
+            Shard::from_vars(vars(&SLURM)).unwrap(),
+            Some(Shard { index: 2, count: 3 })
+        );
         assert!(Shard::from_vars(vars(&[("SLURM_ARRAY_TASK_ID", "1")])).is_err());
-        assert!(Shard::from_vars(vars(&[("SLURM_ARRAY_TASK_ID", "7"), ("SLURM_ARRAY_TASK_COUNT", "3")])).is_err());
+        assert!(Shard::from_vars(vars(&[
+            ("SLURM_ARRAY_TASK_ID", "7"),
+            ("SLURM_ARRAY_TASK_COUNT", "3")
+        ]))
+        .is_err());
         const KUBE: [(&str, &str); 2] = [("JOB_COMPLETION_INDEX", "1"), ("BNN_SHARD_COUNT", "2")];
-        assert_eq!(Shard::from_vars(vars(&KUBE)).unwrap(), Some(Shard { index: 1, count: 2 }));
-        let message = Shard::from_vars(vars(&[("JOB_COMPLETION_INDEX", "1")])).unwrap_err().to_string();
+        assert_eq!(
+            Shard::from_vars(vars(&KUBE)).unwrap(),
+            Some(Shard { index: 1, count: 2 })
+        );
+        let message = Shard::from_vars(vars(&[("JOB_COMPLETION_INDEX", "1")]))
+            .unwrap_err()
+            .to_string();
         assert!(message.contains("BNN_SHARD_COUNT"), "{message}");
     }
 }

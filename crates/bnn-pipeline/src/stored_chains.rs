@@ -46,7 +46,9 @@ pub fn count_draw_rows(path: &Path) -> Result<usize> {
     let (mut rows, mut line, mut header_seen) = (0, Vec::new(), false);
     loop {
         line.clear();
-        let read = reader.read_until(b'\n', &mut line).with_context(|| format!("reading {}", path.display()))?;
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("reading {}", path.display()))?;
         if read == 0 {
             break;
         }
@@ -65,13 +67,23 @@ pub fn count_draw_rows(path: &Path) -> Result<usize> {
 
 /// Why the chains `chains` (with `lengths` draws in their files) differ in length, from what
 /// their checkpoints recorded: chains ended by the early-stopping rule, chains not yet finished.
-pub fn unequal_lengths_reason(dir: &RunDir, chains: &[usize], lengths: &[usize], iterations: usize) -> Result<String> {
+pub fn unequal_lengths_reason(
+    dir: &RunDir,
+    chains: &[usize],
+    lengths: &[usize],
+    iterations: usize,
+) -> Result<String> {
     let (mut early, mut unfinished, mut unknown) = (Vec::new(), Vec::new(), Vec::new());
     for (&chain, &length) in chains.iter().zip(lengths) {
         match stored_checkpoint(dir, chain)? {
-            Some(checkpoint) if checkpoint.finished_early => early.push(format!("{chain} ({length} draws)")),
+            Some(checkpoint) if checkpoint.finished_early => {
+                early.push(format!("{chain} ({length} draws)"))
+            }
             Some(checkpoint) if checkpoint.state.iteration < iterations => {
-                unfinished.push(format!("{chain} ({length} draws, iteration {} of {iterations})", checkpoint.state.iteration))
+                unfinished.push(format!(
+                    "{chain} ({length} draws, iteration {} of {iterations})",
+                    checkpoint.state.iteration
+                ))
             }
             Some(_) => {}
             None => unknown.push(chain.to_string()),
@@ -79,7 +91,10 @@ pub fn unequal_lengths_reason(dir: &RunDir, chains: &[usize], lengths: &[usize],
     }
     let mut parts = Vec::new();
     if !early.is_empty() {
-        parts.push(format!("chains {} were ended by the early-stopping rule (their test LPPD converged)", early.join(", ")));
+        parts.push(format!(
+            "chains {} were ended by the early-stopping rule (their test LPPD converged)",
+            early.join(", ")
+        ));
     }
     if !unfinished.is_empty() {
         parts.push(format!(
@@ -89,9 +104,16 @@ pub fn unequal_lengths_reason(dir: &RunDir, chains: &[usize], lengths: &[usize],
         ));
     }
     if !unknown.is_empty() {
-        parts.push(format!("chains {} have no checkpoint to say why", unknown.join(", ")));
+        parts.push(format!(
+            "chains {} have no checkpoint to say why",
+            unknown.join(", ")
+        ));
     }
-    Ok(if parts.is_empty() { "every chain's checkpoint says it finished".to_string() } else { parts.join("; ") })
+    Ok(if parts.is_empty() {
+        "every chain's checkpoint says it finished".to_string()
+    } else {
+        parts.join("; ")
+    })
 }
 
 #[cfg(test)]

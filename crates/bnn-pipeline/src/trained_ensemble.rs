@@ -48,13 +48,25 @@ impl UnfinishedEnsemble {
         if !path.exists() {
             return Ok(Self::default());
         }
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let value: Value = serde_json::from_str(&text).with_context(|| format!("{} is corrupt (delete it to train every member again)", path.display()))?;
-        Ok(Self { records: value["members"].as_array().cloned().unwrap_or_default(), seconds: value["seconds"].as_f64().unwrap_or(0.0) })
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let value: Value = serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is corrupt (delete it to train every member again)",
+                path.display()
+            )
+        })?;
+        Ok(Self {
+            records: value["members"].as_array().cloned().unwrap_or_default(),
+            seconds: value["seconds"].as_f64().unwrap_or(0.0),
+        })
     }
 
     fn write(&self, path: &Path) -> Result<()> {
-        write_json(path, &json!({ "members": self.records, "seconds": self.seconds }))
+        write_json(
+            path,
+            &json!({ "members": self.records, "seconds": self.seconds }),
+        )
     }
 }
 
@@ -85,7 +97,10 @@ impl DeiMcmc {
     pub fn train_ensemble(&self) -> Result<TrainedEnsemble> {
         self.claim()?;
         if self.dir.has_ensemble() {
-            bail!("{} already holds a trained ensemble; use a new run directory", self.dir.root().display());
+            bail!(
+                "{} already holds a trained ensemble; use a new run directory",
+                self.dir.root().display()
+            );
         }
         let e = &self.config.ensemble;
         let ensemble = EnsembleConfig::new()
@@ -98,41 +113,92 @@ impl DeiMcmc {
             .with_patience(e.patience)
             .with_seed(self.config.sampler.seed);
         let indices = self.member_indices();
-        std::fs::create_dir_all(self.dir.ensemble_dir()).with_context(|| format!("creating {}", self.dir.ensemble_dir().display()))?;
+        std::fs::create_dir_all(self.dir.ensemble_dir())
+            .with_context(|| format!("creating {}", self.dir.ensemble_dir().display()))?;
         let unfinished = UnfinishedEnsemble::load(&self.dir.unfinished_ensemble())?;
-        let kept: Vec<Value> = unfinished.records.iter().filter(|r| member_index(r).is_some_and(|j| indices.contains(&j) && self.dir.member(j).is_file())).cloned().collect();
+        let kept: Vec<Value> = unfinished
+            .records
+            .iter()
+            .filter(|r| {
+                member_index(r)
+                    .is_some_and(|j| indices.contains(&j) && self.dir.member(j).is_file())
+            })
+            .cloned()
+            .collect();
         let kept_indices: Vec<usize> = kept.iter().filter_map(member_index).collect();
-        let missing: Vec<usize> = indices.iter().copied().filter(|j| !kept_indices.contains(j)).collect();
+        let missing: Vec<usize> = indices
+            .iter()
+            .copied()
+            .filter(|j| !kept_indices.contains(j))
+            .collect();
         let message = format!(
             "training {} members on {} rows ({} {}, {}) on {}{}",
-            if missing.len() == e.members { e.members.to_string() } else { format!("{} of the {} ({:?})", missing.len(), e.members, missing) },
+            if missing.len() == e.members {
+                e.members.to_string()
+            } else {
+                format!("{} of the {} ({:?})", missing.len(), e.members, missing)
+            },
             self.data.train.rows,
             e.epochs,
-            if e.batch_size.is_some() { "epochs at most" } else { "full-batch Adam steps" },
-            if e.decoupled_weight_decay { "AdamW" } else { "Adam + L2" },
+            if e.batch_size.is_some() {
+                "epochs at most"
+            } else {
+                "full-batch Adam steps"
+            },
+            if e.decoupled_weight_decay {
+                "AdamW"
+            } else {
+                "Adam + L2"
+            },
             self.device_text(),
-            if kept_indices.is_empty() { String::new() } else { format!("; members {kept_indices:?} were saved by an earlier, stopped training") }
+            if kept_indices.is_empty() {
+                String::new()
+            } else {
+                format!("; members {kept_indices:?} were saved by an earlier, stopped training")
+            }
         );
-        self.progress.report(&ProgressEvent::Started { stage: Stage::Ensemble, message: &message });
+        self.progress.report(&ProgressEvent::Started {
+            stage: Stage::Ensemble,
+            message: &message,
+        });
         let start = Instant::now();
         // Each finished member is saved at once; the first saving error is kept for the report.
-        let saved = Mutex::new((UnfinishedEnsemble { records: kept, seconds: unfinished.seconds }, None::<anyhow::Error>));
+        let saved = Mutex::new((
+            UnfinishedEnsemble {
+                records: kept,
+                seconds: unfinished.seconds,
+            },
+            None::<anyhow::Error>,
+        ));
         let save = |member: &TrainedMember| {
             let mut guard = saved.lock().unwrap_or_else(|p| p.into_inner());
             if guard.1.is_some() {
                 return;
             }
-            let result = save_parameters(&self.bnn, &member.parameters, &self.dir.member(member.index))
-                .map_err(anyhow::Error::from)
-                .and_then(|()| {
-                    guard.0.records.push(self.member_record(member));
-                    guard.0.write(&self.dir.unfinished_ensemble())
-                });
+            let result = save_parameters(
+                &self.bnn,
+                &member.parameters,
+                &self.dir.member(member.index),
+            )
+            .map_err(anyhow::Error::from)
+            .and_then(|()| {
+                guard.0.records.push(self.member_record(member));
+                guard.0.write(&self.dir.unfinished_ensemble())
+            });
             if let Err(error) = result {
                 guard.1 = Some(error.context(format!("saving member {}", member.index)));
             }
         };
-        ensemble.train_members_until(&self.bnn, &self.data.train, self.data.valid.as_ref(), &self.device, self.config.threads(), &missing, &self.stop, &save)?;
+        ensemble.train_members_until(
+            &self.bnn,
+            &self.data.train,
+            self.data.valid.as_ref(),
+            &self.device,
+            self.config.threads(),
+            &missing,
+            &self.stop,
+            &save,
+        )?;
         let (mut progress, failure) = saved.into_inner().unwrap_or_else(|p| p.into_inner());
         if let Some(error) = failure {
             return Err(error);
@@ -141,18 +207,41 @@ impl DeiMcmc {
         let finished: Vec<usize> = progress.records.iter().filter_map(member_index).collect();
         if indices.iter().any(|j| !finished.contains(j)) {
             progress.write(&self.dir.unfinished_ensemble())?;
-            return Err(TrainingStopped { finished: finished.len(), members: indices.len(), dir: self.dir.root().to_path_buf() }.into());
+            return Err(TrainingStopped {
+                finished: finished.len(),
+                members: indices.len(),
+                dir: self.dir.root().to_path_buf(),
+            }
+            .into());
         }
         progress.records.sort_by_key(|r| member_index(r));
         let seconds = progress.seconds;
-        write_json(&self.dir.members_json(), &json!({ "members": progress.records, "seconds": seconds }))?;
+        write_json(
+            &self.dir.members_json(),
+            &json!({ "members": progress.records, "seconds": seconds }),
+        )?;
         let _ = std::fs::remove_file(self.dir.unfinished_ensemble());
         self.write_layout()?;
-        let message = format!("trained {} members in {seconds:.1} s; saved to {}", indices.len(), self.dir.ensemble_dir().display());
-        self.progress.report(&ProgressEvent::Finished { stage: Stage::Ensemble, message: &message });
+        let message = format!(
+            "trained {} members in {seconds:.1} s; saved to {}",
+            indices.len(),
+            self.dir.ensemble_dir().display()
+        );
+        self.progress.report(&ProgressEvent::Finished {
+            stage: Stage::Ensemble,
+            message: &message,
+        });
         let files: Vec<PathBuf> = indices.iter().map(|&j| self.dir.member(j)).collect();
-        let members = files.iter().map(|file| load_parameters(&self.bnn, file).map_err(anyhow::Error::from)).collect::<Result<Vec<_>>>()?;
-        Ok(TrainedEnsemble { files, indices, members, seconds })
+        let members = files
+            .iter()
+            .map(|file| load_parameters(&self.bnn, file).map_err(anyhow::Error::from))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TrainedEnsemble {
+            files,
+            indices,
+            members,
+            seconds,
+        })
     }
 
     /// What `members.json` records of a member.
@@ -169,31 +258,56 @@ impl DeiMcmc {
             return Ok(None);
         }
         let text = std::fs::read_to_string(&path)?;
-        let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is corrupt", path.display()))?;
-        let listed: Vec<usize> = value["members"].as_array().map_or(Vec::new(), |m| m.iter().filter_map(|r| r["index"].as_u64().map(|i| i as usize)).collect());
+        let value: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is corrupt", path.display()))?;
+        let listed: Vec<usize> = value["members"].as_array().map_or(Vec::new(), |m| {
+            m.iter()
+                .filter_map(|r| r["index"].as_u64().map(|i| i as usize))
+                .collect()
+        });
         let wanted = self.member_indices();
         if listed != wanted {
             bail!(
                 "{} lists members {listed:?}, this run needs {wanted:?} (ensemble of {}{})",
                 path.display(),
                 self.config.ensemble.members,
-                self.shard.map(|s| format!(", shard {s}")).unwrap_or_default()
+                self.shard
+                    .map(|s| format!(", shard {s}"))
+                    .unwrap_or_default()
             );
         }
         let files: Vec<PathBuf> = wanted.iter().map(|&j| self.dir.member(j)).collect();
-        let members = files.iter().map(|file| load_parameters(&self.bnn, file).map_err(anyhow::Error::from)).collect::<Result<Vec<_>>>()?;
-        Ok(Some(TrainedEnsemble { members, indices: wanted, seconds: value["seconds"].as_f64().unwrap_or(f64::NAN), files }))
+        let members = files
+            .iter()
+            .map(|file| load_parameters(&self.bnn, file).map_err(anyhow::Error::from))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(TrainedEnsemble {
+            members,
+            indices: wanted,
+            seconds: value["seconds"].as_f64().unwrap_or(f64::NAN),
+            files,
+        }))
     }
 
     /// The saved ensemble, or one trained now (its seconds then include saving it).
     pub fn ensemble(&self) -> Result<TrainedEnsemble> {
         if let Some(found) = self.saved_ensemble()? {
-            let message = format!("using the {} saved members in {}", found.members.len(), self.dir.ensemble_dir().display());
-            self.progress.report(&ProgressEvent::Started { stage: Stage::Ensemble, message: &message });
+            let message = format!(
+                "using the {} saved members in {}",
+                found.members.len(),
+                self.dir.ensemble_dir().display()
+            );
+            self.progress.report(&ProgressEvent::Started {
+                stage: Stage::Ensemble,
+                message: &message,
+            });
             return Ok(found);
         }
         let start = Instant::now();
         let trained = self.train_ensemble()?;
-        Ok(TrainedEnsemble { seconds: start.elapsed().as_secs_f64(), ..trained })
+        Ok(TrainedEnsemble {
+            seconds: start.elapsed().as_secs_f64(),
+            ..trained
+        })
     }
 }

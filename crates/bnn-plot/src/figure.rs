@@ -213,10 +213,18 @@ mod tests {
 
     #[test]
     fn tick_labels_are_short() {
-        let labels: Vec<String> = [0.1 + 0.2, 20.0, -0.0, 1.5e-5, 2.5e7, -12.25, -2.7755575615628914e-17]
-            .iter()
-            .map(tick_label)
-            .collect();
+        let labels: Vec<String> = [
+            0.1 + 0.2,
+            20.0,
+            -0.0,
+            1.5e-5,
+            2.5e7,
+            -12.25,
+            -2.7755575615628914e-17,
+        ]
+        .iter()
+        .map(tick_label)
+        .collect();
         assert_eq!(labels, ["0.3", "20", "0", "1.5e-5", "2.5e7", "-12.25", "0"]);
     }
 

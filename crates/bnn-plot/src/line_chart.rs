@@ -1,7 +1,9 @@
 //! A line chart of named series (with optional error bars and marked points) for studies, where a
 //! figure is computed in memory rather than read from a run directory.
 
-use crate::figure::{chain_colour, chart, draw_axes, draw_legend, padded_log_range, padded_range, render_svg, SIZE};
+use crate::figure::{
+    chain_colour, chart, draw_axes, draw_legend, padded_log_range, padded_range, render_svg, SIZE,
+};
 use crate::log_axis::LogAxis;
 use crate::PlotError;
 use plotters::element::DashedPathElement;
@@ -66,24 +68,49 @@ impl LineChart {
     /// Writes the chart to `path` (an `.svg`).
     pub fn write_svg(&self, path: &Path) -> Result<(), PlotError> {
         let finite = |s: &Series| -> Vec<(usize, (f64, f64))> {
-            s.points.iter().copied().enumerate().filter(|(_, (x, y))| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0)).collect()
+            s.points
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(_, (x, y))| x.is_finite() && y.is_finite() && (!self.log_x || *x > 0.0))
+                .collect()
         };
-        let xs = self.series.iter().flat_map(|s| finite(s).into_iter().map(|(_, (x, _))| x)).collect::<Vec<_>>();
+        let xs = self
+            .series
+            .iter()
+            .flat_map(|s| finite(s).into_iter().map(|(_, (x, _))| x))
+            .collect::<Vec<_>>();
         let ys = self.series.iter().flat_map(|s| {
             finite(s).into_iter().flat_map(move |(i, (_, y))| {
-                let e = s.errors.as_ref().and_then(|e| e.get(i)).copied().filter(|e| e.is_finite()).unwrap_or(0.0);
+                let e = s
+                    .errors
+                    .as_ref()
+                    .and_then(|e| e.get(i))
+                    .copied()
+                    .filter(|e| e.is_finite())
+                    .unwrap_or(0.0);
                 [y - e, y + e]
             })
         });
         let y_range = self.y_range.clone().unwrap_or_else(|| padded_range(ys));
         render_svg(path, SIZE, |root| {
             if self.log_x {
-                let mut c = chart(root, &self.title, LogAxis::new(padded_log_range(xs.iter().copied())), y_range.clone())?;
+                let mut c = chart(
+                    root,
+                    &self.title,
+                    LogAxis::new(padded_log_range(xs.iter().copied())),
+                    y_range.clone(),
+                )?;
                 draw_axes(&mut c, &self.x_label, &self.y_label)?;
                 draw_series(&mut c, &self.series, &finite)?;
                 draw_legend(&mut c, self.legend.plotters())
             } else {
-                let mut c = chart(root, &self.title, padded_range(xs.iter().copied()), y_range.clone())?;
+                let mut c = chart(
+                    root,
+                    &self.title,
+                    padded_range(xs.iter().copied()),
+                    y_range.clone(),
+                )?;
                 draw_axes(&mut c, &self.x_label, &self.y_label)?;
                 draw_series(&mut c, &self.series, &finite)?;
                 draw_legend(&mut c, self.legend.plotters())
@@ -113,18 +140,40 @@ where
         };
         let drawn = drawn.label(s.label.clone());
         if dashed {
-            drawn.legend(move |(x, y)| EmptyElement::at((x, y)) + DashedPathElement::new(vec![(0, 0), (22, 0)], 4, 3, style) + Circle::new((11, 0), 3, colour.filled()));
+            drawn.legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + DashedPathElement::new(vec![(0, 0), (22, 0)], 4, 3, style)
+                    + Circle::new((11, 0), 3, colour.filled())
+            });
         } else {
-            drawn.legend(move |(x, y)| EmptyElement::at((x, y)) + PathElement::new(vec![(0, 0), (22, 0)], style) + Circle::new((11, 0), 3, colour.filled()));
+            drawn.legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (22, 0)], style)
+                    + Circle::new((11, 0), 3, colour.filled())
+            });
         }
         chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, colour.filled())))?;
         if let Some(errors) = &s.errors {
-            let bars = finite(s).into_iter().filter_map(|(i, (x, y))| errors.get(i).filter(|e| e.is_finite() && **e > 0.0).map(|&e| (x, y, e)));
-            chart.draw_series(bars.map(|(x, y, e)| PathElement::new(vec![(x, y - e), (x, y + e)], colour.stroke_width(1))))?;
+            let bars = finite(s).into_iter().filter_map(|(i, (x, y))| {
+                errors
+                    .get(i)
+                    .filter(|e| e.is_finite() && **e > 0.0)
+                    .map(|&e| (x, y, e))
+            });
+            chart.draw_series(bars.map(|(x, y, e)| {
+                PathElement::new(vec![(x, y - e), (x, y + e)], colour.stroke_width(1))
+            }))?;
         }
-        chart.draw_series(s.marked.iter().filter(|(x, y)| x.is_finite() && y.is_finite()).map(|&(x, y)| {
-            EmptyElement::at((x, y)) + Circle::new((0, 0), 8, colour.stroke_width(2)) + Text::new(format!("{x:.3}"), (10, -18), ("sans-serif", 13).into_font())
-        }))?;
+        chart.draw_series(
+            s.marked
+                .iter()
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .map(|&(x, y)| {
+                    EmptyElement::at((x, y))
+                        + Circle::new((0, 0), 8, colour.stroke_width(2))
+                        + Text::new(format!("{x:.3}"), (10, -18), ("sans-serif", 13).into_font())
+                }),
+        )?;
     }
     Ok(())
 }
@@ -145,18 +194,40 @@ mod tests {
             y_range: Some(0.0..1.0),
             legend: LegendPosition::LowerLeft,
             series: vec![
-                Series { label: "sigmoid".into(), points: vec![(200.0, 0.98), (400.0, f64::NAN), (600.0, 0.97)], errors: Some(vec![0.01, 0.0, 0.02]), colour: 0, ..Series::default() },
-                Series { label: "relu".into(), points: vec![(200.0, 0.65), (400.0, 0.6)], dashed: true, colour: 1, marked: vec![(400.0, 0.6)], ..Series::default() },
+                Series {
+                    label: "sigmoid".into(),
+                    points: vec![(200.0, 0.98), (400.0, f64::NAN), (600.0, 0.97)],
+                    errors: Some(vec![0.01, 0.0, 0.02]),
+                    colour: 0,
+                    ..Series::default()
+                },
+                Series {
+                    label: "relu".into(),
+                    points: vec![(200.0, 0.65), (400.0, 0.6)],
+                    dashed: true,
+                    colour: 1,
+                    marked: vec![(400.0, 0.6)],
+                    ..Series::default()
+                },
             ],
         };
         chart.write_svg(&path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         roxmltree::Document::parse(&text).expect("well-formed SVG");
-        for label in ["Acceptance vs L", "sigmoid", "relu", "acceptance", "400.000"] {
+        for label in [
+            "Acceptance vs L",
+            "sigmoid",
+            "relu",
+            "acceptance",
+            "400.000",
+        ] {
             assert!(text.contains(label), "missing {label}");
         }
         assert!(!text.contains("NaN"), "a NaN point reached the SVG");
-        let log = LineChart { log_x: true, ..chart };
+        let log = LineChart {
+            log_x: true,
+            ..chart
+        };
         log.write_svg(&dir.path().join("log.svg")).unwrap();
     }
 }

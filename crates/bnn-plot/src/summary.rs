@@ -33,7 +33,9 @@ impl RunSummary {
     pub fn number(&self, field: &str) -> Result<Option<f64>, PlotError> {
         match self.fields.get(field) {
             None | Some(Value::Null) => Ok(None),
-            Some(value) => bnn_diagnostics::non_finite_from_json(value).map(Some).ok_or_else(|| self.invalid(field, value)),
+            Some(value) => bnn_diagnostics::non_finite_from_json(value)
+                .map(Some)
+                .ok_or_else(|| self.invalid(field, value)),
         }
     }
 
@@ -44,13 +46,18 @@ impl RunSummary {
         if let Some(Value::Array(points)) = self.fields.get("calibration") {
             let mut levels = Vec::with_capacity(points.len());
             for point in points {
-                match (point.get("nominal").and_then(Value::as_f64), point.get("observed").and_then(Value::as_f64)) {
+                match (
+                    point.get("nominal").and_then(Value::as_f64),
+                    point.get("observed").and_then(Value::as_f64),
+                ) {
                     (Some(nominal), Some(observed)) => levels.push((nominal, observed)),
                     _ => {
                         return Err(PlotError::InvalidField {
                             file: self.file.clone(),
                             field: "calibration".into(),
-                            message: format!("entries need numeric `nominal` and `observed`, found {point}"),
+                            message: format!(
+                                "entries need numeric `nominal` and `observed`, found {point}"
+                            ),
                         })
                     }
                 }
@@ -108,7 +115,10 @@ mod tests {
         assert_eq!(s.number("missing").unwrap(), None);
         assert_eq!(s.coverage().unwrap(), [(0.5, 0.4), (0.9, 0.88)]);
         let stuck = summary(r#"{"rhat_test_loglik": "inf", "lppd": "-inf"}"#).unwrap();
-        assert_eq!(stuck.number("rhat_test_loglik").unwrap(), Some(f64::INFINITY));
+        assert_eq!(
+            stuck.number("rhat_test_loglik").unwrap(),
+            Some(f64::INFINITY)
+        );
         assert_eq!(stuck.number("lppd").unwrap(), Some(f64::NEG_INFINITY));
     }
 
@@ -120,7 +130,11 @@ mod tests {
         .unwrap();
         assert_eq!(s.coverage().unwrap(), [(0.1, 0.2), (0.9, 0.8)]);
         let bad = summary(r#"{"calibration": [{"nominal": 0.9}]}"#).unwrap();
-        assert!(bad.coverage().unwrap_err().to_string().contains("calibration"));
+        assert!(bad
+            .coverage()
+            .unwrap_err()
+            .to_string()
+            .contains("calibration"));
     }
 
     #[test]

@@ -561,7 +561,14 @@ fn multi_target_predictions_get_one_parity_plot_per_target() {
     for i in 0..6 {
         for k in 0..2 {
             let y = i as f64 + 10.0 * k as f64;
-            writeln!(text, "{i},{k},0.5,{i},{y},{},0.3,{},{}", y + 0.1, y - 0.4, y + 0.6).unwrap();
+            writeln!(
+                text,
+                "{i},{k},0.5,{i},{y},{},0.3,{},{}",
+                y + 0.1,
+                y - 0.4,
+                y + 0.6
+            )
+            .unwrap();
         }
     }
     run.write("predictions.csv", &text);
@@ -571,7 +578,12 @@ fn multi_target_predictions_get_one_parity_plot_per_target() {
         let file = format!("predicted_vs_observed_target{k}.svg");
         assert!(written.contains(&file), "{written:?}");
         let svg = Svg::read(&run.path().join("plots").join(&file));
-        assert!(svg.texts().iter().any(|t| t == &format!("Target {k}: test predictions against observations")), "{file}");
+        assert!(
+            svg.texts()
+                .iter()
+                .any(|t| t == &format!("Target {k}: test predictions against observations")),
+            "{file}"
+        );
     }
     assert!(!written.contains(&"predicted_vs_observed.svg".to_string()));
 }
@@ -579,8 +591,12 @@ fn multi_target_predictions_get_one_parity_plot_per_target() {
 #[test]
 fn a_target_column_that_is_not_an_index_is_an_error() {
     let run = RunFixture::complete();
-    run.write("predictions.csv", "index,target,x0,y,mean,sd,lower_90,upper_90\n0,0.5,1,1,1,1,0,2\n");
-    let error = bnn_plot::plot_run(run.path(), &bnn_plot::PlotOptions::default()).expect_err("target 0.5 accepted");
+    run.write(
+        "predictions.csv",
+        "index,target,x0,y,mean,sd,lower_90,upper_90\n0,0.5,1,1,1,1,0,2\n",
+    );
+    let error = bnn_plot::plot_run(run.path(), &bnn_plot::PlotOptions::default())
+        .expect_err("target 0.5 accepted");
     assert!(error.to_string().contains("not a target index"), "{error}");
 }
 

@@ -46,7 +46,13 @@ impl AlgorithmConfig {
     /// Whether the kernel integrates Hamiltonian dynamics (and can use the step-size heuristic).
     pub fn uses_leapfrog(&self) -> bool {
         // MSD's leapfrog moves under its own metric, not the diagonal one the search would use.
-        !matches!(self, AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_) | AlgorithmConfig::Msd(_))
+        !matches!(
+            self,
+            AlgorithmConfig::RandomWalk(_)
+                | AlgorithmConfig::Mclmc(_)
+                | AlgorithmConfig::Mams(_)
+                | AlgorithmConfig::Msd(_)
+        )
     }
 
     /// The step size a chain starts from when none is given: 1 for the leapfrog kernels (then the

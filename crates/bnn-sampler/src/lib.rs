@@ -64,15 +64,19 @@ pub use adaptation::{TunedParams, Tuner};
 pub use chain::{chain_rng, ChainRng, ChainStart, ChainState};
 pub use draw_sink::{ChainDraws, CollectedDraws, Draw, DrawSink, SinkError};
 pub use draw_stats::DrawStats;
+pub use dynamics::pseudo_marginal::{PseudoMarginalLeapfrog, PseudoMarginalScheme};
+pub use dynamics::surrogate::{
+    ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog,
+    SurrogateMode,
+};
 pub use dynamics::{Evaluation, GradientKind, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
 pub use error::{SamplerError, StartError};
 pub use kernels::{
-    BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, msd_transition, Msd, MsdConfig, MsdInfo,
-    MetricAt, MsdParams, MsdState, Nuts, NutsConfig, RiemannianDensity,
-    RandomWalk, RandomWalkConfig, StepParams, SurrogateNuts, SurrogateNutsConfig,
+    msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry,
+    KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, MetricAt, Msd, MsdConfig, MsdInfo,
+    MsdParams, MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, RiemannianDensity,
+    StepParams, SurrogateNuts, SurrogateNutsConfig,
 };
-pub use dynamics::pseudo_marginal::{PseudoMarginalLeapfrog, PseudoMarginalScheme};
-pub use dynamics::surrogate::{ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode};
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use metric::{DenseMetric, DiagonalMassMatrix, Metric};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};

@@ -18,7 +18,9 @@ pub struct LogDensityError {
 
 impl LogDensityError {
     pub fn new(message: impl Into<String>) -> Self {
-        Self { message: message.into() }
+        Self {
+            message: message.into(),
+        }
     }
 }
 
@@ -56,7 +58,11 @@ pub trait LogDensity: Send + Sync {
     /// The log density alone for a row-major `[C, D]` batch. The default calls
     /// `log_density_and_gradient` and drops the gradients; densities with a cheaper value-only
     /// path override it.
-    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let mut gradients = vec![0.0; positions.len()];
         self.log_density_and_gradient(positions, log_densities, &mut gradients)
     }
@@ -94,7 +100,11 @@ impl<T: LogDensity + ?Sized> LogDensity for &T {
     ) -> Result<(), LogDensityError> {
         (**self).log_density_and_gradient(positions, log_densities, gradients)
     }
-    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         (**self).log_density(positions, log_densities)
     }
     fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
@@ -114,7 +124,11 @@ impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
     ) -> Result<(), LogDensityError> {
         (**self).log_density_and_gradient(positions, log_densities, gradients)
     }
-    fn log_density(&self, positions: &[f64], log_densities: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         (**self).log_density(positions, log_densities)
     }
     fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
@@ -140,7 +154,11 @@ pub fn for_each_row(
             gradients.len()
         )));
     }
-    for ((q, g), value) in positions.chunks_exact(dim).zip(gradients.chunks_exact_mut(dim)).zip(log_densities.iter_mut()) {
+    for ((q, g), value) in positions
+        .chunks_exact(dim)
+        .zip(gradients.chunks_exact_mut(dim))
+        .zip(log_densities.iter_mut())
+    {
         *value = point(q, g)?;
     }
     Ok(())

@@ -97,7 +97,14 @@ pub fn measure_sampler_overhead(
         ("hmc", HmcConfig::new().with_num_steps(16).into(), 1, false),
         ("nuts_batched", NutsConfig::new().into(), 4, true),
         // As `bnn run --sampler mclmc` runs it (diagonal preconditioner from phase 2).
-        ("mclmc", MclmcConfig::new().with_diagonal_preconditioning(true).into(), 1, false),
+        (
+            "mclmc",
+            MclmcConfig::new()
+                .with_diagonal_preconditioning(true)
+                .into(),
+            1,
+            false,
+        ),
     ];
     runs.into_iter()
         .filter_map(|(name, algorithm, num_chains, batched)| {

@@ -6,16 +6,16 @@ use std::sync::Mutex;
 
 use burn::config::Config;
 
+use crate::adaptation::mams_tuner::MamsTuner;
+use crate::adaptation::mclmc_tuner::MclmcTuner;
 use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
 use crate::adaptation::step_size_search::{find_reasonable_step_size, SearchRule};
 use crate::adaptation::{TunedParams, Tuner};
+pub use crate::algorithm_config::AlgorithmConfig;
 use crate::chain::{chain_rng, ChainStart, ChainState};
 use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
-use crate::adaptation::mams_tuner::MamsTuner;
-use crate::adaptation::mclmc_tuner::MclmcTuner;
-pub use crate::algorithm_config::AlgorithmConfig;
 use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, MamsConfig};
 use crate::log_density::LogDensity;
 use crate::metric::DiagonalMassMatrix;
@@ -63,7 +63,12 @@ impl SamplerConfig {
                 "threads must be at least 1".into(),
             ));
         }
-        if self.batched && matches!(self.algorithm, AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Msd(_)) {
+        if self.batched
+            && matches!(
+                self.algorithm,
+                AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Msd(_)
+            )
+        {
             return Err(SamplerError::InvalidConfig(
                 "batched execution is implemented for HMC, NUTS, MCLMC and MAMS, not random-walk Metropolis or MSD"
                     .into(),
@@ -122,8 +127,14 @@ impl Sampler {
     /// The rule of the warmup's step-size search, when it runs.
     fn step_size_search(&self) -> Option<SearchRule> {
         let warmup = &self.config.warmup;
-        (warmup.adapt_step_size && warmup.find_initial_step_size && self.config.algorithm.uses_leapfrog())
-            .then(|| warmup.step_size_search.rule(self.config.algorithm.target_accept()))
+        (warmup.adapt_step_size
+            && warmup.find_initial_step_size
+            && self.config.algorithm.uses_leapfrog())
+        .then(|| {
+            warmup
+                .step_size_search
+                .rule(self.config.algorithm.target_accept())
+        })
     }
 
     /// Creates one chain per start: evaluates the start (a non-finite value or a failure is an
@@ -138,7 +149,11 @@ impl Sampler {
                 "at least one chain start is needed".into(),
             ));
         }
-        starts.iter().enumerate().map(|(chain, start)| self.init_chain(density, chain, start)).collect()
+        starts
+            .iter()
+            .enumerate()
+            .map(|(chain, start)| self.init_chain(density, chain, start))
+            .collect()
     }
 
     /// Creates chain number `chain` (its random stream is `(seed, chain)`), as `init_chains` does
@@ -152,8 +167,8 @@ impl Sampler {
     ) -> Result<ChainState, SamplerError> {
         let dim = density.dim();
         let config = &self.config;
-        let kernel = KernelState::init(density, start.position.clone())
-            .map_err(|e| e.for_chain(chain))?;
+        let kernel =
+            KernelState::init(density, start.position.clone()).map_err(|e| e.for_chain(chain))?;
         let invalid = |message: String| SamplerError::InvalidChainStart { chain, message };
         let metric = match &start.inverse_mass_diag {
             Some(diag) if diag.len() != dim => {
@@ -167,8 +182,14 @@ impl Sampler {
             }
             None => DiagonalMassMatrix::identity(dim),
         };
-        if matches!(config.algorithm, AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_)) && dim < 2 {
-            return Err(invalid("MCLMC's and MAMS's unit-speed dynamics need at least 2 dimensions".into()));
+        if matches!(
+            config.algorithm,
+            AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_)
+        ) && dim < 2
+        {
+            return Err(invalid(
+                "MCLMC's and MAMS's unit-speed dynamics need at least 2 dimensions".into(),
+            ));
         }
         let step_size = start
             .step_size
@@ -177,7 +198,9 @@ impl Sampler {
         check_step_size(step_size).map_err(invalid)?;
         let mut rng = chain_rng(config.seed, chain);
         let step_size = match self.step_size_search() {
-            Some(rule) if config.num_warmup > 0 => find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size, rule),
+            Some(rule) if config.num_warmup > 0 => {
+                find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size, rule)
+            }
             _ => step_size,
         };
         let mut params = TunedParams::new(step_size, metric);
@@ -188,7 +211,13 @@ impl Sampler {
                     Tuner::Mclmc(MclmcTuner::new(mclmc, config.num_warmup, dim))
                 } else {
                     // Fixed (ε, L): the Stan tuner with nothing to adapt counts the burn-in.
-                    Tuner::StanWindows(WarmupState::new(&config.warmup, config.num_warmup, dim, 0.5, step_size))
+                    Tuner::StanWindows(WarmupState::new(
+                        &config.warmup,
+                        config.num_warmup,
+                        dim,
+                        0.5,
+                        step_size,
+                    ))
                 }
             }
             AlgorithmConfig::Mams(mams) => {
@@ -196,13 +225,28 @@ impl Sampler {
                 if config.warmup.adapt_step_size {
                     Tuner::Mams(MamsTuner::new(mams, config.num_warmup, dim, step_size))
                 } else {
-                    Tuner::StanWindows(WarmupState::new(&config.warmup, config.num_warmup, dim, mams.target_accept, step_size))
+                    Tuner::StanWindows(WarmupState::new(
+                        &config.warmup,
+                        config.num_warmup,
+                        dim,
+                        mams.target_accept,
+                        step_size,
+                    ))
                 }
             }
             // MSD moves by its own metric: only the step size adapts.
             AlgorithmConfig::Msd(msd) => {
-                let warmup = WarmupConfig { adapt_metric: false, ..config.warmup.clone() };
-                Tuner::StanWindows(WarmupState::new(&warmup, config.num_warmup, dim, msd.target_accept, step_size))
+                let warmup = WarmupConfig {
+                    adapt_metric: false,
+                    ..config.warmup.clone()
+                };
+                Tuner::StanWindows(WarmupState::new(
+                    &warmup,
+                    config.num_warmup,
+                    dim,
+                    msd.target_accept,
+                    step_size,
+                ))
             }
             algorithm => Tuner::StanWindows(WarmupState::new(
                 &config.warmup,
@@ -239,9 +283,14 @@ impl Sampler {
             AlgorithmConfig::Hmc(config) if self.config.batched => {
                 self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
             }
-            AlgorithmConfig::Nuts(config) if self.config.batched => {
-                self.run_batched(density, config.init_batched()?, chains, &recorded, sink, stop)?
-            }
+            AlgorithmConfig::Nuts(config) if self.config.batched => self.run_batched(
+                density,
+                config.init_batched()?,
+                chains,
+                &recorded,
+                sink,
+                stop,
+            )?,
             AlgorithmConfig::Nuts(config) => {
                 self.run_threaded(density, || config.init(dim), chains, &recorded, sink, stop)?
             }
@@ -300,12 +349,24 @@ impl Sampler {
     }
 
     /// The recorded coordinates, after checking that every chain has the density's dimension.
-    fn check_chains(&self, dim: usize, chains: &[ChainState]) -> Result<Range<usize>, SamplerError> {
+    fn check_chains(
+        &self,
+        dim: usize,
+        chains: &[ChainState],
+    ) -> Result<Range<usize>, SamplerError> {
         let recorded = self.recorded_coordinates(dim)?;
         for chain in chains {
-            for got in [chain.kernel.dim(), chain.kernel.gradient.len(), chain.params.metric.dim()] {
+            for got in [
+                chain.kernel.dim(),
+                chain.kernel.gradient.len(),
+                chain.params.metric.dim(),
+            ] {
                 if got != dim {
-                    return Err(SamplerError::WrongDimension { chain: chain.chain, expected: dim, got });
+                    return Err(SamplerError::WrongDimension {
+                        chain: chain.chain,
+                        expected: dim,
+                        got,
+                    });
                 }
             }
         }
@@ -314,7 +375,10 @@ impl Sampler {
 
     fn status(&self, chains: &[ChainState], sink: &(dyn DrawSink + Send)) -> RunStatus {
         let total = |chain: &ChainState| chain.warmup.num_warmup() + self.config.num_draws;
-        if chains.iter().all(|chain| chain.iteration >= total(chain) || sink.chain_finished(chain.chain)) {
+        if chains
+            .iter()
+            .all(|chain| chain.iteration >= total(chain) || sink.chain_finished(chain.chain))
+        {
             RunStatus::Finished
         } else {
             RunStatus::Stopped
@@ -456,8 +520,7 @@ impl Sampler {
                     stats: draw_stats,
                     state: chain,
                 };
-                sink.record(&draw)
-                    .map_err(SamplerError::Sink)?;
+                sink.record(&draw).map_err(SamplerError::Sink)?;
             }
         }
         Ok(())
@@ -492,7 +555,8 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
             return Ok(());
         }
         let state = std::mem::take(&mut chain.kernel);
-        let (state, stats) = kernel.step(density, &mut chain.rng, state, chain.params.step_params());
+        let (state, stats) =
+            kernel.step(density, &mut chain.rng, state, chain.params.step_params());
         chain.kernel = state;
         let (warmup, index) = finish_transition(density, chain, &stats, search);
         if warmup {
@@ -508,8 +572,7 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
             state: chain,
         };
         let mut sink = lock(sink);
-        sink.record(&draw)
-            .map_err(SamplerError::Sink)?;
+        sink.record(&draw).map_err(SamplerError::Sink)?;
         if sink.chain_finished(chain.chain) {
             return Ok(());
         }
@@ -544,11 +607,11 @@ fn finish_transition<L: LogDensity + ?Sized>(
             &kernel.gradient,
             stats,
             params,
-            |metric, step_size| {
-                match search {
-                    Some(rule) => find_reasonable_step_size(density, rng, kernel, metric, step_size, rule),
-                    None => step_size,
+            |metric, step_size| match search {
+                Some(rule) => {
+                    find_reasonable_step_size(density, rng, kernel, metric, step_size, rule)
                 }
+                None => step_size,
             },
         );
     }

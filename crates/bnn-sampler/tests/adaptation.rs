@@ -145,7 +145,16 @@ fn adapted_variance_ratios(warmup: WarmupConfig, num_warmup: usize, seed: u64) -
         .unwrap();
     chains
         .iter()
-        .flat_map(|chain| chain.params.metric.inverse_diag().iter().zip(&target.scales).map(|(v, s)| v / (s * s)).collect::<Vec<_>>())
+        .flat_map(|chain| {
+            chain
+                .params
+                .metric
+                .inverse_diag()
+                .iter()
+                .zip(&target.scales)
+                .map(|(v, s)| v / (s * s))
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -167,13 +176,17 @@ fn metric_adapts_to_posterior_variances() {
 /// square-rooted.
 #[test]
 fn gradient_metric_estimate_is_exact_on_a_gaussian() {
-    let nutpie = WarmupConfig::new().with_metric_estimate(bnn_sampler::MetricEstimate::DrawsAndGradients);
+    let nutpie =
+        WarmupConfig::new().with_metric_estimate(bnn_sampler::MetricEstimate::DrawsAndGradients);
     for ratio in adapted_variance_ratios(nutpie, 200, 802) {
         assert!((ratio - 1.0).abs() < 1e-6, "variance ratio {ratio}");
     }
     let stan = adapted_variance_ratios(WarmupConfig::new(), 200, 802);
     let worst = stan.iter().map(|r| (r - 1.0).abs()).fold(0.0, f64::max);
-    assert!(worst > 0.05, "Stan's estimate from 75 draws should be visibly noisy, worst error {worst}");
+    assert!(
+        worst > 0.05,
+        "Stan's estimate from 75 draws should be visibly noisy, worst error {worst}"
+    );
 }
 
 #[test]
@@ -255,7 +268,9 @@ fn short_warmup_adapts_step_size_only() {
     assert_eq!(chains[0].params.metric.inverse_diag(), &[1.0; 3]);
     assert_ne!(chains[0].params.step_size, initial);
     let sampling = draws.stats(0);
-    assert!(sampling.iter().all(|s| s.step_size == chains[0].params.step_size));
+    assert!(sampling
+        .iter()
+        .all(|s| s.step_size == chains[0].params.step_size));
 }
 
 /// The step-size search's two rules on 100 standard normals (identity metric): crossing at the
@@ -265,20 +280,44 @@ fn short_warmup_adapts_step_size_only() {
 /// seeds; the searches move in factors of 2, so the bounds leave room for that rounding.
 #[test]
 fn step_size_search_crosses_its_rules_level() {
-    use bnn_sampler::{chain_rng, find_reasonable_step_size, DiagonalMassMatrix, KernelState, StepSizeSearch};
+    use bnn_sampler::{
+        chain_rng, find_reasonable_step_size, DiagonalMassMatrix, KernelState, StepSizeSearch,
+    };
     let dim = 100;
-    let target = IidGaussian { scales: vec![1.0; dim] };
+    let target = IidGaussian {
+        scales: vec![1.0; dim],
+    };
     let metric = DiagonalMassMatrix::identity(dim);
     let state = KernelState::init(&target, vec![0.3; dim]).unwrap();
     let log_mean = |rule: StepSizeSearch, target_accept: f64| {
         (0..40u64)
-            .map(|seed| find_reasonable_step_size(&target, &mut chain_rng(seed, 0), &state, &metric, 1.0, rule.rule(target_accept)).ln())
+            .map(|seed| {
+                find_reasonable_step_size(
+                    &target,
+                    &mut chain_rng(seed, 0),
+                    &state,
+                    &metric,
+                    1.0,
+                    rule.rule(target_accept),
+                )
+                .ln()
+            })
             .sum::<f64>()
             / 40.0
     };
     let stan = log_mean(StepSizeSearch::Stan, 0.8);
     let target_08 = log_mean(StepSizeSearch::Target, 0.8);
     let target_05 = log_mean(StepSizeSearch::Target, 0.5);
-    assert!((stan - target_08).exp() > 1.3, "Stan ε̄ {:.3}, target-0.8 ε̄ {:.3}", stan.exp(), target_08.exp());
-    assert!((stan - target_05).abs().exp() < 1.3, "Stan ε̄ {:.3}, target-0.5 ε̄ {:.3}", stan.exp(), target_05.exp());
+    assert!(
+        (stan - target_08).exp() > 1.3,
+        "Stan ε̄ {:.3}, target-0.8 ε̄ {:.3}",
+        stan.exp(),
+        target_08.exp()
+    );
+    assert!(
+        (stan - target_05).abs().exp() < 1.3,
+        "Stan ε̄ {:.3}, target-0.5 ε̄ {:.3}",
+        stan.exp(),
+        target_05.exp()
+    );
 }

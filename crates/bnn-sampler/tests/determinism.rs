@@ -241,19 +241,36 @@ fn mclmc_batched_and_resumed_runs_make_the_same_draws() {
     };
     let mut whole = CollectedDraws::new(3, 6).with_warmup(true);
     let mut chains = sampler(false).init_chains(&target, &starts).unwrap();
-    sampler(false).run(&target, &mut chains, &mut whole, &AtomicBool::new(false)).unwrap();
-    assert!(chains.iter().all(|c| c.params.trajectory_length.is_some_and(|l| l.is_finite() && l > 0.0)));
+    sampler(false)
+        .run(&target, &mut chains, &mut whole, &AtomicBool::new(false))
+        .unwrap();
+    assert!(chains.iter().all(|c| c
+        .params
+        .trajectory_length
+        .is_some_and(|l| l.is_finite() && l > 0.0)));
     for batched in [false, true] {
         for after in [120, 170, 190, 250] {
             let stop = AtomicBool::new(false);
             let mut chains = sampler(batched).init_chains(&target, &starts).unwrap();
-            let mut first = StopAfter { inner: CollectedDraws::new(3, 6).with_warmup(true), after, seen: 0, stop: &stop };
-            assert_eq!(sampler(batched).run(&target, &mut chains, &mut first, &stop).unwrap(), RunStatus::Stopped);
+            let mut first = StopAfter {
+                inner: CollectedDraws::new(3, 6).with_warmup(true),
+                after,
+                seen: 0,
+                stop: &stop,
+            };
+            assert_eq!(
+                sampler(batched)
+                    .run(&target, &mut chains, &mut first, &stop)
+                    .unwrap(),
+                RunStatus::Stopped
+            );
             let json = serde_json::to_string(&chains).unwrap();
             let mut resumed: Vec<ChainState> = serde_json::from_str(&json).unwrap();
             assert_eq!(resumed, chains, "stopped after {after}");
             let mut rest = first.inner;
-            sampler(batched).run(&target, &mut resumed, &mut rest, &AtomicBool::new(false)).unwrap();
+            sampler(batched)
+                .run(&target, &mut resumed, &mut rest, &AtomicBool::new(false))
+                .unwrap();
             assert_eq!(rest, whole, "batched {batched}, stopped after {after}");
         }
     }
@@ -386,7 +403,12 @@ fn recorded_coordinates_project_the_same_draws() {
             .with_batched(batched);
         let full = collect(config.clone(), &starts, 5);
         let target = IidGaussian::log_spaced(5);
-        let projected = config.with_recorded_coordinates(Some(1..3)).init().unwrap().sample(&target, &starts).unwrap();
+        let projected = config
+            .with_recorded_coordinates(Some(1..3))
+            .init()
+            .unwrap()
+            .sample(&target, &starts)
+            .unwrap();
         assert_eq!(projected.dim(), 2);
         for c in 0..starts.len() {
             assert_eq!(projected.stats(c), full.stats(c));
@@ -395,6 +417,9 @@ fn recorded_coordinates_project_the_same_draws() {
             }
         }
     }
-    let bad = SamplerConfig::new(NutsConfig::new().into()).with_recorded_coordinates(Some(3..9)).init().unwrap();
+    let bad = SamplerConfig::new(NutsConfig::new().into())
+        .with_recorded_coordinates(Some(3..9))
+        .init()
+        .unwrap();
     assert!(bad.sample(&IidGaussian::log_spaced(5), &starts).is_err());
 }

@@ -3,8 +3,9 @@
 use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    for_each_row, ChainStart, CollectedDraws, Draw, DrawSink, HmcConfig, LogDensity, LogDensityError, NutsConfig,
-    RandomWalkConfig, SamplerConfig, SamplerError, SinkError, WarmupConfig,
+    for_each_row, ChainStart, CollectedDraws, Draw, DrawSink, HmcConfig, LogDensity,
+    LogDensityError, NutsConfig, RandomWalkConfig, SamplerConfig, SamplerError, SinkError,
+    WarmupConfig,
 };
 
 /// A standard normal that is `-inf` where `x_0 > 5`, NaN where `x_0 < -5`, and fails to evaluate
@@ -258,8 +259,12 @@ fn failing_sink_stops_the_run_with_an_error() {
             Err(Box::new(Writing(std::io::Error::from_raw_os_error(28))))
         }
     }
-    let mut chains = sampler.init_chains(&target, &[ChainStart::at(vec![0.0, 0.0])]).unwrap();
-    let error = sampler.run(&target, &mut chains, &mut NoSpace, &AtomicBool::new(false)).unwrap_err();
+    let mut chains = sampler
+        .init_chains(&target, &[ChainStart::at(vec![0.0, 0.0])])
+        .unwrap();
+    let error = sampler
+        .run(&target, &mut chains, &mut NoSpace, &AtomicBool::new(false))
+        .unwrap_err();
     let mut causes = Vec::new();
     let mut next: Option<&dyn std::error::Error> = Some(&error);
     while let Some(cause) = next {

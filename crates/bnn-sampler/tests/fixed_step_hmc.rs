@@ -26,7 +26,10 @@ fn exact_acceptance(dim: usize, step_size: f64, num_steps: usize, samples: usize
     for _ in 0..samples {
         let mut energy_error = 0.0;
         for _ in 0..dim {
-            let (mut q, mut p): (f64, f64) = (StandardNormal.sample(&mut rng), StandardNormal.sample(&mut rng));
+            let (mut q, mut p): (f64, f64) = (
+                StandardNormal.sample(&mut rng),
+                StandardNormal.sample(&mut rng),
+            );
             let h0 = 0.5 * (q * q + p * p);
             for _ in 0..num_steps {
                 p -= 0.5 * step_size * q;
@@ -46,7 +49,11 @@ fn exact_acceptance(dim: usize, step_size: f64, num_steps: usize, samples: usize
 
 fn fixed_step(num_steps: usize, burn_in: usize, draws: usize, batched: bool) -> SamplerConfig {
     SamplerConfig::new(HmcConfig::new().with_num_steps(num_steps).into())
-        .with_warmup(WarmupConfig::new().with_adapt_step_size(false).with_adapt_metric(false))
+        .with_warmup(
+            WarmupConfig::new()
+                .with_adapt_step_size(false)
+                .with_adapt_metric(false),
+        )
         .with_num_warmup(burn_in)
         .with_num_draws(draws)
         .with_seed(11)
@@ -72,7 +79,9 @@ fn fixed_step_acceptance_matches_the_exact_gaussian_value_for_each_chains_step_s
     // on a Gaussian resonates, which the exact value accounts for).
     let step_sizes = [0.3, 1.1];
     let chains = 8;
-    let density = IidGaussian { scales: vec![1.0; dim] };
+    let density = IidGaussian {
+        scales: vec![1.0; dim],
+    };
     let starts = gaussian_starts(chains, dim, &step_sizes);
     let sampler = fixed_step(num_steps, 20, 1500, true).init().unwrap();
     let draws = sampler.sample(&density, &starts).unwrap();
@@ -81,11 +90,20 @@ fn fixed_step_acceptance_matches_the_exact_gaussian_value_for_each_chains_step_s
         let members: Vec<usize> = (0..chains).filter(|c| c % 2 == group).collect();
         for &c in &members {
             for s in draws.stats(c) {
-                assert_eq!(s.step_size, step_size, "chain {c} kept its own fixed step size");
-                assert_eq!(s.n_leapfrog as usize, num_steps, "chain {c} took exactly L steps");
+                assert_eq!(
+                    s.step_size, step_size,
+                    "chain {c} kept its own fixed step size"
+                );
+                assert_eq!(
+                    s.n_leapfrog as usize, num_steps,
+                    "chain {c} took exactly L steps"
+                );
             }
         }
-        let accept: Vec<Vec<f64>> = members.iter().map(|&c| draws.stats(c).iter().map(|s| s.accept_stat).collect()).collect();
+        let accept: Vec<Vec<f64>> = members
+            .iter()
+            .map(|&c| draws.stats(c).iter().map(|s| s.accept_stat).collect())
+            .collect();
         let estimate = pooled_mean(&accept);
         let mcse = mcse_mean(&accept);
         let (exact, exact_se) = exact_acceptance(dim, step_size, num_steps, 200_000);
@@ -96,29 +114,60 @@ fn fixed_step_acceptance_matches_the_exact_gaussian_value_for_each_chains_step_s
         );
         // The check can fail: the two step sizes' exact values are far apart compared with it,
         // and an adapted step size (target 0.8) would land on neither.
-        assert!((exact - 0.8).abs() > 3.0 * tolerance, "exact acceptance {exact:.3} too close to the adaptation target");
+        assert!(
+            (exact - 0.8).abs() > 3.0 * tolerance,
+            "exact acceptance {exact:.3} too close to the adaptation target"
+        );
     }
     let (small, _) = exact_acceptance(dim, step_sizes[0], num_steps, 50_000);
     let (large, _) = exact_acceptance(dim, step_sizes[1], num_steps, 50_000);
-    assert!(small - large > 0.3, "the two step sizes must be told apart: {small:.3} vs {large:.3}");
+    assert!(
+        small - large > 0.3,
+        "the two step sizes must be told apart: {small:.3} vs {large:.3}"
+    );
 }
 
 #[test]
 fn per_chain_step_sizes_in_a_batch_give_each_chain_its_solo_draws() {
     let (dim, num_steps) = (5, 9);
     let step_sizes = [0.3, 0.45, 0.6];
-    let density = IidGaussian { scales: vec![1.0; dim] };
+    let density = IidGaussian {
+        scales: vec![1.0; dim],
+    };
     let starts = gaussian_starts(3, dim, &step_sizes);
-    let batched = fixed_step(num_steps, 5, 40, true).init().unwrap().sample(&density, &starts).unwrap();
-    let threaded = fixed_step(num_steps, 5, 40, false).init().unwrap().sample(&density, &starts).unwrap();
+    let batched = fixed_step(num_steps, 5, 40, true)
+        .init()
+        .unwrap()
+        .sample(&density, &starts)
+        .unwrap();
+    let threaded = fixed_step(num_steps, 5, 40, false)
+        .init()
+        .unwrap()
+        .sample(&density, &starts)
+        .unwrap();
     for c in 0..3 {
-        assert_eq!(batched.chain(c), threaded.chain(c), "chain {c}: batched and threaded runs differ");
+        assert_eq!(
+            batched.chain(c),
+            threaded.chain(c),
+            "chain {c}: batched and threaded runs differ"
+        );
         // Alone (its own run, chain number 0) the chain is a different stream; as chain c of a
         // one-chain run it must be the same.
         let alone = fixed_step(num_steps, 5, 40, true).init().unwrap();
         let mut states = vec![alone.init_chain(&density, c, &starts[c]).unwrap()];
         let mut collected = bnn_sampler::CollectedDraws::new(c + 1, dim);
-        alone.run(&density, &mut states, &mut collected, &std::sync::atomic::AtomicBool::new(false)).unwrap();
-        assert_eq!(collected.chain(c), batched.chain(c), "chain {c}: inside the batch it must move as alone");
+        alone
+            .run(
+                &density,
+                &mut states,
+                &mut collected,
+                &std::sync::atomic::AtomicBool::new(false),
+            )
+            .unwrap();
+        assert_eq!(
+            collected.chain(c),
+            batched.chain(c),
+            "chain {c}: inside the batch it must move as alone"
+        );
     }
 }

@@ -16,35 +16,52 @@ const CHAINS: usize = 4;
 
 /// Standard deviations log-spaced from 1 to 10: variances from 1 to 100.
 fn ill_conditioned() -> IidGaussian {
-    IidGaussian { scales: (0..DIM).map(|i| 10f64.powf(i as f64 / (DIM - 1) as f64)).collect() }
+    IidGaussian {
+        scales: (0..DIM)
+            .map(|i| 10f64.powf(i as f64 / (DIM - 1) as f64))
+            .collect(),
+    }
 }
 
 /// Four chains with the full MAMS warmup; `min_steps_per_length = 0` is the behaviour before the
 /// floor existed.
 fn run(min_steps_per_length: f64) -> CollectedDraws {
     let target = ill_conditioned();
-    SamplerConfig::new(MamsConfig::new().with_min_steps_per_length(min_steps_per_length).into())
-        .with_num_warmup(2000)
-        .with_num_draws(4000)
-        .with_seed(939)
-        .init()
-        .unwrap()
-        .sample(&target, &uniform_starts(CHAINS, DIM, 1.0, 939))
-        .unwrap()
+    SamplerConfig::new(
+        MamsConfig::new()
+            .with_min_steps_per_length(min_steps_per_length)
+            .into(),
+    )
+    .with_num_warmup(2000)
+    .with_num_draws(4000)
+    .with_seed(939)
+    .init()
+    .unwrap()
+    .sample(&target, &uniform_starts(CHAINS, DIM, 1.0, 939))
+    .unwrap()
 }
 
 /// Each chain's tuned `L/ε` (constant over its sampling draws).
 fn steps_per_length(draws: &CollectedDraws) -> Vec<f64> {
-    (0..CHAINS).map(|c| draws.stats(c)[0].trajectory_length / draws.stats(c)[0].step_size).collect()
+    (0..CHAINS)
+        .map(|c| draws.stats(c)[0].trajectory_length / draws.stats(c)[0].step_size)
+        .collect()
 }
 
 /// Per coordinate, the bulk ESS of `f(x)` per gradient evaluation of the sampling draws (a
 /// McLachlan step costs two).
 fn ess_per_gradient(draws: &CollectedDraws, f: impl Fn(f64) -> f64) -> Vec<f64> {
-    let gradients: f64 = (0..CHAINS).flat_map(|c| draws.stats(c)).map(|s| f64::from(s.n_leapfrog)).sum();
+    let gradients: f64 = (0..CHAINS)
+        .flat_map(|c| draws.stats(c))
+        .map(|s| f64::from(s.n_leapfrog))
+        .sum();
     (0..DIM)
         .map(|d| {
-            let chains: Vec<Vec<f64>> = draws.coordinate(d).into_iter().map(|x| x.into_iter().map(&f).collect()).collect();
+            let chains: Vec<Vec<f64>> = draws
+                .coordinate(d)
+                .into_iter()
+                .map(|x| x.into_iter().map(&f).collect())
+                .collect();
             bnn_diagnostics::ess_bulk(&chains) / gradients
         })
         .collect()
@@ -73,14 +90,22 @@ fn the_tuned_mams_trajectory_spans_at_least_two_steps_and_that_pays_per_gradient
     let floored = run(MamsConfig::new().min_steps_per_length);
     let unfloored = run(0.0);
     let (with_floor, without) = (steps_per_length(&floored), steps_per_length(&unfloored));
-    assert!(without.iter().all(|&r| r < 1.0), "without the floor the defect should reproduce (L/ε < 1), got {without:?}");
-    assert!(with_floor.iter().all(|&r| r >= 2.0 - 1e-12), "L/ε per chain {with_floor:?}");
+    assert!(
+        without.iter().all(|&r| r < 1.0),
+        "without the floor the defect should reproduce (L/ε < 1), got {without:?}"
+    );
+    assert!(
+        with_floor.iter().all(|&r| r >= 2.0 - 1e-12),
+        "L/ε per chain {with_floor:?}"
+    );
 
-    let (mean, se) = mean_log_ratio(&ess_per_gradient(&floored, |x| x), &ess_per_gradient(&unfloored, |x| x));
+    let (mean, se) = mean_log_ratio(
+        &ess_per_gradient(&floored, |x| x),
+        &ess_per_gradient(&unfloored, |x| x),
+    );
     assert!(
         mean > 4.0 * se,
         "ESS per gradient: floored / unfloored = exp({mean:.3} ± {se:.3}) = {:.2}, not above 1 by 4 standard errors",
         mean.exp()
     );
 }
-

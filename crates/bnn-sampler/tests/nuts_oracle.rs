@@ -50,7 +50,11 @@ fn agree<L: LogDensity>(
             density,
             &mut fast_rng,
             fast_state,
-            StepParams { step_size, metric, trajectory_length: None },
+            StepParams {
+                step_size,
+                metric,
+                trajectory_length: None,
+            },
         );
         let (oracle_next, oracle_stats) =
             oracle.step(density, &mut oracle_rng, &oracle_state, step_size, metric);

@@ -36,8 +36,20 @@ fn run<L: bnn_sampler::LogDensity>(
 fn check_marginals(checks: &mut Checks, draws: &CollectedDraws, target: &CorrelatedGaussian) {
     for d in 0..2 {
         let x = draws.coordinate(d);
-        checks.within(&format!("mean[{d}]"), pooled_mean(&x), 0.0, mcse_mean(&x), 4.0);
-        checks.within(&format!("sd[{d}]"), pooled_sd(&x), target.sd[d], mcse_sd(&x), 4.0);
+        checks.within(
+            &format!("mean[{d}]"),
+            pooled_mean(&x),
+            0.0,
+            mcse_mean(&x),
+            4.0,
+        );
+        checks.within(
+            &format!("sd[{d}]"),
+            pooled_sd(&x),
+            target.sd[d],
+            mcse_sd(&x),
+            4.0,
+        );
     }
 }
 

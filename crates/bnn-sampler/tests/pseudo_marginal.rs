@@ -6,8 +6,9 @@
 mod support;
 
 use bnn_sampler::{
-    chain_rng, DiagonalMassMatrix, DualAveraging, HmcConfig, Integrator, Kernel, KernelState, LogDensity, LogDensityError, NutsConfig, PhasePoint,
-    PseudoMarginalLeapfrog, PseudoMarginalScheme, StepParams,
+    chain_rng, DiagonalMassMatrix, DualAveraging, HmcConfig, Integrator, Kernel, KernelState,
+    LogDensity, LogDensityError, NutsConfig, PhasePoint, PseudoMarginalLeapfrog,
+    PseudoMarginalScheme, StepParams,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -50,7 +51,12 @@ impl RandomEffects {
     /// The exact log posterior of θ up to a constant (the marginal likelihood in closed form).
     fn exact_log_posterior(&self, mu: f64, log_tau: f64) -> f64 {
         let variance = self.sigma * self.sigma + (2.0 * log_tau).exp();
-        Self::log_prior(mu, log_tau) - self.y.iter().map(|y| 0.5 * (y - mu).powi(2) / variance + 0.5 * variance.ln()).sum::<f64>()
+        Self::log_prior(mu, log_tau)
+            - self
+                .y
+                .iter()
+                .map(|y| 0.5 * (y - mu).powi(2) / variance + 0.5 * variance.ln())
+                .sum::<f64>()
     }
 
     /// Posterior means and sds of μ and log τ by quadrature on a fine grid.
@@ -61,16 +67,29 @@ impl RandomEffects {
         let mut cells = Vec::with_capacity(n * n);
         for i in 0..n {
             for j in 0..n {
-                let (mu, log_tau) = (mu_range.0 + (i as f64 + 0.5) * dm, tau_range.0 + (j as f64 + 0.5) * dt);
+                let (mu, log_tau) = (
+                    mu_range.0 + (i as f64 + 0.5) * dm,
+                    tau_range.0 + (j as f64 + 0.5) * dt,
+                );
                 cells.push((mu, log_tau, self.exact_log_posterior(mu, log_tau)));
             }
         }
         let top = cells.iter().map(|c| c.2).fold(f64::NEG_INFINITY, f64::max);
         let weights: Vec<f64> = cells.iter().map(|c| (c.2 - top).exp()).collect();
         let total: f64 = weights.iter().sum();
-        let moment = |f: &dyn Fn(&(f64, f64, f64)) -> f64| cells.iter().zip(&weights).map(|(c, w)| w * f(c)).sum::<f64>() / total;
+        let moment = |f: &dyn Fn(&(f64, f64, f64)) -> f64| {
+            cells
+                .iter()
+                .zip(&weights)
+                .map(|(c, w)| w * f(c))
+                .sum::<f64>()
+                / total
+        };
         let (m0, m1) = (moment(&|c| c.0), moment(&|c| c.1));
-        [(m0, (moment(&|c| c.0 * c.0) - m0 * m0).sqrt()), (m1, (moment(&|c| c.1 * c.1) - m1 * m1).sqrt())]
+        [
+            (m0, (moment(&|c| c.0 * c.0) - m0 * m0).sqrt()),
+            (m1, (moment(&|c| c.1 * c.1) - m1 * m1).sqrt()),
+        ]
     }
 }
 
@@ -79,10 +98,19 @@ impl LogDensity for RandomEffects {
         2 + self.y.len() * self.samples
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let d = self.dim();
         let precision = 1.0 / (self.sigma * self.sigma);
-        for ((x, g), value) in positions.chunks_exact(d).zip(gradients.chunks_exact_mut(d)).zip(values.iter_mut()) {
+        for ((x, g), value) in positions
+            .chunks_exact(d)
+            .zip(gradients.chunks_exact_mut(d))
+            .zip(values.iter_mut())
+        {
             let (mu, log_tau) = (x[0], x[1]);
             let tau = log_tau.exp();
             let mut total = Self::log_prior(mu, log_tau);
@@ -90,7 +118,10 @@ impl LogDensity for RandomEffects {
             g[1] = -log_tau;
             for (i, &y) in self.y.iter().enumerate() {
                 let u = &x[2 + i * self.samples..2 + (i + 1) * self.samples];
-                let logs: Vec<f64> = u.iter().map(|u| -0.5 * precision * (y - mu - tau * u).powi(2)).collect();
+                let logs: Vec<f64> = u
+                    .iter()
+                    .map(|u| -0.5 * precision * (y - mu - tau * u).powi(2))
+                    .collect();
                 let top = logs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let sum: f64 = logs.iter().map(|l| (l - top).exp()).sum();
                 total += top + (sum / self.samples as f64).ln();
@@ -115,7 +146,13 @@ fn identity(dim: usize) -> DiagonalMassMatrix {
 
 /// Chains of `kernel` with a dual-averaging warmup of the step size (target 0.8), then `draws`
 /// kept transitions; returns the θ draws (μ, log τ) per chain.
-fn run<K: Kernel>(mut make: impl FnMut() -> K, target: &RandomEffects, chains: usize, warmup: usize, draws: usize) -> [Vec<Vec<f64>>; 2] {
+fn run<K: Kernel>(
+    mut make: impl FnMut() -> K,
+    target: &RandomEffects,
+    chains: usize,
+    warmup: usize,
+    draws: usize,
+) -> [Vec<Vec<f64>>; 2] {
     let dim = target.dim();
     let metric = identity(dim);
     let mut mu = Vec::new();
@@ -124,13 +161,30 @@ fn run<K: Kernel>(mut make: impl FnMut() -> K, target: &RandomEffects, chains: u
         let mut kernel = make();
         let mut rng = chain_rng(41, c);
         let mut start_rng = ChaCha8Rng::seed_from_u64(100 + c as u64);
-        let start: Vec<f64> = (0..dim).map(|i| if i < 2 { 0.2 * c as f64 } else { normal(&mut start_rng) }).collect();
+        let start: Vec<f64> = (0..dim)
+            .map(|i| {
+                if i < 2 {
+                    0.2 * c as f64
+                } else {
+                    normal(&mut start_rng)
+                }
+            })
+            .collect();
         let mut state = KernelState::init(target, start).unwrap();
         let mut adaptation = DualAveraging::new(0.8, 0.05, 0.75, 10.0, 0.1);
         let mut step_size = 0.1;
         let (mut m, mut t) = (Vec::with_capacity(draws), Vec::with_capacity(draws));
         for i in 0..warmup + draws {
-            let (next, stats) = kernel.step(target, &mut rng, state, StepParams { step_size, metric: &metric, trajectory_length: None });
+            let (next, stats) = kernel.step(
+                target,
+                &mut rng,
+                state,
+                StepParams {
+                    step_size,
+                    metric: &metric,
+                    trajectory_length: None,
+                },
+            );
             state = next;
             if i < warmup {
                 step_size = adaptation.update(stats.accept_stat);
@@ -152,8 +206,20 @@ fn checks(draws: &[Vec<Vec<f64>>; 2], exact: [(f64, f64); 2]) -> Checks {
     let k = mcse_multiplier(4);
     let mut checks = Checks::default();
     for (name, (chains, (mean, sd))) in ["μ", "log τ"].iter().zip(draws.iter().zip(exact)) {
-        checks.within(&format!("mean {name}"), pooled_mean(chains), mean, mcse_mean(chains), k);
-        checks.within(&format!("sd {name}"), pooled_sd(chains), sd, mcse_sd(chains), k);
+        checks.within(
+            &format!("mean {name}"),
+            pooled_mean(chains),
+            mean,
+            mcse_mean(chains),
+            k,
+        );
+        checks.within(
+            &format!("sd {name}"),
+            pooled_sd(chains),
+            sd,
+            mcse_sd(chains),
+            k,
+        );
     }
     checks
 }
@@ -174,10 +240,19 @@ impl LogDensity for FrozenU<'_> {
         2
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         let full = self.target.dim();
         let mut g = vec![0.0; full];
-        for ((theta, gradient), value) in positions.chunks_exact(2).zip(gradients.chunks_exact_mut(2)).zip(values.iter_mut()) {
+        for ((theta, gradient), value) in positions
+            .chunks_exact(2)
+            .zip(gradients.chunks_exact_mut(2))
+            .zip(values.iter_mut())
+        {
             let x: Vec<f64> = theta.iter().chain(&self.u).copied().collect();
             *value = self.target.evaluate(&x, &mut g)?;
             gradient.copy_from_slice(&g[..2]);
@@ -192,9 +267,17 @@ impl LogDensity for FrozenU<'_> {
 fn pseudo_marginal_nuts_recovers_the_exact_posterior() {
     let target = RandomEffects::simulate(20, 4, 3);
     let exact = target.exact_moments();
-    for scheme in [PseudoMarginalScheme::FlowKickFlow, PseudoMarginalScheme::KickFlowKick] {
+    for scheme in [
+        PseudoMarginalScheme::FlowKickFlow,
+        PseudoMarginalScheme::KickFlowKick,
+    ] {
         let draws = run(
-            || NutsConfig::new().with_max_tree_depth(8).init_with(target.dim(), PseudoMarginalLeapfrog::new(2, scheme)).unwrap(),
+            || {
+                NutsConfig::new()
+                    .with_max_tree_depth(8)
+                    .init_with(target.dim(), PseudoMarginalLeapfrog::new(2, scheme))
+                    .unwrap()
+            },
             &target,
             4,
             300,
@@ -205,7 +288,10 @@ fn pseudo_marginal_nuts_recovers_the_exact_posterior() {
 
     // With u frozen at one draw (never refreshed) the same checks fail: they see the estimator's noise.
     let mut rng = ChaCha8Rng::seed_from_u64(77);
-    let frozen = FrozenU { target: &target, u: (0..target.dim() - 2).map(|_| normal(&mut rng)).collect() };
+    let frozen = FrozenU {
+        target: &target,
+        u: (0..target.dim() - 2).map(|_| normal(&mut rng)).collect(),
+    };
     let metric = identity(2);
     let (mut mu, mut log_tau) = (Vec::new(), Vec::new());
     for c in 0..4 {
@@ -214,7 +300,16 @@ fn pseudo_marginal_nuts_recovers_the_exact_posterior() {
         let mut state = KernelState::init(&frozen, vec![0.5, 0.0]).unwrap();
         let (mut m, mut t) = (Vec::new(), Vec::new());
         for i in 0..2300 {
-            let (next, _) = kernel.step(&frozen, &mut chain, state, StepParams { step_size: 0.2, metric: &metric, trajectory_length: None });
+            let (next, _) = kernel.step(
+                &frozen,
+                &mut chain,
+                state,
+                StepParams {
+                    step_size: 0.2,
+                    metric: &metric,
+                    trajectory_length: None,
+                },
+            );
             state = next;
             if i >= 300 {
                 m.push(state.position[0]);
@@ -224,7 +319,10 @@ fn pseudo_marginal_nuts_recovers_the_exact_posterior() {
         mu.push(m);
         log_tau.push(t);
     }
-    assert!(!checks(&[mu, log_tau], exact).passed(), "a frozen estimator must fail the exact-posterior checks");
+    assert!(
+        !checks(&[mu, log_tau], exact).passed(),
+        "a frozen estimator must fail the exact-posterior checks"
+    );
 }
 
 #[test]
@@ -232,7 +330,16 @@ fn pseudo_marginal_hmc_recovers_the_exact_posterior() {
     let target = RandomEffects::simulate(20, 4, 3);
     let exact = target.exact_moments();
     let draws = run(
-        || HmcConfig::new().with_num_steps(12).with_jitter(0.5).init_with(PseudoMarginalLeapfrog::new(2, PseudoMarginalScheme::FlowKickFlow)).unwrap(),
+        || {
+            HmcConfig::new()
+                .with_num_steps(12)
+                .with_jitter(0.5)
+                .init_with(PseudoMarginalLeapfrog::new(
+                    2,
+                    PseudoMarginalScheme::FlowKickFlow,
+                ))
+                .unwrap()
+        },
         &target,
         4,
         300,
@@ -247,21 +354,36 @@ fn pseudo_marginal_hmc_recovers_the_exact_posterior() {
 fn one_step_is_reversible() {
     let target = RandomEffects::simulate(5, 3, 9);
     let dim = target.dim();
-    let metric = DiagonalMassMatrix::new((0..dim).map(|i| if i < 2 { 0.5 + i as f64 } else { 1.0 }).collect()).unwrap();
+    let metric = DiagonalMassMatrix::new(
+        (0..dim)
+            .map(|i| if i < 2 { 0.5 + i as f64 } else { 1.0 })
+            .collect(),
+    )
+    .unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let position: Vec<f64> = (0..dim).map(|_| 0.5 * normal(&mut rng)).collect();
-    for scheme in [PseudoMarginalScheme::FlowKickFlow, PseudoMarginalScheme::KickFlowKick] {
+    for scheme in [
+        PseudoMarginalScheme::FlowKickFlow,
+        PseudoMarginalScheme::KickFlowKick,
+    ] {
         let mut point = PhasePoint::new(dim);
         let mut gradient = vec![0.0; dim];
         let value = target.evaluate(&position, &mut gradient).unwrap();
         point.reset_to(&position, &gradient, value);
-        point.momentum.iter_mut().for_each(|p| *p = normal(&mut rng));
+        point
+            .momentum
+            .iter_mut()
+            .for_each(|p| *p = normal(&mut rng));
         point.refresh_velocity(&metric);
         let start = point.clone();
         let mut integrator = PseudoMarginalLeapfrog::new(2, scheme);
         integrator.begin_transition(&point);
         point.step(&mut integrator, &target, &metric, 0.05);
-        assert!((point.hamiltonian() - start.hamiltonian()).abs() < 0.05, "{scheme:?}: ΔH = {}", point.hamiltonian() - start.hamiltonian());
+        assert!(
+            (point.hamiltonian() - start.hamiltonian()).abs() < 0.05,
+            "{scheme:?}: ΔH = {}",
+            point.hamiltonian() - start.hamiltonian()
+        );
         // Reversed momenta; the kick-first scheme reads the end's gradient the step left behind.
         point.momentum.iter_mut().for_each(|p| *p = -*p);
         point.step(&mut integrator, &target, &metric, 0.05);
@@ -280,10 +402,18 @@ fn one_step_is_reversible() {
 fn one_step_preserves_volume() {
     let target = RandomEffects::simulate(2, 2, 4);
     let dim = target.dim();
-    let metric = DiagonalMassMatrix::new((0..dim).map(|i| if i < 2 { 0.7 + i as f64 } else { 1.0 }).collect()).unwrap();
+    let metric = DiagonalMassMatrix::new(
+        (0..dim)
+            .map(|i| if i < 2 { 0.7 + i as f64 } else { 1.0 })
+            .collect(),
+    )
+    .unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(8);
     let start: Vec<f64> = (0..2 * dim).map(|_| 0.6 * normal(&mut rng)).collect();
-    for scheme in [PseudoMarginalScheme::FlowKickFlow, PseudoMarginalScheme::KickFlowKick] {
+    for scheme in [
+        PseudoMarginalScheme::FlowKickFlow,
+        PseudoMarginalScheme::KickFlowKick,
+    ] {
         let map = |z: &[f64]| -> Vec<f64> {
             let mut point = PhasePoint::new(dim);
             let mut gradient = vec![0.0; dim];
@@ -293,7 +423,12 @@ fn one_step_preserves_volume() {
             point.refresh_velocity(&metric);
             let mut integrator = PseudoMarginalLeapfrog::new(2, scheme);
             point.step(&mut integrator, &target, &metric, 0.3);
-            point.position.iter().chain(&point.momentum).copied().collect()
+            point
+                .position
+                .iter()
+                .chain(&point.momentum)
+                .copied()
+                .collect()
         };
         let n = 2 * dim;
         let h = 1e-6;
@@ -316,7 +451,9 @@ fn one_step_preserves_volume() {
 fn determinant(a: &mut [f64], n: usize) -> f64 {
     let mut det = 1.0;
     for col in 0..n {
-        let pivot = (col..n).max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs())).unwrap();
+        let pivot = (col..n)
+            .max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))
+            .unwrap();
         if pivot != col {
             for k in 0..n {
                 a.swap(pivot * n + k, col * n + k);

@@ -2,8 +2,13 @@
 //! trajectory length) spread over worker threads, reduced to acceptance statistics.
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use bnn_model::{initial_parameters, Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood, MlpPosterior, Posterior, PriorSpec};
-use bnn_sampler::{ChainStart, Draw, DrawSink, HmcConfig, RunStatus, SamplerConfig, SinkError, WarmupConfig};
+use bnn_model::{
+    initial_parameters, Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood,
+    MlpPosterior, Posterior, PriorSpec,
+};
+use bnn_sampler::{
+    ChainStart, Draw, DrawSink, HmcConfig, RunStatus, SamplerConfig, SinkError, WarmupConfig,
+};
 use burn::tensor::{DType, Device};
 use serde::Serialize;
 use std::sync::atomic::AtomicBool;
@@ -47,8 +52,17 @@ impl FixedStepChain {
     /// depend on which other chains share its block or on the order they are listed in.
     fn stream(&self) -> usize {
         // FNV-1a over a canonical byte string.
-        let key = format!("{}|{:?}|{}|{:016x}|{}", self.network.shape(), self.network.activation, self.num_steps, self.step_size.to_bits(), self.replicate);
-        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+        let key = format!(
+            "{}|{:?}|{}|{:016x}|{}",
+            self.network.shape(),
+            self.network.activation,
+            self.num_steps,
+            self.step_size.to_bits(),
+            self.replicate
+        );
+        let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
         // Stream ids are `usize`; keep 48 bits so they fit everywhere.
         (hash >> 16) as usize
     }
@@ -91,7 +105,12 @@ impl std::str::FromStr for StartPoint {
 
 impl StartPoint {
     /// Replicate `replicate`'s start for `layout` (stream `replicate` of `seed`).
-    fn position(self, layout: &bnn_model::ParameterLayout, seed: u64, replicate: usize) -> Vec<f64> {
+    fn position(
+        self,
+        layout: &bnn_model::ParameterLayout,
+        seed: u64,
+        replicate: usize,
+    ) -> Vec<f64> {
         match self {
             StartPoint::Initialization => initial_parameters(layout, seed, replicate as u64),
             StartPoint::PriorDraw => {
@@ -99,7 +118,9 @@ impl StartPoint {
                 use rand_distr::Distribution;
                 let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
                 rng.set_stream(replicate as u64);
-                (0..layout.dim()).map(|_| rand_distr::StandardNormal.sample(&mut rng)).collect()
+                (0..layout.dim())
+                    .map(|_| rand_distr::StandardNormal.sample(&mut rng))
+                    .collect()
             }
         }
     }
@@ -142,7 +163,10 @@ impl Progress for Quiet {
 /// take fewer): the total a progress bar counts to.
 pub fn planned_gradients(chains: &[FixedStepChain], settings: &ChainSettings) -> u64 {
     let transitions = (settings.burn_in + settings.draws) as u64;
-    chains.iter().map(|c| c.num_steps as u64 * transitions).sum()
+    chains
+        .iter()
+        .map(|c| c.num_steps as u64 * transitions)
+        .sum()
 }
 
 /// Runs every chain to its end and returns its acceptance statistics, in the order given.
@@ -153,7 +177,12 @@ pub fn planned_gradients(chains: &[FixedStepChain], settings: &ChainSettings) ->
 /// `settings.start` drawn from stream `replicate` of `settings.seed` (shared by all chains of a
 /// replicate on the same network) and draws from its own random stream, so its numbers do not
 /// depend on the grouping, the order or the number of workers.
-pub fn run_fixed_step_chains(chains: &[FixedStepChain], settings: &ChainSettings, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<ChainAcceptance>> {
+pub fn run_fixed_step_chains(
+    chains: &[FixedStepChain],
+    settings: &ChainSettings,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<Vec<ChainAcceptance>> {
     if settings.draws == 0 {
         bail!("at least one kept draw per chain is needed");
     }
@@ -168,13 +197,18 @@ pub fn run_fixed_step_chains(chains: &[FixedStepChain], settings: &ChainSettings
     }
     let mut blocks: Vec<(Network, usize, Vec<usize>)> = Vec::new();
     for (i, chain) in chains.iter().enumerate() {
-        match blocks.iter_mut().find(|(n, l, _)| *n == chain.network && *l == chain.num_steps) {
+        match blocks
+            .iter_mut()
+            .find(|(n, l, _)| *n == chain.network && *l == chain.num_steps)
+        {
             Some(block) => block.2.push(i),
             None => blocks.push((chain.network.clone(), chain.num_steps, vec![i])),
         }
     }
     // Longest first, so the last block to start is a short one (a simple makespan heuristic).
-    blocks.sort_by_key(|(network, num_steps, members)| std::cmp::Reverse(network.parameters() * num_steps * members.len()));
+    blocks.sort_by_key(|(network, num_steps, members)| {
+        std::cmp::Reverse(network.parameters() * num_steps * members.len())
+    });
     let queue = Mutex::new(blocks.into_iter());
     let results = Mutex::new(vec![None; chains.len()]);
     let failure: Mutex<Option<anyhow::Error>> = Mutex::new(None);
@@ -184,7 +218,11 @@ pub fn run_fixed_step_chains(chains: &[FixedStepChain], settings: &ChainSettings
                 if failure.lock().map_or(true, |f| f.is_some()) {
                     return;
                 }
-                let Some((network, num_steps, members)) = queue.lock().ok().and_then(|mut q| q.next()) else { return };
+                let Some((network, num_steps, members)) =
+                    queue.lock().ok().and_then(|mut q| q.next())
+                else {
+                    return;
+                };
                 let block: Vec<&FixedStepChain> = members.iter().map(|&i| &chains[i]).collect();
                 match run_block(&network, num_steps, &block, settings, progress, stop) {
                     Ok(stats) => {
@@ -194,7 +232,10 @@ pub fn run_fixed_step_chains(chains: &[FixedStepChain], settings: &ChainSettings
                         }
                     }
                     Err(e) => {
-                        failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e);
+                        failure
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .get_or_insert(e);
                         return;
                     }
                 }
@@ -204,29 +245,62 @@ pub fn run_fixed_step_chains(chains: &[FixedStepChain], settings: &ChainSettings
     if let Some(error) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(error);
     }
-    results.into_inner().unwrap_or_else(|p| p.into_inner()).into_iter().map(|r| r.ok_or_else(|| anyhow!("a block did not run"))).collect()
+    results
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_iter()
+        .map(|r| r.ok_or_else(|| anyhow!("a block did not run")))
+        .collect()
 }
 
-fn run_block(network: &Network, num_steps: usize, chains: &[&FixedStepChain], settings: &ChainSettings, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<ChainAcceptance>> {
+fn run_block(
+    network: &Network,
+    num_steps: usize,
+    chains: &[&FixedStepChain],
+    settings: &ChainSettings,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<Vec<ChainAcceptance>> {
     let config = BnnConfig::new(1)
         .with_hidden(network.hidden.clone())
         .with_activation(network.activation)
         .with_likelihood(settings.likelihood.clone())
         .with_prior(settings.prior.clone());
-    let posterior = MlpPosterior::new(config, &settings.data, &settings.device, settings.dtype).with_context(|| format!("building the {} {} posterior", network.shape(), network.activation.name()))?;
+    let posterior = MlpPosterior::new(config, &settings.data, &settings.device, settings.dtype)
+        .with_context(|| {
+            format!(
+                "building the {} {} posterior",
+                network.shape(),
+                network.activation.name()
+            )
+        })?;
     let layout = posterior.layout().clone();
     let density = AutodiffLogDensity::new(posterior);
-    let sampler = SamplerConfig::new(HmcConfig::new().with_num_steps(num_steps).with_max_num_steps(num_steps).into())
-        .with_warmup(WarmupConfig::new().with_adapt_step_size(false).with_adapt_metric(false))
-        .with_num_warmup(settings.burn_in)
-        .with_num_draws(settings.draws)
-        .with_seed(settings.seed)
-        .with_batched(true)
-        .init()?;
+    let sampler = SamplerConfig::new(
+        HmcConfig::new()
+            .with_num_steps(num_steps)
+            .with_max_num_steps(num_steps)
+            .into(),
+    )
+    .with_warmup(
+        WarmupConfig::new()
+            .with_adapt_step_size(false)
+            .with_adapt_metric(false),
+    )
+    .with_num_warmup(settings.burn_in)
+    .with_num_draws(settings.draws)
+    .with_seed(settings.seed)
+    .with_batched(true)
+    .init()?;
     let mut states = chains
         .iter()
         .map(|chain| {
-            let start = ChainStart::at(settings.start.position(&layout, settings.seed, chain.replicate)).with_step_size(chain.step_size);
+            let start = ChainStart::at(settings.start.position(
+                &layout,
+                settings.seed,
+                chain.replicate,
+            ))
+            .with_step_size(chain.step_size);
             sampler.init_chain(&density, chain.stream(), &start)
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -240,7 +314,11 @@ fn run_block(network: &Network, num_steps: usize, chains: &[&FixedStepChain], se
     if sampler.run(&density, &mut states, &mut sink, stop)? == RunStatus::Stopped {
         bail!("interrupted");
     }
-    if let Some(t) = sink.tallies.iter().find(|t| t.kept != settings.draws as u64) {
+    if let Some(t) = sink
+        .tallies
+        .iter()
+        .find(|t| t.kept != settings.draws as u64)
+    {
         bail!("a chain kept {} of its {} draws", t.kept, settings.draws);
     }
     Ok(sink.tallies.iter().map(|t| t.summary()).collect())
@@ -281,7 +359,11 @@ struct AcceptanceSink<'a> {
 
 impl DrawSink for AcceptanceSink<'_> {
     fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError> {
-        let slot = self.streams.iter().position(|&s| s == draw.chain).ok_or("a draw of an unknown chain")?;
+        let slot = self
+            .streams
+            .iter()
+            .position(|&s| s == draw.chain)
+            .ok_or("a draw of an unknown chain")?;
         let tally = &mut self.tallies[slot];
         let stats = draw.stats;
         tally.gradients += u64::from(stats.n_leapfrog);

@@ -14,15 +14,18 @@
 //! - [`fixed_step_chains`]: the engine under it, many fixed-step HMC chains in lockstep blocks.
 
 pub mod dinh;
-pub mod lhnn;
-pub mod pseudo_marginal;
-pub mod robot_arm;
 pub mod fixed_step_chains;
+pub mod lhnn;
 mod machine;
 mod mean_se;
+pub mod pseudo_marginal;
+pub mod robot_arm;
 mod worker_pool;
 
-pub use fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, Quiet, StartPoint};
+pub use fixed_step_chains::{
+    planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain,
+    Network, Progress, Quiet, StartPoint,
+};
 pub use machine::describe_cpu;
 
 /// A study stopped by Ctrl-C, SIGTERM or SIGUSR1: what had finished is written, with a

@@ -17,7 +17,8 @@ impl MeanSe {
         let se = if n < 2 {
             f64::NAN
         } else {
-            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64 / n as f64).sqrt()
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64 / n as f64)
+                .sqrt()
         };
         Self { mean, se, n }
     }
@@ -56,12 +57,26 @@ mod tests {
         // sd = sqrt(0.001 / 4 * ... ) : values 0.02 apart, sample sd = 0.0316, s.e. = 0.01414
         assert!((m.se - 0.014142135623730963).abs() < 1e-12, "{}", m.se);
         assert_eq!(m.display(), "0.940 ± 0.014");
-        let other = MeanSe { mean: 0.9, se: 0.0, n: 5 };
+        let other = MeanSe {
+            mean: 0.9,
+            se: 0.0,
+            n: 5,
+        };
         assert!((m.z_distance(&other) - 0.04 / m.se).abs() < 1e-9);
         assert!(MeanSe::of(&[0.5]).se.is_nan());
         assert_eq!(MeanSe::of(&[0.5]).display(), "0.500");
-        let zero = MeanSe { mean: 0.0, se: 0.0, n: 5 };
+        let zero = MeanSe {
+            mean: 0.0,
+            se: 0.0,
+            n: 5,
+        };
         assert_eq!(zero.z_distance(&zero), 0.0);
-        assert!(zero.z_distance(&MeanSe { mean: 0.001, se: 0.0, n: 5 }).is_infinite());
+        assert!(zero
+            .z_distance(&MeanSe {
+                mean: 0.001,
+                se: 0.0,
+                n: 5
+            })
+            .is_infinite());
     }
 }

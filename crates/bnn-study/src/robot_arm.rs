@@ -18,11 +18,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use bnn_model::{initial_parameters, Activation, EnsembleConfig, AutodiffLogDensity, BnnConfig, HostData, Likelihood, MlpPosterior, ParameterKind, Posterior, Prior, PriorSpec};
+use bnn_model::{
+    initial_parameters, Activation, AutodiffLogDensity, BnnConfig, EnsembleConfig, HostData,
+    Likelihood, MlpPosterior, ParameterKind, Posterior, Prior, PriorSpec,
+};
 use bnn_plot::{LegendPosition, LineChart, Series};
 use bnn_sampler::{
-    AlgorithmConfig, ChainStart, CollectedDraws, Draw, DrawSink, HmcConfig, LogDensity, LogDensityError, MetricAt, MsdConfig, NutsConfig, RiemannianDensity,
-    SamplerConfig, SinkError,
+    AlgorithmConfig, ChainStart, CollectedDraws, Draw, DrawSink, HmcConfig, LogDensity,
+    LogDensityError, MetricAt, MsdConfig, NutsConfig, RiemannianDensity, SamplerConfig, SinkError,
 };
 use burn::tensor::DType;
 
@@ -48,7 +51,13 @@ pub enum ArmSampler {
 }
 
 impl ArmSampler {
-    pub const ALL: [ArmSampler; 5] = [ArmSampler::Msd, ArmSampler::MsdFrozen, ArmSampler::HmcLong, ArmSampler::HmcShort, ArmSampler::Nuts];
+    pub const ALL: [ArmSampler; 5] = [
+        ArmSampler::Msd,
+        ArmSampler::MsdFrozen,
+        ArmSampler::HmcLong,
+        ArmSampler::HmcShort,
+        ArmSampler::Nuts,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -133,9 +142,16 @@ impl RobotArmConfig {
             bail!("the study needs at least one sampler, one seed and one hidden unit");
         }
         if self.draws < 2 * self.thin.max(1) || self.thin == 0 {
-            bail!("draws ({}) must hold at least two predictions every {} draws", self.draws, self.thin);
+            bail!(
+                "draws ({}) must hold at least two predictions every {} draws",
+                self.draws,
+                self.thin
+            );
         }
-        if self.long_steps == 0 || self.short_steps == 0 || !(self.target_accept > 0.0 && self.target_accept < 1.0) {
+        if self.long_steps == 0
+            || self.short_steps == 0
+            || !(self.target_accept > 0.0 && self.target_accept < 1.0)
+        {
             bail!("trajectory lengths must be positive and the target acceptance in (0, 1)");
         }
         if !(self.prior_scale > 0.0) || !(0.0..1.0).contains(&self.persistence) {
@@ -153,7 +169,9 @@ impl RobotArmConfig {
             .with_hidden(vec![self.hidden])
             .with_activation(Activation::Tanh)
             .with_likelihood(Likelihood::GaussianFixed { sigma: NOISE_SD })
-            .with_prior(PriorSpec::uniform(Prior::Normal { scale: self.prior_scale }))
+            .with_prior(PriorSpec::uniform(Prior::Normal {
+                scale: self.prior_scale,
+            }))
     }
 }
 
@@ -177,7 +195,11 @@ impl RiemannianDensity for CountedMetric<'_> {
     fn dim(&self) -> usize {
         self.inner.dim()
     }
-    fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, String> {
+    fn potential_and_gradient(
+        &self,
+        position: &[f64],
+        gradient: &mut [f64],
+    ) -> Result<f64, String> {
         self.counts.potentials.fetch_add(1, Ordering::Relaxed);
         self.inner.potential_and_gradient(position, gradient)
     }
@@ -186,11 +208,15 @@ impl RiemannianDensity for CountedMetric<'_> {
         self.inner.metric_at(position)
     }
     fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String> {
-        self.counts.log_det_gradients.fetch_add(1, Ordering::Relaxed);
+        self.counts
+            .log_det_gradients
+            .fetch_add(1, Ordering::Relaxed);
         self.inner.log_det_gradient(point)
     }
     fn kinetic_gradient(&self, point: &MetricAt, velocity: &[f64]) -> Result<Vec<f64>, String> {
-        self.counts.kinetic_gradients.fetch_add(1, Ordering::Relaxed);
+        self.counts
+            .kinetic_gradients
+            .fetch_add(1, Ordering::Relaxed);
         self.inner.kinetic_gradient(point, velocity)
     }
 }
@@ -206,9 +232,17 @@ impl LogDensity for CountedDensity<'_> {
     fn dim(&self) -> usize {
         self.inner.dim()
     }
-    fn log_density_and_gradient(&self, positions: &[f64], log_densities: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        self.counts.gradients.fetch_add(log_densities.len() as u64, Ordering::Relaxed);
-        self.inner.log_density_and_gradient(positions, log_densities, gradients)
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        self.counts
+            .gradients
+            .fetch_add(log_densities.len() as u64, Ordering::Relaxed);
+        self.inner
+            .log_density_and_gradient(positions, log_densities, gradients)
     }
     fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
         self.metric.as_ref().map(|m| m as &dyn RiemannianDensity)
@@ -238,7 +272,13 @@ impl FlopModel {
         // One solve for G⁻¹p, J u, a forward and one weighted R-pass pair per row.
         let kinetic_gradient = 2.0 * d * d + 2.0 * n * k * d + n * 10.0 * d;
         let potential = n * (4.0 * d + 2.0 * k * d);
-        Self { gradient, metric, log_det_gradient, kinetic_gradient, potential }
+        Self {
+            gradient,
+            metric,
+            log_det_gradient,
+            kinetic_gradient,
+            potential,
+        }
     }
 
     fn total(&self, c: &Counts) -> f64 {
@@ -284,26 +324,75 @@ pub struct RobotArmReport {
 
 /// Runs the comparison and writes `runs.csv`, `autocorrelation.csv`, `robot_arm.md` and SVGs
 /// into `out` (new or empty).
-pub fn run_robot_arm(config: &RobotArmConfig, out: &Path, progress: &dyn Progress, stop: &AtomicBool) -> Result<RobotArmReport> {
+pub fn run_robot_arm(
+    config: &RobotArmConfig,
+    out: &Path,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<RobotArmReport> {
     config.validate()?;
-    if out.exists() && out.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{} is not empty; the study writes into a new or empty folder", out.display());
+    if out.exists()
+        && out
+            .read_dir()
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} is not empty; the study writes into a new or empty folder",
+            out.display()
+        );
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let (train, test) = bnn_data::robot_arm(0);
-    let host = |d: &bnn_data::Dataset| HostData::new(d.x.data.clone(), d.x.rows, d.x.cols, d.y.data.clone(), d.y.cols);
+    let host = |d: &bnn_data::Dataset| {
+        HostData::new(
+            d.x.data.clone(),
+            d.x.rows,
+            d.x.cols,
+            d.y.data.clone(),
+            d.y.cols,
+        )
+    };
     let (train, test) = (host(&train), host(&test));
     let starts = chain_starts(config, &train)?;
-    let jobs: Vec<(ArmSampler, usize)> = config.samplers.iter().flat_map(|&s| (0..config.seeds).map(move |seed| (s, seed))).collect();
-    progress.stage("robot arm: chains' iterations", (jobs.len() * (config.warmup + config.draws)) as u64);
-    let runs = run_jobs(&jobs, config.workers, stop, |&(sampler, seed)| run_chain(config, sampler, seed, &starts[seed], &train, &test, progress, stop))?;
+    let jobs: Vec<(ArmSampler, usize)> = config
+        .samplers
+        .iter()
+        .flat_map(|&s| (0..config.seeds).map(move |seed| (s, seed)))
+        .collect();
+    progress.stage(
+        "robot arm: chains' iterations",
+        (jobs.len() * (config.warmup + config.draws)) as u64,
+    );
+    let runs = run_jobs(&jobs, config.workers, stop, |&(sampler, seed)| {
+        run_chain(
+            config,
+            sampler,
+            seed,
+            &starts[seed],
+            &train,
+            &test,
+            progress,
+            stop,
+        )
+    })?;
     let mut files = Vec::new();
     files.push(write_runs_csv(out, &runs)?);
     files.push(write_acf_csv(out, config, &runs)?);
     files.extend(write_acf_charts(out, config, &runs)?);
     let msd_to_hmc_long = cost_ratio(&runs, config.draws, ArmSampler::Msd, ArmSampler::HmcLong);
-    files.push(write_markdown(out, config, &runs, train.rows, msd_to_hmc_long)?);
-    Ok(RobotArmReport { runs, files, msd_to_hmc_long })
+    files.push(write_markdown(
+        out,
+        config,
+        &runs,
+        train.rows,
+        msd_to_hmc_long,
+    )?);
+    Ok(RobotArmReport {
+        runs,
+        files,
+        msd_to_hmc_long,
+    })
 }
 
 /// Collects draws and advances the progress bar.
@@ -322,14 +411,23 @@ impl DrawSink for Collect<'_> {
 /// Each seed's start, shared by every sampler: a network initialization, trained with Adam for
 /// `start_epochs` full-batch steps when that is positive.
 fn chain_starts(config: &RobotArmConfig, train: &HostData) -> Result<Vec<Vec<f64>>> {
-    let device = bnn_model::DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
-    let layout = MlpPosterior::new(config.model(), train, &device, DType::F32)?.layout().clone();
+    let device = bnn_model::DeviceName::Flex
+        .device()
+        .map_err(|e| anyhow!(e))?;
+    let layout = MlpPosterior::new(config.model(), train, &device, DType::F32)?
+        .layout()
+        .clone();
     (0..config.seeds)
         .map(|seed| {
             if config.start_epochs == 0 {
                 return Ok(initial_parameters(&layout, config.seed, seed as u64));
             }
-            let training = EnsembleConfig::new().with_members(config.seeds).with_epochs(config.start_epochs).with_learning_rate(0.01).with_weight_decay(0.0).with_seed(config.seed);
+            let training = EnsembleConfig::new()
+                .with_members(config.seeds)
+                .with_epochs(config.start_epochs)
+                .with_learning_rate(0.01)
+                .with_weight_decay(0.0)
+                .with_seed(config.seed);
             let member = training.train_member(&config.model(), train, &device, seed)?;
             Ok(member.parameters.iter().map(|&v| f64::from(v)).collect())
         })
@@ -337,25 +435,51 @@ fn chain_starts(config: &RobotArmConfig, train: &HostData) -> Result<Vec<Vec<f64
 }
 
 #[allow(clippy::too_many_arguments)]
-fn run_chain(config: &RobotArmConfig, sampler: ArmSampler, seed: usize, start: &[f64], train: &HostData, test: &HostData, progress: &dyn Progress, stop: &AtomicBool) -> Result<ArmRun> {
-    let device = bnn_model::DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
+fn run_chain(
+    config: &RobotArmConfig,
+    sampler: ArmSampler,
+    seed: usize,
+    start: &[f64],
+    train: &HostData,
+    test: &HostData,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<ArmRun> {
+    let device = bnn_model::DeviceName::Flex
+        .device()
+        .map_err(|e| anyhow!(e))?;
     let posterior = MlpPosterior::new(config.model(), train, &device, DType::F32)?;
     let layout = posterior.layout().clone();
     let counts = Counts::default();
     let metric = match sampler {
-        ArmSampler::Msd | ArmSampler::MsdFrozen => Some(CountedMetric { inner: posterior.riemannian_density()?, counts: &counts }),
+        ArmSampler::Msd | ArmSampler::MsdFrozen => Some(CountedMetric {
+            inner: posterior.riemannian_density()?,
+            counts: &counts,
+        }),
         _ => None,
     };
-    let density = CountedDensity { inner: AutodiffLogDensity::new(posterior), metric, counts: &counts };
+    let density = CountedDensity {
+        inner: AutodiffLogDensity::new(posterior),
+        metric,
+        counts: &counts,
+    };
     let algorithm: AlgorithmConfig = match sampler {
         ArmSampler::Msd | ArmSampler::MsdFrozen => MsdConfig::new()
             .with_persistence(config.persistence)
             .with_target_accept(config.target_accept)
             .with_frozen_metric(sampler == ArmSampler::MsdFrozen)
             .into(),
-        ArmSampler::HmcLong => HmcConfig::new().with_num_steps(config.long_steps).with_target_accept(config.target_accept).into(),
-        ArmSampler::HmcShort => HmcConfig::new().with_num_steps(config.short_steps).with_target_accept(config.target_accept).into(),
-        ArmSampler::Nuts => NutsConfig::new().with_target_accept(config.target_accept).into(),
+        ArmSampler::HmcLong => HmcConfig::new()
+            .with_num_steps(config.long_steps)
+            .with_target_accept(config.target_accept)
+            .into(),
+        ArmSampler::HmcShort => HmcConfig::new()
+            .with_num_steps(config.short_steps)
+            .with_target_accept(config.target_accept)
+            .into(),
+        ArmSampler::Nuts => NutsConfig::new()
+            .with_target_accept(config.target_accept)
+            .into(),
     };
     let runner = SamplerConfig::new(algorithm)
         .with_num_warmup(config.warmup)
@@ -366,7 +490,10 @@ fn run_chain(config: &RobotArmConfig, sampler: ArmSampler, seed: usize, start: &
     // Every sampler starts seed `seed` from the same point.
     let start = ChainStart::at(start.to_vec());
     let mut chains = runner.init_chains(&density, std::slice::from_ref(&start))?;
-    let mut sink = Collect { draws: CollectedDraws::new(1, layout.dim()), progress };
+    let mut sink = Collect {
+        draws: CollectedDraws::new(1, layout.dim()),
+        progress,
+    };
     let clock = Instant::now();
     runner.run(&density, &mut chains, &mut sink, stop)?;
     let wall_seconds = clock.elapsed().as_secs_f64();
@@ -378,7 +505,12 @@ fn run_chain(config: &RobotArmConfig, sampler: ArmSampler, seed: usize, start: &
     let kept: Vec<f64> = draws.chain(0).positions.clone();
     let dim = layout.dim();
     // Predictions: every thin-th draw.
-    let thinned: Vec<f64> = kept.chunks_exact(dim).step_by(config.thin).flatten().copied().collect();
+    let thinned: Vec<f64> = kept
+        .chunks_exact(dim)
+        .step_by(config.thin)
+        .flatten()
+        .copied()
+        .collect();
     let outputs = posterior.outputs(&thinned, test);
     let mut test_mse = [0.0; 2];
     for (k, mse) in test_mse.iter_mut().enumerate() {
@@ -391,20 +523,44 @@ fn run_chain(config: &RobotArmConfig, sampler: ArmSampler, seed: usize, start: &
     }
     // Training log-likelihood of every kept draw (fixed σ).
     let train_outputs = posterior.outputs(&kept, train);
-    let constant = -(train.rows as f64 * 2.0) * (NOISE_SD.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
+    let constant =
+        -(train.rows as f64 * 2.0) * (NOISE_SD.ln() + 0.5 * (2.0 * std::f64::consts::PI).ln());
     let loglik: Vec<f64> = train_outputs
         .iter()
-        .map(|draw| constant - 0.5 * (0..train.rows).flat_map(|n| (0..2).map(move |k| (n, k))).map(|(n, k)| (draw[n][k] - train.y[n * 2 + k]).powi(2)).sum::<f64>() / (NOISE_SD * NOISE_SD))
+        .map(|draw| {
+            constant
+                - 0.5
+                    * (0..train.rows)
+                        .flat_map(|n| (0..2).map(move |k| (n, k)))
+                        .map(|(n, k)| (draw[n][k] - train.y[n * 2 + k]).powi(2))
+                        .sum::<f64>()
+                    / (NOISE_SD * NOISE_SD)
+        })
         .collect();
     let weights_of = |layer: usize| -> Vec<usize> {
-        layout.entries.iter().filter(|e| e.layer == Some(layer) && e.kind == ParameterKind::Weight).flat_map(|e| e.offset..e.offset + e.shape.iter().product::<usize>()).collect()
+        layout
+            .entries
+            .iter()
+            .filter(|e| e.layer == Some(layer) && e.kind == ParameterKind::Weight)
+            .flat_map(|e| e.offset..e.offset + e.shape.iter().product::<usize>())
+            .collect()
     };
-    let coordinate = |i: usize| -> Vec<f64> { kept.chunks_exact(dim).map(|theta| theta[i]).collect() };
+    let coordinate =
+        |i: usize| -> Vec<f64> { kept.chunks_exact(dim).map(|theta| theta[i]).collect() };
     let mean_acf = |indices: &[usize]| -> Vec<f64> {
-        let curves: Vec<Vec<f64>> = indices.iter().map(|&i| autocorrelation(&coordinate(i), config.max_lag)).collect();
-        (0..=config.max_lag).map(|lag| curves.iter().map(|c| c[lag]).sum::<f64>() / curves.len() as f64).collect()
+        let curves: Vec<Vec<f64>> = indices
+            .iter()
+            .map(|&i| autocorrelation(&coordinate(i), config.max_lag))
+            .collect();
+        (0..=config.max_lag)
+            .map(|lag| curves.iter().map(|c| c[lag]).sum::<f64>() / curves.len() as f64)
+            .collect()
     };
-    let acf = [mean_acf(&weights_of(0)), mean_acf(&weights_of(1)), autocorrelation(&loglik, config.max_lag)];
+    let acf = [
+        mean_acf(&weights_of(0)),
+        mean_acf(&weights_of(1)),
+        autocorrelation(&loglik, config.max_lag),
+    ];
     let stats = draws.stats(0);
     let iterations = config.warmup + config.draws;
     let flops = FlopModel::new(train.rows, 2, dim).total(&counts);
@@ -418,7 +574,8 @@ fn run_chain(config: &RobotArmConfig, sampler: ArmSampler, seed: usize, start: &
         wall_seconds,
         iterations,
         flops,
-        gradients_per_iteration: counts.gradients.load(Ordering::Relaxed) as f64 / iterations as f64,
+        gradients_per_iteration: counts.gradients.load(Ordering::Relaxed) as f64
+            / iterations as f64,
         ess_train_loglik: bnn_diagnostics::ess_bulk(&[&loglik]),
         mean_train_loglik: loglik.iter().sum::<f64>() / loglik.len() as f64,
         acf,
@@ -428,7 +585,15 @@ fn run_chain(config: &RobotArmConfig, sampler: ArmSampler, seed: usize, start: &
 /// `ρ(lag)` for lags `0..=max_lag` (1 at lag 0; a constant series is 1 throughout).
 fn autocorrelation(series: &[f64], max_lag: usize) -> Vec<f64> {
     let acov = bnn_diagnostics::autocovariance(series);
-    (0..=max_lag).map(|lag| if acov[0] > 0.0 { acov.get(lag).copied().unwrap_or(0.0) / acov[0] } else { 1.0 }).collect()
+    (0..=max_lag)
+        .map(|lag| {
+            if acov[0] > 0.0 {
+                acov.get(lag).copied().unwrap_or(0.0) / acov[0]
+            } else {
+                1.0
+            }
+        })
+        .collect()
 }
 
 /// Per sampler: the seeds' runs.
@@ -468,15 +633,29 @@ fn cost_ratio(runs: &[ArmRun], draws: usize, a: ArmSampler, b: ArmSampler) -> Op
     let (ga, gb) = (pick(a)?, pick(b)?);
     let per_iteration = |g: &[&ArmRun]| mean(g.iter().map(|r| r.flops / r.iterations as f64));
     let per_ess = |g: &[&ArmRun]| mean(g.iter().map(|r| flops_per_effective_sample(r, draws)));
-    Some((per_iteration(&ga) / per_iteration(&gb), per_ess(&ga) / per_ess(&gb)))
+    Some((
+        per_iteration(&ga) / per_iteration(&gb),
+        per_ess(&ga) / per_ess(&gb),
+    ))
 }
 
 fn write_runs_csv(out: &Path, runs: &[ArmRun]) -> Result<PathBuf> {
     let path = out.join("runs.csv");
     let mut w = csv::Writer::from_path(&path)?;
     w.write_record([
-        "sampler", "seed", "test_mse_y1", "test_mse_y2", "mean_accept", "step_size", "divergences", "wall_seconds", "iterations", "flops",
-        "gradients_per_iteration", "ess_train_loglik", "mean_train_loglik",
+        "sampler",
+        "seed",
+        "test_mse_y1",
+        "test_mse_y2",
+        "mean_accept",
+        "step_size",
+        "divergences",
+        "wall_seconds",
+        "iterations",
+        "flops",
+        "gradients_per_iteration",
+        "ess_train_loglik",
+        "mean_train_loglik",
     ])?;
     for r in runs {
         w.write_record([
@@ -499,16 +678,32 @@ fn write_runs_csv(out: &Path, runs: &[ArmRun]) -> Result<PathBuf> {
     Ok(path)
 }
 
-const ACF_NAMES: [&str; 3] = ["input-to-hidden weights", "hidden-to-output weights", "training log-likelihood"];
+const ACF_NAMES: [&str; 3] = [
+    "input-to-hidden weights",
+    "hidden-to-output weights",
+    "training log-likelihood",
+];
 
 fn write_acf_csv(out: &Path, config: &RobotArmConfig, runs: &[ArmRun]) -> Result<PathBuf> {
     let path = out.join("autocorrelation.csv");
     let mut w = csv::Writer::from_path(&path)?;
-    w.write_record(["sampler", "lag", "input_hidden", "hidden_output", "train_loglik"])?;
+    w.write_record([
+        "sampler",
+        "lag",
+        "input_hidden",
+        "hidden_output",
+        "train_loglik",
+    ])?;
     for (sampler, group) in by_sampler(runs) {
         for lag in 0..=config.max_lag {
             let at = |q: usize| mean(group.iter().map(|r| r.acf[q][lag]));
-            w.write_record([sampler.name().to_string(), lag.to_string(), at(0).to_string(), at(1).to_string(), at(2).to_string()])?;
+            w.write_record([
+                sampler.name().to_string(),
+                lag.to_string(),
+                at(0).to_string(),
+                at(1).to_string(),
+                at(2).to_string(),
+            ])?;
         }
     }
     w.flush()?;
@@ -517,13 +712,23 @@ fn write_acf_csv(out: &Path, config: &RobotArmConfig, runs: &[ArmRun]) -> Result
 
 fn write_acf_charts(out: &Path, config: &RobotArmConfig, runs: &[ArmRun]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    for (q, (name, file)) in ACF_NAMES.iter().zip(["acf_input_hidden.svg", "acf_hidden_output.svg", "acf_train_loglik.svg"]).enumerate() {
+    for (q, (name, file)) in ACF_NAMES
+        .iter()
+        .zip([
+            "acf_input_hidden.svg",
+            "acf_hidden_output.svg",
+            "acf_train_loglik.svg",
+        ])
+        .enumerate()
+    {
         let series = by_sampler(runs)
             .into_iter()
             .enumerate()
             .map(|(colour, (sampler, group))| Series {
                 label: sampler.name().into(),
-                points: (0..=config.max_lag).map(|lag| (lag as f64, mean(group.iter().map(|r| r.acf[q][lag])))).collect(),
+                points: (0..=config.max_lag)
+                    .map(|lag| (lag as f64, mean(group.iter().map(|r| r.acf[q][lag]))))
+                    .collect(),
                 errors: None,
                 dashed: sampler == ArmSampler::MsdFrozen,
                 colour,
@@ -540,15 +745,25 @@ fn write_acf_charts(out: &Path, config: &RobotArmConfig, runs: &[ArmRun]) -> Res
             series,
         };
         let path = out.join(file);
-        chart.write_svg(&path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        chart
+            .write_svg(&path)
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
         files.push(path);
     }
     Ok(files)
 }
 
-fn write_markdown(out: &Path, config: &RobotArmConfig, runs: &[ArmRun], train_rows: usize, ratio: Option<(f64, f64)>) -> Result<PathBuf> {
+fn write_markdown(
+    out: &Path,
+    config: &RobotArmConfig,
+    runs: &[ArmRun],
+    train_rows: usize,
+    ratio: Option<(f64, f64)>,
+) -> Result<PathBuf> {
     let mut md = String::new();
-    md.push_str("# Manifold stochastic dynamics against HMC on the robot arm (Zlochin & Baram)\n\n");
+    md.push_str(
+        "# Manifold stochastic dynamics against HMC on the robot arm (Zlochin & Baram)\n\n",
+    );
     md.push_str(&format!(
         "Machine: {}. Data: MacKay's robot arm as generated by bnn-data (seed 0), {train_rows} training and 200 test rows, noise sd {NOISE_SD}. \
          Model: 2-{}-2 tanh, fixed noise precision β = 400, N(0, {}²) priors on every weight and bias. Every sampler: {} warmup iterations \
@@ -594,8 +809,15 @@ fn write_markdown(out: &Path, config: &RobotArmConfig, runs: &[ArmRun], train_ro
     }
     md.push_str("\nAutocorrelation curves: `acf_input_hidden.svg`, `acf_hidden_output.svg`, `acf_train_loglik.svg` (`autocorrelation.csv`). Per run: `runs.csv`.\n\n");
     md.push_str("## The paper's claims beside ours\n\n| claim (Zlochin & Baram; the stored text lost its numbers) | here |\n|---|---|\n");
-    let group = |s: ArmSampler| by_sampler(runs).into_iter().find(|(x, _)| *x == s).map(|(_, g)| g.into_iter().cloned().collect::<Vec<_>>());
-    let acf_at = |s: ArmSampler, q: usize, lag: usize| group(s).map(|g| mean(g.iter().map(|r| r.acf[q][lag.min(config.max_lag)])));
+    let group = |s: ArmSampler| {
+        by_sampler(runs)
+            .into_iter()
+            .find(|(x, _)| *x == s)
+            .map(|(_, g)| g.into_iter().cloned().collect::<Vec<_>>())
+    };
+    let acf_at = |s: ArmSampler, q: usize, lag: usize| {
+        group(s).map(|g| mean(g.iter().map(|r| r.acf[q][lag.min(config.max_lag)])))
+    };
     let lag = (config.max_lag / 5).max(1);
     let fmt = |v: Option<f64>| v.map_or("not run".to_string(), |v| format!("{v:.3}"));
     md.push_str(&format!(
@@ -612,8 +834,17 @@ fn write_markdown(out: &Path, config: &RobotArmConfig, runs: &[ArmRun], train_ro
         ),
         None => "| MSD needs about one third of the flops of the better HMC per iteration | MSD or HMC-long not run |\n".into(),
     });
-    let mse_sd = |s: ArmSampler| group(s).map(|g| sd(&g.iter().map(|r| 0.5 * (r.test_mse[0] + r.test_mse[1])).collect::<Vec<_>>()));
-    let mse_mean = |s: ArmSampler| group(s).map(|g| mean(g.iter().map(|r| 0.5 * (r.test_mse[0] + r.test_mse[1]))));
+    let mse_sd = |s: ArmSampler| {
+        group(s).map(|g| {
+            sd(&g
+                .iter()
+                .map(|r| 0.5 * (r.test_mse[0] + r.test_mse[1]))
+                .collect::<Vec<_>>())
+        })
+    };
+    let mse_mean = |s: ArmSampler| {
+        group(s).map(|g| mean(g.iter().map(|r| 0.5 * (r.test_mse[0] + r.test_mse[1]))))
+    };
     md.push_str(&format!(
         "| test errors of MSD and HMC-long comparable, MSD's run-to-run sd about half of HMC's | mean test MSE over outputs: MSD {} (sd {}), HMC-long {} (sd {}) |\n",
         fmt(mse_mean(ArmSampler::Msd)),

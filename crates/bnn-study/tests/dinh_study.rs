@@ -49,10 +49,17 @@ fn a_toy_study_writes_every_file_the_same_with_one_or_two_workers() {
         assert!(report.files.contains(&path), "{name} not reported");
         let text = std::fs::read_to_string(&path).unwrap();
         if name.ends_with(".csv") {
-            assert_eq!(text, std::fs::read_to_string(two.path().join(name)).unwrap(), "{name} depends on the worker count");
+            assert_eq!(
+                text,
+                std::fs::read_to_string(two.path().join(name)).unwrap(),
+                "{name} depends on the worker count"
+            );
         }
         if name.ends_with(".svg") {
-            assert!(text.starts_with("<svg") && text.trim_end().ends_with("</svg>"), "{name} is not an SVG");
+            assert!(
+                text.starts_with("<svg") && text.trim_end().ends_with("</svg>"),
+                "{name} is not an SVG"
+            );
         }
     }
     // 2 activations × 2 L × 2 ε × 2 seeds chains, one row each.
@@ -65,7 +72,10 @@ fn a_toy_study_writes_every_file_the_same_with_one_or_two_workers() {
     // Table 2's markdown carries the paper's number for a cell of its grid (sigmoid, L = 200,
     // ε = 0.001 is not in this toy grid, so only our numbers and dashes appear).
     let md = std::fs::read_to_string(one.path().join("table2.md")).unwrap();
-    assert!(md.contains("## sigmoid") && md.contains("## relu") && md.contains("chain-gradients/s"), "{md}");
+    assert!(
+        md.contains("## sigmoid") && md.contains("## relu") && md.contains("chain-gradients/s"),
+        "{md}"
+    );
     assert!(md.contains("**") && md.contains("/ —"), "{md}");
     let fig3 = std::fs::read_to_string(one.path().join("figure3.csv")).unwrap();
     assert!(fig3.contains("relu,5x5,"), "{fig3}");
@@ -99,7 +109,11 @@ fn the_paper_grid_cells_are_compared_and_deviations_counted() {
     let md = std::fs::read_to_string(out.path().join("table2.md")).unwrap();
     assert!(md.contains("/ 0.003 ± 0.003"), "{md}");
     // A marked cell is listed under "Agreement" with its distance; an unmarked one is not.
-    assert_eq!(md.contains("relu L=200 ε=0.0025: ours"), marked == 1, "{md}");
+    assert_eq!(
+        md.contains("relu L=200 ε=0.0025: ours"),
+        marked == 1,
+        "{md}"
+    );
 }
 
 #[test]
@@ -117,13 +131,30 @@ fn a_chain_moves_the_same_alone_or_in_a_block() {
         start: bnn_study::StartPoint::Initialization,
         workers: 1,
     };
-    let network = Network { hidden: vec![6], activation: Activation::Tanh };
-    let chain = |step_size: f64, replicate: usize| FixedStepChain { network: network.clone(), num_steps: 15, step_size, replicate };
+    let network = Network {
+        hidden: vec![6],
+        activation: Activation::Tanh,
+    };
+    let chain = |step_size: f64, replicate: usize| FixedStepChain {
+        network: network.clone(),
+        num_steps: 15,
+        step_size,
+        replicate,
+    };
     let stop = AtomicBool::new(false);
-    let block = run_fixed_step_chains(&[chain(0.003, 1), chain(0.002, 0), chain(0.003, 0)], &settings, &Quiet, &stop).unwrap();
+    let block = run_fixed_step_chains(
+        &[chain(0.003, 1), chain(0.002, 0), chain(0.003, 0)],
+        &settings,
+        &Quiet,
+        &stop,
+    )
+    .unwrap();
     let alone = run_fixed_step_chains(&[chain(0.003, 0)], &settings, &Quiet, &stop).unwrap();
     assert_eq!(block[2], alone[0]);
-    assert_ne!(block[0], block[2], "another replicate starts elsewhere and draws another stream");
+    assert_ne!(
+        block[0], block[2],
+        "another replicate starts elsewhere and draws another stream"
+    );
     assert_eq!(block[2].gradients, 13 * 15);
 }
 
@@ -132,9 +163,14 @@ fn impossible_settings_and_a_used_folder_are_refused_before_any_work() {
     let stop = AtomicBool::new(false);
     let out = tempfile::tempdir().unwrap();
     std::fs::write(out.path().join("keep.txt"), "earlier results").unwrap();
-    let error = run_dinh(&toy(), out.path(), &Quiet, &stop).unwrap_err().to_string();
+    let error = run_dinh(&toy(), out.path(), &Quiet, &stop)
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("not empty"), "{error}");
-    assert_eq!(std::fs::read_to_string(out.path().join("keep.txt")).unwrap(), "earlier results");
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("keep.txt")).unwrap(),
+        "earlier results"
+    );
     let fresh = tempfile::tempdir().unwrap();
     for config in [
         toy().with_step_sizes(vec![0.0]),
@@ -146,14 +182,25 @@ fn impossible_settings_and_a_used_folder_are_refused_before_any_work() {
         toy().with_sensitivity_cells(vec![(0, 0.001)]),
         toy().with_step_sizes(vec![0.001, 0.001]),
     ] {
-        assert!(run_dinh(&config, &fresh.path().join("x"), &Quiet, &stop).is_err(), "{config:?}");
+        assert!(
+            run_dinh(&config, &fresh.path().join("x"), &Quiet, &stop).is_err(),
+            "{config:?}"
+        );
     }
-    assert!(!fresh.path().join("x").exists(), "a refused study created its folder");
+    assert!(
+        !fresh.path().join("x").exists(),
+        "a refused study created its folder"
+    );
 }
 
 #[test]
 fn the_embedded_table_equals_the_shared_reference() {
-    let Some(path) = bnn_data::require_reference_file("the_embedded_table_equals_the_shared_reference", "dinh2024_table2.csv") else { return };
+    let Some(path) = bnn_data::require_reference_file(
+        "the_embedded_table_equals_the_shared_reference",
+        "dinh2024_table2.csv",
+    ) else {
+        return;
+    };
     let shared = std::fs::read_to_string(path).unwrap();
     assert_eq!(shared, bnn_study::dinh::reference::TABLE2_CSV);
 }

@@ -11,7 +11,10 @@ use std::time::Instant;
 
 fn main() {
     let dim = 10;
-    let network = LatentHnnConfig::new(dim).with_hidden_width(100).with_hidden_layers(3).init(&Device::flex(), DType::F32, 0);
+    let network = LatentHnnConfig::new(dim)
+        .with_hidden_width(100)
+        .with_hidden_layers(3)
+        .init(&Device::flex(), DType::F32, 0);
     let surrogate = LhnnSurrogate::from_module(&network);
     let q: Vec<f64> = (0..dim).map(|i| 0.1 * i as f64 - 0.4).collect();
     let mut force = vec![0.0; dim];
@@ -20,11 +23,15 @@ fn main() {
         let mut forces = vec![0.0; chains * dim];
         let calls = 200_000 / chains;
         for _ in 0..calls / 10 {
-            surrogate.gradient(black_box(&positions), &mut forces).unwrap();
+            surrogate
+                .gradient(black_box(&positions), &mut forces)
+                .unwrap();
         }
         let started = Instant::now();
         for _ in 0..calls {
-            surrogate.gradient(black_box(&positions), &mut forces).unwrap();
+            surrogate
+                .gradient(black_box(&positions), &mut forces)
+                .unwrap();
         }
         let per_position = started.elapsed().as_secs_f64() * 1e6 / (calls * chains) as f64;
         println!("batch of {chains:2}: {per_position:.2} µs per position");
@@ -36,7 +43,10 @@ fn main() {
     for _ in 0..calls {
         surrogate.input_gradient(black_box(&q), black_box(&p), &mut gradient);
     }
-    println!("input_gradient (q, p): {:.2} µs", started.elapsed().as_secs_f64() * 1e6 / calls as f64);
+    println!(
+        "input_gradient (q, p): {:.2} µs",
+        started.elapsed().as_secs_f64() * 1e6 / calls as f64
+    );
     surrogate.gradient(&q, &mut force).unwrap();
     println!("force at q: {force:?}");
 }

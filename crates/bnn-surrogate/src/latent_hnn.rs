@@ -65,7 +65,14 @@ impl LatentHnnConfig {
         let mut inputs = 2 * self.dim;
         let mut hidden = Vec::with_capacity(self.hidden_layers);
         for _ in 0..self.hidden_layers {
-            hidden.push(uniform_linear(inputs, self.hidden_width, true, &mut rng, device, dtype));
+            hidden.push(uniform_linear(
+                inputs,
+                self.hidden_width,
+                true,
+                &mut rng,
+                device,
+                dtype,
+            ));
             inputs = self.hidden_width;
         }
         let output = uniform_linear(inputs, self.latent_count(), false, &mut rng, device, dtype);
@@ -75,16 +82,35 @@ impl LatentHnnConfig {
 
 /// A `Linear` in Burn's row layout (`weight: [inputs, outputs]`, `y = x W + b`) with
 /// `U(±1/sqrt(inputs))` entries, weights first, then the bias.
-fn uniform_linear(inputs: usize, outputs: usize, bias: bool, rng: &mut ChaCha8Rng, device: &Device, dtype: DType) -> Linear {
+fn uniform_linear(
+    inputs: usize,
+    outputs: usize,
+    bias: bool,
+    rng: &mut ChaCha8Rng,
+    device: &Device,
+    dtype: DType,
+) -> Linear {
     let bound = 1.0 / (inputs as f64).sqrt();
-    let mut draw = |len: usize| -> Vec<f64> { (0..len).map(|_| rng.random_range(-bound..bound)).collect() };
+    let mut draw =
+        |len: usize| -> Vec<f64> { (0..len).map(|_| rng.random_range(-bound..bound)).collect() };
     let weight = tensor_of(draw(inputs * outputs), [inputs, outputs], device, dtype);
     let bias = bias.then(|| Param::from_tensor(tensor_of(draw(outputs), [outputs], device, dtype)));
-    Linear { weight: Param::from_tensor(weight), bias }
+    Linear {
+        weight: Param::from_tensor(weight),
+        bias,
+    }
 }
 
-fn tensor_of<const D: usize>(values: Vec<f64>, shape: [usize; D], device: &Device, dtype: DType) -> Tensor<D> {
-    Tensor::from_data(TensorData::new(values, shape).convert_dtype(dtype), (device, dtype))
+fn tensor_of<const D: usize>(
+    values: Vec<f64>,
+    shape: [usize; D],
+    device: &Device,
+    dtype: DType,
+) -> Tensor<D> {
+    Tensor::from_data(
+        TensorData::new(values, shape).convert_dtype(dtype),
+        (device, dtype),
+    )
 }
 
 /// `H_θ(q, p) = Σ_k out_k`, `out = h_L W_out` (no bias: a constant shift of `H` is invisible to

@@ -21,8 +21,17 @@ impl DenseLayer {
     fn from_linear(linear: &Linear) -> Self {
         let [inputs, outputs] = linear.weight.shape().dims();
         let weight = linear.weight.val().into_data().iter::<f64>().collect();
-        let bias = linear.bias.as_ref().map(|b| b.val().into_data().iter::<f64>().collect()).unwrap_or_default();
-        Self { inputs, outputs, weight, bias }
+        let bias = linear
+            .bias
+            .as_ref()
+            .map(|b| b.val().into_data().iter::<f64>().collect())
+            .unwrap_or_default();
+        Self {
+            inputs,
+            outputs,
+            weight,
+            bias,
+        }
     }
 
     /// Row `i` of `W`: the weights leaving input `i`.
@@ -46,8 +55,15 @@ impl SavedWeights {
         }
         let mut inputs = 2 * self.dim;
         for (l, layer) in self.hidden.iter().chain([&self.output]).enumerate() {
-            let bias = if l < self.hidden.len() { layer.outputs } else { 0 };
-            if layer.inputs != inputs || layer.weight.len() != layer.inputs * layer.outputs || layer.bias.len() != bias {
+            let bias = if l < self.hidden.len() {
+                layer.outputs
+            } else {
+                0
+            };
+            if layer.inputs != inputs
+                || layer.weight.len() != layer.inputs * layer.outputs
+                || layer.bias.len() != bias
+            {
                 return Err(format!(
                     "layer {l} does not fit: {} inputs (expected {inputs}), {} outputs, {} weights, {} biases (expected {bias})",
                     layer.inputs,
@@ -80,8 +96,13 @@ impl TryFrom<SavedWeights> for LhnnSurrogate {
     fn try_from(weights: SavedWeights) -> Result<Self, String> {
         weights.check()?;
         let output = &weights.output;
-        let top_gradient = (0..output.inputs).map(|i| output.row(i).iter().sum()).collect();
-        Ok(Self { weights, top_gradient })
+        let top_gradient = (0..output.inputs)
+            .map(|i| output.row(i).iter().sum())
+            .collect();
+        Ok(Self {
+            weights,
+            top_gradient,
+        })
     }
 }
 
@@ -133,7 +154,12 @@ impl LhnnSurrogate {
         let mut scratch = self.scratch();
         self.forward(&self.phase_point(q, p), &mut scratch);
         // Σ_k Σ_i h_i W_ik = Σ_i h_i (row sum i).
-        scratch.hidden.iter().zip(&self.top_gradient).map(|(h, w)| h * w).sum()
+        scratch
+            .hidden
+            .iter()
+            .zip(&self.top_gradient)
+            .map(|(h, w)| h * w)
+            .sum()
     }
 
     /// Writes `∂H_θ/∂(q, p)` into `gradient` (`2d` entries: `∂H/∂q`, then `∂H/∂p`).
@@ -141,7 +167,11 @@ impl LhnnSurrogate {
     /// # Panics
     /// When `q` or `p` does not have `d` entries or `gradient` not `2d`.
     pub fn input_gradient(&self, q: &[f64], p: &[f64], gradient: &mut [f64]) {
-        assert_eq!(gradient.len(), 2 * self.dim(), "the input gradient has 2d entries");
+        assert_eq!(
+            gradient.len(),
+            2 * self.dim(),
+            "the input gradient has 2d entries"
+        );
         let mut scratch = self.scratch();
         self.forward(&self.phase_point(q, p), &mut scratch);
         self.backward(&mut scratch, gradient);
@@ -155,7 +185,11 @@ impl LhnnSurrogate {
     /// # Panics
     /// When `x` or `gradient` has more than `2d` entries.
     pub fn input_gradient_prefix(&self, x: &[f64], gradient: &mut [f64]) {
-        assert!(x.len() <= 2 * self.dim() && gradient.len() <= 2 * self.dim(), "the network reads {} inputs", 2 * self.dim());
+        assert!(
+            x.len() <= 2 * self.dim() && gradient.len() <= 2 * self.dim(),
+            "the network reads {} inputs",
+            2 * self.dim()
+        );
         let mut scratch = self.scratch();
         self.forward(x, &mut scratch);
         self.backward(&mut scratch, gradient);
@@ -163,14 +197,31 @@ impl LhnnSurrogate {
 
     fn phase_point(&self, q: &[f64], p: &[f64]) -> Vec<f64> {
         let d = self.dim();
-        assert!(q.len() == d && p.len() == d, "q and p need {d} entries each, got {} and {}", q.len(), p.len());
+        assert!(
+            q.len() == d && p.len() == d,
+            "q and p need {d} entries each, got {} and {}",
+            q.len(),
+            p.len()
+        );
         q.iter().chain(p).copied().collect()
     }
 
     fn scratch(&self) -> Scratch {
-        let width = self.weights.hidden.iter().map(|l| l.outputs).max().unwrap_or(0).max(2 * self.dim());
+        let width = self
+            .weights
+            .hidden
+            .iter()
+            .map(|l| l.outputs)
+            .max()
+            .unwrap_or(0)
+            .max(2 * self.dim());
         Scratch {
-            cosines: self.weights.hidden.iter().map(|l| vec![0.0; l.outputs]).collect(),
+            cosines: self
+                .weights
+                .hidden
+                .iter()
+                .map(|l| vec![0.0; l.outputs])
+                .collect(),
             hidden: Vec::with_capacity(width),
             next: Vec::with_capacity(width),
         }
@@ -180,7 +231,11 @@ impl LhnnSurrogate {
     /// `scratch.hidden`. Inputs past `x.len()` count as zero (the force reads `(q, 0)` by
     /// passing `q` alone).
     fn forward(&self, x: &[f64], scratch: &mut Scratch) {
-        let Scratch { cosines, hidden, next } = scratch;
+        let Scratch {
+            cosines,
+            hidden,
+            next,
+        } = scratch;
         hidden.clear();
         hidden.extend_from_slice(x);
         for (layer, cosine) in self.weights.hidden.iter().zip(cosines) {
@@ -203,10 +258,21 @@ impl LhnnSurrogate {
 
     /// The first `gradient.len()` entries of `∂H/∂x`, from the cosines `forward` left.
     fn backward(&self, scratch: &mut Scratch, gradient: &mut [f64]) {
-        let Scratch { cosines, hidden: g, next } = scratch;
+        let Scratch {
+            cosines,
+            hidden: g,
+            next,
+        } = scratch;
         g.clear();
         g.extend_from_slice(&self.top_gradient);
-        for (l, (layer, cosine)) in self.weights.hidden.iter().zip(cosines.iter()).enumerate().rev() {
+        for (l, (layer, cosine)) in self
+            .weights
+            .hidden
+            .iter()
+            .zip(cosines.iter())
+            .enumerate()
+            .rev()
+        {
             for (g, cos) in g.iter_mut().zip(cosine) {
                 *g *= cos;
             }
@@ -225,7 +291,12 @@ impl LhnnSurrogate {
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     const LANES: usize = 8;
     let (a_chunks, b_chunks) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f64 = a_chunks.remainder().iter().zip(b_chunks.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f64 = a_chunks
+        .remainder()
+        .iter()
+        .zip(b_chunks.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     let mut sums = [0.0; LANES];
     for (x, y) in a_chunks.zip(b_chunks) {
         for k in 0..LANES {

@@ -86,16 +86,23 @@ impl LhnnTrainingConfig {
             ));
         }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return Err(format!("learning rate must be positive, got {}", self.learning_rate));
+            return Err(format!(
+                "learning rate must be positive, got {}",
+                self.learning_rate
+            ));
         }
         if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
-            return Err(format!("weight decay must be non-negative, got {}", self.weight_decay));
+            return Err(format!(
+                "weight decay must be non-negative, got {}",
+                self.weight_decay
+            ));
         }
         Ok(())
     }
 
     fn optimizer(&self) -> ModuleOptimizer {
-        let decay = (self.weight_decay > 0.0).then(|| WeightDecayConfig::new(self.weight_decay as f32));
+        let decay =
+            (self.weight_decay > 0.0).then(|| WeightDecayConfig::new(self.weight_decay as f32));
         AdamConfig::new().with_weight_decay(decay).init()
     }
 
@@ -111,7 +118,10 @@ impl LhnnTrainingConfig {
         self.validate().map_err(TrainingError::Config)?;
         network.validate().map_err(TrainingError::Config)?;
         if network.dim != data.dim {
-            return Err(TrainingError::Dimension { network: network.dim, data: data.dim });
+            return Err(TrainingError::Dimension {
+                network: network.dim,
+                data: data.dim,
+            });
         }
         let targets = HamiltonTargets::new(data)?;
         let plain_device = device.clone().without_autodiff();
@@ -150,10 +160,19 @@ impl LhnnTrainingConfig {
         let network = model.valid();
         let final_loss = targets.mean_loss(&network, &plain_device);
         if !final_loss.is_finite() {
-            return Err(TrainingError::Diverged { step: self.steps, loss: final_loss });
+            return Err(TrainingError::Diverged {
+                step: self.steps,
+                loss: final_loss,
+            });
         }
         let surrogate = LhnnSurrogate::from_module(&network);
-        Ok(TrainedLhnn { network, surrogate, history, initial_loss, final_loss })
+        Ok(TrainedLhnn {
+            network,
+            surrogate,
+            history,
+            initial_loss,
+            final_loss,
+        })
     }
 }
 
@@ -161,7 +180,10 @@ impl LhnnTrainingConfig {
 /// `‖∂H/∂p − dq/dt‖² + ‖∂H/∂q + dp/dt‖²`.
 fn hamilton_loss(network: &LatentHnn, x: Tensor<2>, target: Tensor<2>) -> Tensor<1> {
     let rows = x.dims()[0];
-    (network.input_gradient(x) - target).square().sum().div_scalar(rows as f64)
+    (network.input_gradient(x) - target)
+        .square()
+        .sum()
+        .div_scalar(rows as f64)
 }
 
 /// Mean of scalar losses, read back in one transfer.
@@ -189,7 +211,10 @@ impl HamiltonTargets {
     fn new(data: &TrajectoryData) -> Result<Self, TrainingError> {
         let width = 2 * data.dim;
         let rows = data.len();
-        if rows == 0 || data.points.len() != rows * width || data.derivatives.len() != data.points.len() {
+        if rows == 0
+            || data.points.len() != rows * width
+            || data.derivatives.len() != data.points.len()
+        {
             return Err(TrainingError::EmptyData);
         }
         let inputs = data.points.iter().map(|&v| v as f32).collect();
@@ -199,14 +224,26 @@ impl HamiltonTargets {
             targets.extend(dp_dt.iter().map(|&v| -v as f32));
             targets.extend(dq_dt.iter().map(|&v| v as f32));
         }
-        Ok(Self { inputs, targets, rows, width })
+        Ok(Self {
+            inputs,
+            targets,
+            rows,
+            width,
+        })
     }
 
     /// Inputs and targets of the rows `rows`, gathered on the host and uploaded.
     fn batch(&self, rows: &[usize], device: &Device) -> (Tensor<2>, Tensor<2>) {
         let gather = |values: &[f32]| -> Tensor<2> {
-            let picked: Vec<f32> = rows.iter().flat_map(|&r| &values[r * self.width..(r + 1) * self.width]).copied().collect();
-            Tensor::from_data(TensorData::new(picked, [rows.len(), self.width]), (device, DType::F32))
+            let picked: Vec<f32> = rows
+                .iter()
+                .flat_map(|&r| &values[r * self.width..(r + 1) * self.width])
+                .copied()
+                .collect();
+            Tensor::from_data(
+                TensorData::new(picked, [rows.len(), self.width]),
+                (device, DType::F32),
+            )
         };
         (gather(&self.inputs), gather(&self.targets))
     }

@@ -69,7 +69,11 @@ pub enum TrajectoryError {
         "the log density or its gradient is not finite (log p = {log_density}) after step {step} of trajectory \
          {trajectory}; start elsewhere or use a smaller step size"
     )]
-    NonFinite { trajectory: usize, step: usize, log_density: f64 },
+    NonFinite {
+        trajectory: usize,
+        step: usize,
+        log_density: f64,
+    },
 }
 
 impl TrajectoryDataConfig {
@@ -83,16 +87,26 @@ impl TrajectoryDataConfig {
             return Err("at least one trajectory is needed".into());
         }
         if !(self.step_size > 0.0 && self.step_size.is_finite()) {
-            return Err(format!("the step size must be positive, got {}", self.step_size));
+            return Err(format!(
+                "the step size must be positive, got {}",
+                self.step_size
+            ));
         }
         if !(self.end_time.is_finite() && self.steps_per_trajectory() >= 1) {
-            return Err(format!("end time {} gives no leapfrog step of size {}", self.end_time, self.step_size));
+            return Err(format!(
+                "end time {} gives no leapfrog step of size {}",
+                self.end_time, self.step_size
+            ));
         }
         Ok(())
     }
 
     /// Generates the data from `start`; see [`TrajectoryDataConfig::generate_with_progress`].
-    pub fn generate<D: LogDensity + ?Sized>(&self, density: &D, start: &[f64]) -> Result<TrajectoryData, TrajectoryError> {
+    pub fn generate<D: LogDensity + ?Sized>(
+        &self,
+        density: &D,
+        start: &[f64],
+    ) -> Result<TrajectoryData, TrajectoryError> {
         self.generate_with_progress(density, start, |_, _| {})
     }
 
@@ -106,7 +120,10 @@ impl TrajectoryDataConfig {
         self.validate().map_err(TrajectoryError::Config)?;
         let dim = density.dim();
         if start.len() != dim {
-            return Err(TrajectoryError::StartDimension { expected: dim, got: start.len() });
+            return Err(TrajectoryError::StartDimension {
+                expected: dim,
+                got: start.len(),
+            });
         }
         let steps = self.steps_per_trajectory();
         let h = self.step_size;
@@ -125,7 +142,11 @@ impl TrajectoryDataConfig {
             let log_density = density.evaluate(q, gradient)?;
             data.true_gradients += 1;
             if !log_density.is_finite() || gradient.iter().any(|g| !g.is_finite()) {
-                return Err(TrajectoryError::NonFinite { trajectory, step, log_density });
+                return Err(TrajectoryError::NonFinite {
+                    trajectory,
+                    step,
+                    log_density,
+                });
             }
             Ok(())
         };

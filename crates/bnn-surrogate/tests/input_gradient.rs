@@ -20,7 +20,10 @@ fn closed_form_input_gradient_matches_finite_differences() {
         (DType::F32, 1e-3, 2e-3)
     };
     for (dim, latent) in [(3, None), (2, Some(5))] {
-        let config = LatentHnnConfig::new(dim).with_hidden_width(16).with_hidden_layers(3).with_latent_outputs(latent);
+        let config = LatentHnnConfig::new(dim)
+            .with_hidden_width(16)
+            .with_hidden_layers(3)
+            .with_latent_outputs(latent);
         let network = config.init(&device, dtype, 7);
         let rows = 4;
         let width = 2 * dim;
@@ -47,7 +50,10 @@ fn closed_form_input_gradient_matches_finite_differences() {
 #[test]
 fn hamiltonian_is_the_sum_of_latent_outputs() {
     let device = Device::flex();
-    let network = LatentHnnConfig::new(2).with_hidden_width(8).with_latent_outputs(Some(3)).init(&device, DType::F32, 1);
+    let network = LatentHnnConfig::new(2)
+        .with_hidden_width(8)
+        .with_latent_outputs(Some(3))
+        .init(&device, DType::F32, 1);
     let x = uniform(3 * 4, 1.0, 2);
     let latent = host(network.latent(tensor(&x, 3, 4, &device, DType::F32)));
     let hamiltonian = host(network.hamiltonian(tensor(&x, 3, 4, &device, DType::F32)));
@@ -63,7 +69,15 @@ fn initialization_is_fixed_by_the_seed() {
     let device = Device::flex();
     let config = LatentHnnConfig::new(2).with_hidden_width(8);
     let x = uniform(2 * 4, 1.0, 3);
-    let h = |seed| host(config.init(&device, DType::F32, seed).hamiltonian(tensor(&x, 2, 4, &device, DType::F32)));
+    let h = |seed| {
+        host(config.init(&device, DType::F32, seed).hamiltonian(tensor(
+            &x,
+            2,
+            4,
+            &device,
+            DType::F32,
+        )))
+    };
     assert_eq!(h(5), h(5));
     assert_ne!(h(5), h(6));
 }

@@ -10,7 +10,9 @@ use support::{host, tensor, uniform};
 const DIM: usize = 3;
 
 fn config() -> LatentHnnConfig {
-    LatentHnnConfig::new(DIM).with_hidden_width(24).with_hidden_layers(3)
+    LatentHnnConfig::new(DIM)
+        .with_hidden_width(24)
+        .with_hidden_layers(3)
 }
 
 /// Compares the surrogate's H and ∂H/∂x with the module's at a few phase points.
@@ -29,10 +31,21 @@ fn compare_with_module(dtype: DType, tolerance: f64) {
         let point = &x[row * width..(row + 1) * width];
         let (q, p) = point.split_at(DIM);
         let h = surrogate.hamiltonian(q, p);
-        assert!((h - module_h[row]).abs() <= tolerance * (1.0 + h.abs()), "row {row}: H {h} vs module {}", module_h[row]);
+        assert!(
+            (h - module_h[row]).abs() <= tolerance * (1.0 + h.abs()),
+            "row {row}: H {h} vs module {}",
+            module_h[row]
+        );
         surrogate.input_gradient(q, p, &mut gradient);
-        for (col, (g, m)) in gradient.iter().zip(&module_gradient[row * width..]).enumerate() {
-            assert!((g - m).abs() <= tolerance * (1.0 + g.abs()), "row {row} col {col}: {g} vs module {m}");
+        for (col, (g, m)) in gradient
+            .iter()
+            .zip(&module_gradient[row * width..])
+            .enumerate()
+        {
+            assert!(
+                (g - m).abs() <= tolerance * (1.0 + g.abs()),
+                "row {row} col {col}: {g} vs module {m}"
+            );
         }
     }
 }
@@ -72,8 +85,16 @@ fn force_is_minus_dh_dq_at_zero_momentum() {
         }
     }
     assert_eq!(SurrogateGradient::dim(&surrogate), DIM);
-    assert!(surrogate.gradient(&positions[..DIM + 1], &mut forces[..DIM + 1]).is_err(), "a ragged batch is refused");
-    assert!(surrogate.gradient(&positions, &mut forces[..DIM]).is_err(), "mismatched lengths are refused");
+    assert!(
+        surrogate
+            .gradient(&positions[..DIM + 1], &mut forces[..DIM + 1])
+            .is_err(),
+        "a ragged batch is refused"
+    );
+    assert!(
+        surrogate.gradient(&positions, &mut forces[..DIM]).is_err(),
+        "mismatched lengths are refused"
+    );
 }
 
 #[test]

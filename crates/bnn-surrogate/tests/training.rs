@@ -12,12 +12,26 @@ use support::StandardNormal;
 fn training_learns_the_standard_normal_force() {
     let target = StandardNormal(2);
     // 4 × 400 = 1600 phase points.
-    let data = TrajectoryDataConfig::new().with_trajectories(4).with_end_time(10.0).with_seed(3).generate(&target, &[1.0, -0.5]).unwrap();
-    let network = LatentHnnConfig::new(2).with_hidden_width(32).with_hidden_layers(2);
-    let training = LhnnTrainingConfig::new().with_steps(600).with_learning_rate(5e-3).with_seed(4);
+    let data = TrajectoryDataConfig::new()
+        .with_trajectories(4)
+        .with_end_time(10.0)
+        .with_seed(3)
+        .generate(&target, &[1.0, -0.5])
+        .unwrap();
+    let network = LatentHnnConfig::new(2)
+        .with_hidden_width(32)
+        .with_hidden_layers(2);
+    let training = LhnnTrainingConfig::new()
+        .with_steps(600)
+        .with_learning_rate(5e-3)
+        .with_seed(4);
     let mut progress = Vec::new();
     let started = Instant::now();
-    let trained = training.train(&network, &data, &Device::flex(), |step, loss| progress.push((step, loss))).unwrap();
+    let trained = training
+        .train(&network, &data, &Device::flex(), |step, loss| {
+            progress.push((step, loss))
+        })
+        .unwrap();
     eprintln!(
         "trained 600 steps on {} points in {:.2} s: loss {:.4} -> {:.6}",
         data.len(),
@@ -29,7 +43,14 @@ fn training_learns_the_standard_normal_force() {
         eprintln!("step {:4}: loss {:.6}", record.step, record.loss);
     }
     assert_eq!(trained.history.len(), 6);
-    assert_eq!(progress, trained.history.iter().map(|r| (r.step, r.loss)).collect::<Vec<_>>());
+    assert_eq!(
+        progress,
+        trained
+            .history
+            .iter()
+            .map(|r| (r.step, r.loss))
+            .collect::<Vec<_>>()
+    );
     assert!(
         trained.final_loss < trained.initial_loss / 100.0,
         "loss fell only from {} to {}",
@@ -53,7 +74,10 @@ fn training_learns_the_standard_normal_force() {
         let mut force = [0.0; 2];
         surrogate.gradient(q, &mut force).unwrap();
         let error = (force[0] + q[0]).hypot(force[1] + q[1]);
-        eprintln!("q = {q:?}, |p| = {:.3}: force {force:?}, error {error:.4}", x[2].hypot(x[3]));
+        eprintln!(
+            "q = {q:?}, |p| = {:.3}: force {force:?}, error {error:.4}",
+            x[2].hypot(x[3])
+        );
         worst = worst.max(error);
     }
     assert!(worst < 0.1, "the learned force is off by up to {worst}");
@@ -61,15 +85,27 @@ fn training_learns_the_standard_normal_force() {
 
 #[test]
 fn mismatched_or_invalid_settings_are_refused() {
-    let data = TrajectoryDataConfig::new().with_trajectories(1).with_end_time(0.5).generate(&StandardNormal(2), &[0.0, 0.0]).unwrap();
+    let data = TrajectoryDataConfig::new()
+        .with_trajectories(1)
+        .with_end_time(0.5)
+        .generate(&StandardNormal(2), &[0.0, 0.0])
+        .unwrap();
     let device = Device::flex();
     let training = LhnnTrainingConfig::new().with_steps(1);
     assert!(matches!(
         training.train(&LatentHnnConfig::new(3), &data, &device, |_, _| {}),
-        Err(TrainingError::Dimension { network: 3, data: 2 })
+        Err(TrainingError::Dimension {
+            network: 3,
+            data: 2
+        })
     ));
     assert!(matches!(
-        training.clone().with_learning_rate(0.0).train(&LatentHnnConfig::new(2), &data, &device, |_, _| {}),
+        training.clone().with_learning_rate(0.0).train(
+            &LatentHnnConfig::new(2),
+            &data,
+            &device,
+            |_, _| {}
+        ),
         Err(TrainingError::Config(_))
     ));
 }

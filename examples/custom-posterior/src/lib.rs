@@ -29,7 +29,10 @@ impl ResidualRegressor {
     }
 
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        self.linear.forward(x.clone()) + self.output.forward(activation::tanh(self.hidden.forward(x)))
+        self.linear.forward(x.clone())
+            + self
+                .output
+                .forward(activation::tanh(self.hidden.forward(x)))
     }
 
     /// The same function on the host, from flat parameters in Burn's visit order:
@@ -39,7 +42,11 @@ impl ResidualRegressor {
         let w = &theta[2..2 + width];
         let c = &theta[2 + width..2 + 2 * width];
         let v = &theta[2 + 2 * width..2 + 3 * width];
-        a * x + b + (0..width).map(|k| v[k] * (w[k] * x + c[k]).tanh()).sum::<f64>()
+        a * x
+            + b
+            + (0..width)
+                .map(|k| v[k] * (w[k] * x + c[k]).tanh())
+                .sum::<f64>()
     }
 }
 
@@ -54,11 +61,22 @@ pub struct ExampleResult {
 }
 
 /// Samples the posterior of `ResidualRegressor` on the cos(2x) data (noise σ = 0.1, known).
-pub fn run(width: usize, chains: usize, warmup: usize, draws: usize, seed: u64) -> Result<ExampleResult> {
+pub fn run(
+    width: usize,
+    chains: usize,
+    warmup: usize,
+    draws: usize,
+    seed: u64,
+) -> Result<ExampleResult> {
     let device = Device::flex();
     let data = bnn_data::cos2x(100, 0.1, seed)?;
     let n = data.n_rows();
-    let to_tensor = |v: &[f64]| Tensor::<2>::from_data(TensorData::new(v.to_vec(), [n, 1]).convert::<f32>(), &device.clone().autodiff());
+    let to_tensor = |v: &[f64]| {
+        Tensor::<2>::from_data(
+            TensorData::new(v.to_vec(), [n, 1]).convert::<f32>(),
+            &device.clone().autodiff(),
+        )
+    };
     let (x, y) = (to_tensor(&data.x.data), to_tensor(&data.y.data));
     let sigma = 0.1;
     // The user's likelihood: Gaussian with known σ, written with Burn tensor ops.
@@ -67,8 +85,13 @@ pub fn run(width: usize, chains: usize, warmup: usize, draws: usize, seed: u64) 
         r.powi_scalar(2).sum().mul_scalar(-0.5)
     };
     let template = ResidualRegressor::new(width, &device);
-    let posterior = ModulePosterior::new(template, log_likelihood, &PriorSpec::uniform(Prior::Normal { scale: 2.0 }), &device)
-        .map_err(|e| anyhow!(e))?;
+    let posterior = ModulePosterior::new(
+        template,
+        log_likelihood,
+        &PriorSpec::uniform(Prior::Normal { scale: 2.0 }),
+        &device,
+    )
+    .map_err(|e| anyhow!(e))?;
     let density = AutodiffLogDensity::new(posterior);
     let dim = flatten(&ResidualRegressor::new(width, &device)).len();
 
@@ -107,5 +130,12 @@ pub fn run(width: usize, chains: usize, warmup: usize, draws: usize, seed: u64) 
     let divergences = (0..chains)
         .map(|c| collected.stats(c).iter().filter(|s| s.divergent).count())
         .sum();
-    Ok(ExampleResult { grid, mean, sd, rhat, divergences, dim })
+    Ok(ExampleResult {
+        grid,
+        mean,
+        sd,
+        rhat,
+        divergences,
+        dim,
+    })
 }

@@ -10,7 +10,18 @@ fn residual_regressor_posterior_recovers_the_function() {
         // sds (and well within 0.25) of the truth when the sampler and the posterior are right;
         // a wrong gradient or likelihood sends it far off.
         let err = (result.mean[i] - truth).abs();
-        assert!(err < 0.25, "x = {}: mean {} vs cos(2x) {}", result.grid[i], result.mean[i], truth);
-        assert!(result.sd[i] < 0.3, "posterior sd {} too wide at x = {}", result.sd[i], result.grid[i]);
+        assert!(
+            err < 0.25,
+            "x = {}: mean {} vs cos(2x) {}",
+            result.grid[i],
+            result.mean[i],
+            truth
+        );
+        assert!(
+            result.sd[i] < 0.3,
+            "posterior sd {} too wide at x = {}",
+            result.sd[i],
+            result.grid[i]
+        );
     }
 }

@@ -1,8 +1,11 @@
 //! `bnn bench`: value+gradient throughput of the BNN posteriors, as JSON.
 
-use bnn_pipeline::{prepare, Preparation};
 use anyhow::{anyhow, bail, Result};
-use bnn_model::{Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, Likelihood, MlpPosterior, ScaleLink};
+use bnn_model::{
+    Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, Likelihood, MlpPosterior,
+    ScaleLink,
+};
+use bnn_pipeline::{prepare, Preparation};
 use bnn_sampler::LogDensity;
 use burn::tensor::DType;
 use clap::{Args, ValueEnum};
@@ -34,7 +37,9 @@ impl Problem {
     }
 
     pub fn config(self, d_input: usize) -> BnnConfig {
-        let hetero = Likelihood::GaussianHeteroscedastic { link: ScaleLink::Exp };
+        let hetero = Likelihood::GaussianHeteroscedastic {
+            link: ScaleLink::Exp,
+        };
         let fixed = Likelihood::GaussianFixed { sigma: 0.1 };
         let (hidden, activation, likelihood) = match self {
             Problem::Cos2xSigmoid => (vec![50], Activation::Sigmoid, fixed),
@@ -42,7 +47,10 @@ impl Problem {
             Problem::Concrete => (vec![16, 16], Activation::Tanh, hetero),
             Problem::Protein => (vec![16, 16], Activation::Relu, hetero),
         };
-        BnnConfig::new(d_input).with_hidden(hidden).with_activation(activation).with_likelihood(likelihood)
+        BnnConfig::new(d_input)
+            .with_hidden(hidden)
+            .with_activation(activation)
+            .with_likelihood(likelihood)
     }
 }
 
@@ -108,9 +116,16 @@ struct ChainResult {
 /// caches settling: with only three untimed calls the first chain count measured came out ~15%
 /// slow, and with one repeat (~1 ms at 3 µs per call) the first problem measured after another
 /// process, as in `compare_numpyro.py`, came out up to 1.8× slow on the 2-vCPU EPYC).
-fn time_calls(density: &AutodiffLogDensity<MlpPosterior>, c: usize, evals: usize, repeats: usize) -> Result<(f64, f64)> {
+fn time_calls(
+    density: &AutodiffLogDensity<MlpPosterior>,
+    c: usize,
+    evals: usize,
+    repeats: usize,
+) -> Result<(f64, f64)> {
     let d = density.dim();
-    let positions: Vec<f64> = (0..c * d).map(|i| 0.3 * ((i as f64 * 0.7548776662).fract() - 0.5)).collect();
+    let positions: Vec<f64> = (0..c * d)
+        .map(|i| 0.3 * ((i as f64 * 0.7548776662).fract() - 0.5))
+        .collect();
     let mut values = vec![0.0; c];
     let mut grads = vec![0.0; c * d];
     let settling = Instant::now();
@@ -177,7 +192,11 @@ struct NutsResult {
 }
 
 /// Times a short NUTS run (warmup included in the time and the leapfrog count).
-fn nuts_run(density: &AutodiffLogDensity<MlpPosterior>, iterations: usize, chains: usize) -> Result<NutsResult> {
+fn nuts_run(
+    density: &AutodiffLogDensity<MlpPosterior>,
+    iterations: usize,
+    chains: usize,
+) -> Result<NutsResult> {
     use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
     let d = density.dim();
     let sampler = SamplerConfig::new(NutsConfig::new().into())
@@ -186,12 +205,23 @@ fn nuts_run(density: &AutodiffLogDensity<MlpPosterior>, iterations: usize, chain
         .with_seed(1)
         .init()?;
     let starts: Vec<ChainStart> = (0..chains)
-        .map(|c| ChainStart::at((0..d).map(|i| 0.3 * (((i + 7 * c) as f64 * 0.7548776662).fract() - 0.5)).collect()))
+        .map(|c| {
+            ChainStart::at(
+                (0..d)
+                    .map(|i| 0.3 * (((i + 7 * c) as f64 * 0.7548776662).fract() - 0.5))
+                    .collect(),
+            )
+        })
         .collect();
     let start = Instant::now();
     let mut states = sampler.init_chains(density, &starts)?;
     let mut draws = bnn_sampler::CollectedDraws::new(chains, d).with_warmup(true);
-    sampler.run(density, &mut states, &mut draws, &std::sync::atomic::AtomicBool::new(false))?;
+    sampler.run(
+        density,
+        &mut states,
+        &mut draws,
+        &std::sync::atomic::AtomicBool::new(false),
+    )?;
     let seconds = start.elapsed().as_secs_f64();
     let mut leapfrog_steps = 0u64;
     let mut depth_sum = 0.0;
@@ -208,7 +238,9 @@ fn nuts_run(density: &AutodiffLogDensity<MlpPosterior>, iterations: usize, chain
         }
     }
     let lp_ess_bulk = bnn_diagnostics::ess_bulk(&draws.stat(|s| s.log_density));
-    let min_ess_bulk = (0..d).map(|i| bnn_diagnostics::ess_bulk(&draws.coordinate(i))).fold(lp_ess_bulk, f64::min);
+    let min_ess_bulk = (0..d)
+        .map(|i| bnn_diagnostics::ess_bulk(&draws.coordinate(i)))
+        .fold(lp_ess_bulk, f64::min);
     Ok(NutsResult {
         chains,
         warmup: iterations,
@@ -236,7 +268,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let chains: Vec<usize> = args
         .chains
         .split(',')
-        .map(|s| s.trim().parse::<usize>().map_err(|_| anyhow!("--chains: '{s}' is not a count")))
+        .map(|s| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| anyhow!("--chains: '{s}' is not a count"))
+        })
         .collect::<Result<_>>()?;
     if chains.iter().any(|&c| c == 0) || args.evals == 0 || args.repeats == 0 {
         bail!("--chains, --evals and --repeats must be positive");
@@ -246,16 +282,26 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let device = args.device.device().map_err(|e| anyhow!(e))?;
     let cpu_one_chain_us = if args.versus_cpu {
         let cpu = DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
-        let cpu_density = AutodiffLogDensity::new(MlpPosterior::new(config.clone(), &data.train, &cpu, DType::F32)?);
+        let cpu_density = AutodiffLogDensity::new(MlpPosterior::new(
+            config.clone(),
+            &data.train,
+            &cpu,
+            DType::F32,
+        )?);
         Some(time_calls(&cpu_density, 1, args.evals, args.repeats)?.0)
     } else {
         None
     };
-    let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?.with_gradient_path(args.gradient);
+    let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?
+        .with_gradient_path(args.gradient);
     let gradient = posterior.gradient_program();
     let direct = gradient == "host_kernel" && !args.through_autodiff;
     let density = AutodiffLogDensity::new(posterior);
-    let density = if direct { density } else { density.through_autodiff() };
+    let density = if direct {
+        density
+    } else {
+        density.through_autodiff()
+    };
     let d = density.dim();
     let mut results = Vec::new();
     for &c in &chains {

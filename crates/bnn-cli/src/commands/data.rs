@@ -1,12 +1,14 @@
 //! `bnn data`: list and describe datasets; write a run's split as it was sampled.
 
 use anyhow::{bail, Context, Result};
+use bnn_data::{
+    describe, list_named, CsvOptions, DatasetSpec, TargetColumn, GENERATED_DATASET_NAMES,
+};
 use bnn_model::HostData;
 use bnn_pipeline::{prepare, write_atomic, Preparation, RunDir};
+use clap::{Args, Subcommand};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use bnn_data::{describe, list_named, CsvOptions, DatasetSpec, TargetColumn, GENERATED_DATASET_NAMES};
-use clap::{Args, Subcommand};
 
 #[derive(Subcommand, Debug)]
 pub enum DataCommand {
@@ -46,13 +48,19 @@ pub fn run(command: DataCommand) -> Result<()> {
     match command {
         DataCommand::List => {
             let dir = bnn_data::data_dir();
-            println!("{:<18} {:>6} {:>9}  {:<32} available", "name", "rows", "features", "target");
+            println!(
+                "{:<18} {:>6} {:>9}  {:<32} available",
+                "name", "rows", "features", "target"
+            );
             for entry in list_named() {
                 let available = match &dir {
                     Ok(d) if d.join(&entry.file).is_file() => "yes",
                     _ => "no",
                 };
-                println!("{:<18} {:>6} {:>9}  {:<32} {available}", entry.name, entry.rows, entry.features, entry.target);
+                println!(
+                    "{:<18} {:>6} {:>9}  {:<32} {available}",
+                    entry.name, entry.rows, entry.features, entry.target
+                );
             }
             for name in GENERATED_DATASET_NAMES {
                 println!("{name:<18} {:>6} {:>9}  {:<32} generated", "-", "-", "-");
@@ -64,7 +72,10 @@ pub fn run(command: DataCommand) -> Result<()> {
             Ok(())
         }
         DataCommand::Describe(args) => {
-            let csv = CsvOptions { target: TargetColumn::from_names(&args.target), ..CsvOptions::default() };
+            let csv = CsvOptions {
+                target: TargetColumn::from_names(&args.target),
+                ..CsvOptions::default()
+            };
             let dataset = DatasetSpec::parse(&args.dataset)?.load(args.seed, &csv)?;
             print!("{}", describe(&dataset));
             Ok(())
@@ -87,16 +98,32 @@ fn write_split(run: &Path, out: &Path) -> Result<()> {
     let s = &data.standardizer;
     let stats = serde_json::json!({"x_mean": s.x_mean, "x_sd": s.x_sd, "y_mean": s.y_mean, "y_sd": s.y_sd,
         "dataset": config.data.dataset, "split_seed": config.data.split_seed});
-    write_atomic(&out.join("standardizer.json"), serde_json::to_string_pretty(&stats)?.as_bytes())?;
-    println!("wrote {} training and {} test rows to {}", data.train.rows, data.test.rows, out.display());
+    write_atomic(
+        &out.join("standardizer.json"),
+        serde_json::to_string_pretty(&stats)?.as_bytes(),
+    )?;
+    println!(
+        "wrote {} training and {} test rows to {}",
+        data.train.rows,
+        data.test.rows,
+        out.display()
+    );
     Ok(())
 }
 
 /// `x0,…,y0,…` with a header, every value with round-trip precision.
 fn rows_csv(d: &HostData) -> String {
-    let mut text = (0..d.x_cols).map(|j| format!("x{j}")).chain((0..d.y_cols).map(|j| format!("y{j}"))).collect::<Vec<_>>().join(",");
+    let mut text = (0..d.x_cols)
+        .map(|j| format!("x{j}"))
+        .chain((0..d.y_cols).map(|j| format!("y{j}")))
+        .collect::<Vec<_>>()
+        .join(",");
     text.push('\n');
-    for (x, y) in d.x.chunks_exact(d.x_cols.max(1)).zip(d.y.chunks_exact(d.y_cols.max(1))).take(d.rows) {
+    for (x, y) in
+        d.x.chunks_exact(d.x_cols.max(1))
+            .zip(d.y.chunks_exact(d.y_cols.max(1)))
+            .take(d.rows)
+    {
         let values: Vec<String> = x.iter().chain(y).map(|v| format!("{v:?}")).collect();
         let _ = writeln!(text, "{}", values.join(","));
     }

@@ -45,31 +45,70 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
 /// The table (the `top` worst parameters by R-hat), the per-tensor view and the warnings.
 pub fn print(d: &RunDiagnostics, top: usize) {
     if let Some(n) = d.truncated_to {
-        let reason = d.unequal_lengths.as_deref().unwrap_or("no checkpoints say why");
+        let reason = d
+            .unequal_lengths
+            .as_deref()
+            .unwrap_or("no checkpoints say why");
         println!("note: chains have unequal lengths ({reason}); using the first {n} draws of each");
     }
-    println!("{} parameters, {} chains x {} draws", d.names.len(), d.chains, d.draws);
-    println!("{:<28} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10}", "parameter", "mean", "sd", "R-hat", "ESS bulk", "ESS tail", "MCSE", "cR-hat avg");
+    println!(
+        "{} parameters, {} chains x {} draws",
+        d.names.len(),
+        d.chains,
+        d.draws
+    );
+    println!(
+        "{:<28} {:>9} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10}",
+        "parameter", "mean", "sd", "R-hat", "ESS bulk", "ESS tail", "MCSE", "cR-hat avg"
+    );
     for i in d.worst_first().into_iter().take(top) {
         let s = &d.summaries[i];
         let crhat = s.crhat.iter().sum::<f64>() / s.crhat.len() as f64;
         println!(
             "{:<28} {:>9} {:>9} {:>7} {:>9.0} {:>9.0} {:>9} {:>10}",
-            d.names[i], fmt(s.mean), fmt(s.sd), fmt(s.rhat), s.ess_bulk, s.ess_tail, fmt(s.mcse_mean), fmt(crhat)
+            d.names[i],
+            fmt(s.mean),
+            fmt(s.sd),
+            fmt(s.rhat),
+            s.ess_bulk,
+            s.ess_tail,
+            fmt(s.mcse_mean),
+            fmt(crhat)
         );
     }
     println!("\nper tensor (weights and biases of each layer apart):");
-    println!("{:<20} {:>6} {:>11} {:>11} {:>9} {:>11} {:>10} {:>10}", "tensor", "count", "R-hat mean", "R-hat med", "R-hat max", "cR-hat mean", "cR-hat max", "ESS min");
+    println!(
+        "{:<20} {:>6} {:>11} {:>11} {:>9} {:>11} {:>10} {:>10}",
+        "tensor",
+        "count",
+        "R-hat mean",
+        "R-hat med",
+        "R-hat max",
+        "cR-hat mean",
+        "cR-hat max",
+        "ESS min"
+    );
     for g in &d.groups {
         println!(
             "{:<20} {:>6} {:>11} {:>11} {:>9} {:>11} {:>10} {:>10.0}",
-            g.name, g.count, fmt(g.rhat_mean), fmt(g.rhat_median), fmt(g.rhat_max), fmt(g.crhat_mean), fmt(g.crhat_max), g.ess_bulk_min
+            g.name,
+            g.count,
+            fmt(g.rhat_mean),
+            fmt(g.rhat_median),
+            fmt(g.rhat_max),
+            fmt(g.crhat_mean),
+            fmt(g.crhat_max),
+            g.ess_bulk_min
         );
     }
     // Function-space R-hat (computed by `bnn evaluate` from the test predictions), where the
     // chains of a BNN can agree although their weights never will.
     if let Some(f) = &d.function_space {
-        let g = |k: &str| bnn_diagnostics::non_finite_from_json(&f[k]).filter(|v| !v.is_nan()).map_or("n/a".into(), fmt);
+        let g = |k: &str| {
+            bnn_diagnostics::non_finite_from_json(&f[k])
+                .filter(|v| !v.is_nan())
+                .map_or("n/a".into(), fmt)
+        };
         println!(
             "\nfunction space: split R-hat of the test log-likelihood {}, of the test RMSE {}; pointwise predictive R-hat max {} (mean {})",
             g("rhat_test_loglik"),
@@ -89,7 +128,10 @@ pub fn print(d: &RunDiagnostics, top: usize) {
         );
     }
     if d.ess_below_400 > 0 {
-        println!("warning: {} parameters have bulk or tail ESS < {ESS_WARN}", d.ess_below_400);
+        println!(
+            "warning: {} parameters have bulk or tail ESS < {ESS_WARN}",
+            d.ess_below_400
+        );
     }
     if d.crhat_above_1_1 > 0 {
         println!("warning: {} parameters have a chain-wise cR-hat > {CRHAT_WARN} in some chain (that chain has not settled within itself)", d.crhat_above_1_1);

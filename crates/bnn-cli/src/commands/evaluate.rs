@@ -23,11 +23,30 @@ pub fn run(args: EvaluateArgs) -> Result<()> {
 
 /// The metrics of a run, a few lines on stdout.
 pub fn print_report(s: &RunSummary) {
-    let f = |v: Option<f64>| v.filter(|v| !v.is_nan()).map_or("n/a".to_string(), |v| format!("{v:.4}"));
-    println!("{} ({} train / {} test, {} parameters, {} chains)", s.dataset, s.n_train, s.n_test, s.n_params, s.chains);
-    println!("  posterior:      RMSE {}  LPPD {}  NLL {}", f(Some(s.rmse)), f(Some(s.lppd)), f(Some(s.nll)));
-    println!("  deep ensemble:  RMSE {}  LPPD {}", f(s.de_rmse), f(s.de_lppd));
-    println!("  linear model:   RMSE {}  LPPD {}", f(s.lm_rmse), f(s.lm_lppd));
+    let f = |v: Option<f64>| {
+        v.filter(|v| !v.is_nan())
+            .map_or("n/a".to_string(), |v| format!("{v:.4}"))
+    };
+    println!(
+        "{} ({} train / {} test, {} parameters, {} chains)",
+        s.dataset, s.n_train, s.n_test, s.n_params, s.chains
+    );
+    println!(
+        "  posterior:      RMSE {}  LPPD {}  NLL {}",
+        f(Some(s.rmse)),
+        f(Some(s.lppd)),
+        f(Some(s.nll))
+    );
+    println!(
+        "  deep ensemble:  RMSE {}  LPPD {}",
+        f(s.de_rmse),
+        f(s.de_lppd)
+    );
+    println!(
+        "  linear model:   RMSE {}  LPPD {}",
+        f(s.lm_rmse),
+        f(s.lm_lppd)
+    );
     for t in &s.per_target {
         println!(
             "  target {:<8} RMSE {} ({} in its units)  LPPD {}  coverage 90% {}  (deep ensemble: RMSE {}  LPPD {})",

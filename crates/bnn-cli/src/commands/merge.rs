@@ -19,7 +19,12 @@ pub struct MergeArgs {
 
 pub fn run(args: MergeArgs) -> Result<()> {
     let set = ShardSet::check(&args.shards)?;
-    eprintln!("merging {} shards: {} chains, config {}", set.shards.len(), set.chains, &set.shards[0].1.config_hash[..12]);
+    eprintln!(
+        "merging {} shards: {} chains, config {}",
+        set.shards.len(),
+        set.chains,
+        &set.shards[0].1.config_hash[..12]
+    );
     let report = set.merge_into(&args.out, ProgressBars::default())?;
     evaluate::print_report(&report.evaluation.summary);
     diagnose::print(&report.diagnostics, 10);

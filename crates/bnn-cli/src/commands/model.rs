@@ -31,11 +31,14 @@ pub fn run(command: ModelCommand) -> Result<()> {
             // Shapes only: build on the CPU whatever device a later run will use.
             let layout = layout_of(&config.init(&Device::flex()));
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&serde_json::json!({
-                    "config": serde_json::to_value(&config)?,
-                    "n_params": layout.dim(),
-                    "layout": layout,
-                }))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "config": serde_json::to_value(&config)?,
+                        "n_params": layout.dim(),
+                        "layout": layout,
+                    }))?
+                );
             } else {
                 println!(
                     "MLP {:?} -> {} outputs, activation {}, likelihood {:?}",

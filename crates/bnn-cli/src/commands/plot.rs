@@ -23,7 +23,11 @@ pub struct PlotArgs {
 }
 
 pub fn run(args: PlotArgs) -> Result<()> {
-    let options = PlotOptions { out_dir: args.out, parameters: args.parameters, max_chains: args.max_chains };
+    let options = PlotOptions {
+        out_dir: args.out,
+        parameters: args.parameters,
+        max_chains: args.max_chains,
+    };
     let report = plot_run(&args.run_dir, &options)?;
     print!("{report}");
     Ok(())

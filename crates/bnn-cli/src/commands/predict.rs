@@ -14,6 +14,8 @@ pub struct PredictArgs {
 }
 
 pub fn run(args: PredictArgs) -> Result<()> {
-    DeiMcmc::open(&args.run_dir)?.with_progress(ProgressBars::default()).predict()?;
+    DeiMcmc::open(&args.run_dir)?
+        .with_progress(ProgressBars::default())
+        .predict()?;
     Ok(())
 }

@@ -2,9 +2,9 @@
 //! diagnose — into one run directory.
 
 use crate::commands::{diagnose, evaluate, Interrupted};
-use crate::shard_flag::ShardFlag;
 use crate::progress_bars::ProgressBars;
 use crate::run_flags::RunFlags;
+use crate::shard_flag::ShardFlag;
 use anyhow::Result;
 use bnn_pipeline::{DeiMcmc, RunOutcome};
 use clap::Args;
@@ -24,7 +24,9 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs, stop: Arc<AtomicBool>) -> Result<()> {
-    let mut run = DeiMcmc::new(args.flags.resolve_for(&args.out)?, &args.out)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
+    let mut run = DeiMcmc::new(args.flags.resolve_for(&args.out)?, &args.out)?
+        .with_progress(ProgressBars::default())
+        .with_stop_flag(stop);
     if let Some(shard) = args.shard.resolve()? {
         run = run.with_shard(shard);
     }

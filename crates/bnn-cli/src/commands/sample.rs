@@ -2,8 +2,8 @@
 //! directory's ensemble (trained first if missing), one pre-trained network, or cold; draws and
 //! checkpoints stream to the run directory. `--resume <dir>` continues an interrupted run.
 
-use crate::progress_bars::ProgressBars;
 use crate::commands::Interrupted;
+use crate::progress_bars::ProgressBars;
 use crate::run_flags::RunFlags;
 use crate::shard_flag::ShardFlag;
 use anyhow::{bail, Context as _, Result};
@@ -39,21 +39,31 @@ fn copy_ensemble(from: &Path, out: &Path) -> Result<()> {
     let (source, target) = (RunDir::new(from), RunDir::new(out));
     if target.has_ensemble() {
         if std::fs::read(source.members_json())? != std::fs::read(target.members_json())? {
-            bail!("{} holds another trained ensemble than {}; choose a new --out directory", out.display(), from.display());
+            bail!(
+                "{} holds another trained ensemble than {}; choose a new --out directory",
+                out.display(),
+                from.display()
+            );
         }
         return Ok(());
     }
     if out.exists() && std::fs::read_dir(out)?.next().is_some() {
-        bail!("{} is not empty; --from copies the ensemble into a new --out directory", out.display());
+        bail!(
+            "{} is not empty; --from copies the ensemble into a new --out directory",
+            out.display()
+        );
     }
-    std::fs::create_dir_all(target.ensemble_dir()).with_context(|| format!("creating {}", target.ensemble_dir().display()))?;
+    std::fs::create_dir_all(target.ensemble_dir())
+        .with_context(|| format!("creating {}", target.ensemble_dir().display()))?;
     for entry in std::fs::read_dir(source.ensemble_dir())? {
         let entry = entry?;
         let to = target.ensemble_dir().join(entry.file_name());
-        std::fs::copy(entry.path(), &to).with_context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
+        std::fs::copy(entry.path(), &to)
+            .with_context(|| format!("copying {} to {}", entry.path().display(), to.display()))?;
     }
     if source.layout().is_file() {
-        std::fs::copy(source.layout(), target.layout()).with_context(|| format!("copying {}", source.layout().display()))?;
+        std::fs::copy(source.layout(), target.layout())
+            .with_context(|| format!("copying {}", source.layout().display()))?;
     }
     Ok(())
 }
@@ -75,7 +85,9 @@ pub fn run(args: SampleArgs, stop: Arc<AtomicBool>) -> Result<()> {
         (None, Some(from)) => (args.flags.resolve_over_ensemble_in(from)?, &args.out),
         (None, None) => (args.flags.resolve_for(&args.out)?, &args.out),
     };
-    let mut run = DeiMcmc::new(config, dir)?.with_progress(ProgressBars::default()).with_stop_flag(stop);
+    let mut run = DeiMcmc::new(config, dir)?
+        .with_progress(ProgressBars::default())
+        .with_stop_flag(stop);
     if let Some(from) = &args.from {
         copy_ensemble(from, dir)?;
     }

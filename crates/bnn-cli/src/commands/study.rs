@@ -5,8 +5,11 @@ use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
-use bnn_study::pseudo_marginal::{run_pm_glmm, run_pm_sv, GlmmEstimator, GlmmPrior, GlmmProposal, PmGlmmConfig, PmSvConfig, SubjectHnnConfig};
 use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
+use bnn_study::pseudo_marginal::{
+    run_pm_glmm, run_pm_sv, GlmmEstimator, GlmmPrior, GlmmProposal, PmGlmmConfig, PmSvConfig,
+    SubjectHnnConfig,
+};
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
 use bnn_study::{Progress, StartPoint};
 use clap::{Args, Subcommand};
@@ -88,7 +91,11 @@ pub struct PmGlmmArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Likelihood estimators: per-subject (the model's), per-observation (the report's).
-    #[arg(long, default_value = "per-subject,per-observation", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "per-subject,per-observation",
+        value_delimiter = ','
+    )]
     pub estimators: Vec<String>,
     /// θ's prior: `report` (N(0, 10²) everywhere) or `weakly-informative` (logit w ~ N(0, 1.5²),
     /// log λ ~ N(0, 3²)).
@@ -148,13 +155,17 @@ impl PmGlmmArgs {
             .map(|e| match e.as_str() {
                 "per-subject" => Ok(GlmmEstimator::PerSubject),
                 "per-observation" => Ok(GlmmEstimator::PerObservation),
-                other => Err(anyhow::anyhow!("unknown estimator `{other}` (expected per-subject or per-observation)")),
+                other => Err(anyhow::anyhow!(
+                    "unknown estimator `{other}` (expected per-subject or per-observation)"
+                )),
             })
             .collect::<Result<_>>()?;
         let prior = match self.prior.as_str() {
             "report" => GlmmPrior::Report,
             "weakly-informative" => GlmmPrior::WeaklyInformative,
-            other => anyhow::bail!("unknown prior `{other}` (expected report or weakly-informative)"),
+            other => {
+                anyhow::bail!("unknown prior `{other}` (expected report or weakly-informative)")
+            }
         };
         let proposal = match self.proposal.as_str() {
             "fixed" => GlmmProposal::Fixed,
@@ -177,9 +188,12 @@ impl PmGlmmArgs {
             target_accept: 0.8,
             seed: self.seed,
             workers: self.threads,
-            hnn: self
-                .hnn
-                .then(|| SubjectHnnConfig { steps: self.hnn_steps, hidden_width: self.hnn_width, seed: self.seed, ..SubjectHnnConfig::default() }),
+            hnn: self.hnn.then(|| SubjectHnnConfig {
+                steps: self.hnn_steps,
+                hidden_width: self.hnn_width,
+                seed: self.seed,
+                ..SubjectHnnConfig::default()
+            }),
             hnn_warmup: self.hnn_warmup,
         })
     }
@@ -192,10 +206,18 @@ pub struct LhnnArgs {
     pub out: PathBuf,
     /// Targets: mixture-1d, rosenbrock-3d, funnel-2d, gaussian-5d, rosenbrock-10d, allen-cahn-25d
     /// (`none`: only the BNN part).
-    #[arg(long, default_value = "mixture-1d,rosenbrock-3d,funnel-2d,gaussian-5d,rosenbrock-10d,allen-cahn-25d", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "mixture-1d,rosenbrock-3d,funnel-2d,gaussian-5d,rosenbrock-10d,allen-cahn-25d",
+        value_delimiter = ','
+    )]
     pub benchmarks: Vec<String>,
     /// Samplers: lhnn-exact, lhnn-adapted, lhnn-monitored, nuts-fixed, nuts-adapted.
-    #[arg(long, default_value = "lhnn-exact,lhnn-adapted,lhnn-monitored,nuts-fixed,nuts-adapted", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "lhnn-exact,lhnn-adapted,lhnn-monitored,nuts-fixed,nuts-adapted",
+        value_delimiter = ','
+    )]
     pub samplers: Vec<LhnnSampler>,
     /// Fixed step size of the L-HNN samplers and of the fixed-ε NUTS (the paper's 0.025).
     #[arg(long, default_value_t = 0.025)]
@@ -262,7 +284,10 @@ impl LhnnArgs {
         let benchmarks = if self.benchmarks.iter().any(|b| b == "none") {
             Vec::new()
         } else {
-            self.benchmarks.iter().map(|b| b.parse::<Benchmark>().map_err(anyhow::Error::msg)).collect::<Result<_>>()?
+            self.benchmarks
+                .iter()
+                .map(|b| b.parse::<Benchmark>().map_err(anyhow::Error::msg))
+                .collect::<Result<_>>()?
         };
         Ok(LhnnStudyConfig {
             benchmarks,
@@ -308,7 +333,11 @@ pub struct RobotArmArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// Samplers: msd, msd-frozen, hmc-long, hmc-short, nuts.
-    #[arg(long, default_value = "msd,msd-frozen,hmc-long,hmc-short,nuts", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "msd,msd-frozen,hmc-long,hmc-short,nuts",
+        value_delimiter = ','
+    )]
     pub samplers: Vec<ArmSampler>,
     /// Hidden tanh units (2-H-2 network).
     #[arg(long, default_value_t = 16)]
@@ -382,7 +411,11 @@ pub struct DinhArgs {
     pub out: PathBuf,
     /// Which experiments: table2 (and Figure 1), efficiency (Figure 2a), architectures (Figure 3),
     /// sensitivity (f32 vs f64, σ, start on a few Table 2 cells).
-    #[arg(long, default_value = "table2,efficiency,architectures,sensitivity", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "table2,efficiency,architectures,sensitivity",
+        value_delimiter = ','
+    )]
     pub parts: Vec<DinhPart>,
     #[arg(long, default_value = "sigmoid,relu,leaky_relu", value_delimiter = ',')]
     pub activations: Vec<Activation>,
@@ -390,16 +423,27 @@ pub struct DinhArgs {
     #[arg(long, default_value = "200,400,600,800,1000", value_delimiter = ',')]
     pub num_steps: Vec<usize>,
     /// Table 2's step sizes ε.
-    #[arg(long, default_value = "0.0005,0.001,0.0015,0.002,0.0025", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "0.0005,0.001,0.0015,0.002,0.0025",
+        value_delimiter = ','
+    )]
     pub step_sizes: Vec<f64>,
     /// Figure 2a's step sizes (L = round(T / ε)).
-    #[arg(long, default_value = "0.0005,0.001,0.0015,0.002,0.0025,0.003,0.0035,0.004", value_delimiter = ',')]
+    #[arg(
+        long,
+        default_value = "0.0005,0.001,0.0015,0.002,0.0025,0.003,0.0035,0.004",
+        value_delimiter = ','
+    )]
     pub efficiency_step_sizes: Vec<f64>,
     /// Figure 2a's travel time T = εL.
     #[arg(long, default_value_t = 0.1)]
     pub travel_time: f64,
     /// Figure 3's networks: hidden widths per network, `x` between layers.
-    #[arg(long, default_value = "10,50,100,200,400,20,20x20,20x20x20,20x20x20x20")]
+    #[arg(
+        long,
+        default_value = "10,50,100,200,400,20,20x20,20x20x20,20x20x20x20"
+    )]
     pub architectures: String,
     /// The sensitivity part's cells, `L:ε` each.
     #[arg(long, default_value = "200:0.001,400:0.0015")]
@@ -438,14 +482,31 @@ impl DinhArgs {
         let architectures = self
             .architectures
             .split(',')
-            .map(|net| net.split('x').map(|w| w.trim().parse::<usize>().with_context(|| format!("--architectures: `{net}` is not widths joined by x"))).collect::<Result<Vec<_>>>())
+            .map(|net| {
+                net.split('x')
+                    .map(|w| {
+                        w.trim().parse::<usize>().with_context(|| {
+                            format!("--architectures: `{net}` is not widths joined by x")
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
             .collect::<Result<Vec<_>>>()?;
         let sensitivity_cells = self
             .sensitivity_cells
             .split(',')
             .map(|cell| {
-                let (l, e) = cell.split_once(':').with_context(|| format!("--sensitivity-cells: `{cell}` is not L:ε"))?;
-                Ok((l.trim().parse::<usize>().with_context(|| format!("--sensitivity-cells: `{l}`"))?, e.trim().parse::<f64>().with_context(|| format!("--sensitivity-cells: `{e}`"))?))
+                let (l, e) = cell
+                    .split_once(':')
+                    .with_context(|| format!("--sensitivity-cells: `{cell}` is not L:ε"))?;
+                Ok((
+                    l.trim()
+                        .parse::<usize>()
+                        .with_context(|| format!("--sensitivity-cells: `{l}`"))?,
+                    e.trim()
+                        .parse::<f64>()
+                        .with_context(|| format!("--sensitivity-cells: `{e}`"))?,
+                ))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(DinhConfig::new()
@@ -478,20 +539,31 @@ struct StageBar {
 
 impl Progress for StageBar {
     fn stage(&self, name: &str, planned_gradients: u64) {
-        let bar = ProgressBar::with_draw_target(Some(planned_gradients), ProgressDrawTarget::stderr());
+        let bar =
+            ProgressBar::with_draw_target(Some(planned_gradients), ProgressDrawTarget::stderr());
         bar.set_style(
             ProgressStyle::with_template(&format!("{{msg}} [{{bar:30}}] {{percent:>3}}% {{human_pos}}/{{human_len}} {}, {{per_sec}}, eta {{eta}}", self.unit))
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
         bar.set_message(name.to_string());
-        if let Some(previous) = self.bar.lock().unwrap_or_else(PoisonError::into_inner).replace(bar) {
+        if let Some(previous) = self
+            .bar
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(bar)
+        {
             previous.finish();
         }
     }
 
     fn advance(&self, gradients: u64) {
-        if let Some(bar) = self.bar.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+        if let Some(bar) = self
+            .bar
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
             bar.inc(gradients);
         }
     }
@@ -504,17 +576,31 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             // Each worker thread runs its own block of chains; the kernel does not split a call
             // further (before any batched call, so Rayon takes it).
             bnn_model::fused_mlp::set_kernel_threads(1);
-            let progress = StageBar { bar: Mutex::new(None), unit: "gradients" };
+            let progress = StageBar {
+                bar: Mutex::new(None),
+                unit: "gradients",
+            };
             let report = run_dinh(&config, &args.out, &progress, &stop);
-            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            if let Some(bar) = progress
+                .bar
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
                 bar.finish();
             }
             let report = report?;
             for t in &report.timings {
-                println!("{:?}: {} chains in {:.1} s, {:.0} chain-gradients/s", t.part, t.chains, t.seconds, t.gradients_per_second);
+                println!(
+                    "{:?}: {} chains in {:.1} s, {:.0} chain-gradients/s",
+                    t.part, t.chains, t.seconds, t.gradients_per_second
+                );
             }
             if let Some((marked, compared)) = report.table2_deviations {
-                println!("Table 2: {} of {compared} cells within 3 s.e. of the paper's", compared - marked);
+                println!(
+                    "Table 2: {} of {compared} cells within 3 s.e. of the paper's",
+                    compared - marked
+                );
             }
             for file in &report.files {
                 println!("wrote {}", file.display());
@@ -522,9 +608,17 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             Ok(())
         }
         StudyCommand::Lhnn(args) => {
-            let progress = StageBar { bar: Mutex::new(None), unit: "steps" };
+            let progress = StageBar {
+                bar: Mutex::new(None),
+                unit: "steps",
+            };
             let report = run_lhnn_study(&args.config()?, &args.out, &progress, &stop);
-            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            if let Some(bar) = progress
+                .bar
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
                 bar.finish();
             }
             let report = report?;
@@ -555,9 +649,17 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             Ok(())
         }
         StudyCommand::PmGlmm(args) => {
-            let progress = StageBar { bar: Mutex::new(None), unit: "transitions" };
+            let progress = StageBar {
+                bar: Mutex::new(None),
+                unit: "transitions",
+            };
             let report = run_pm_glmm(&args.config()?, &args.out, &progress, &stop);
-            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            if let Some(bar) = progress
+                .bar
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
                 bar.finish();
             }
             let report = report?;
@@ -580,9 +682,17 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             Ok(())
         }
         StudyCommand::PmSv(args) => {
-            let progress = StageBar { bar: Mutex::new(None), unit: "transitions" };
+            let progress = StageBar {
+                bar: Mutex::new(None),
+                unit: "transitions",
+            };
             let report = run_pm_sv(&args.config(), &args.out, &progress, &stop);
-            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            if let Some(bar) = progress
+                .bar
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
                 bar.finish();
             }
             let report = report?;
@@ -604,9 +714,17 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
         }
         StudyCommand::RobotArm(args) => {
             bnn_model::fused_mlp::set_kernel_threads(1);
-            let progress = StageBar { bar: Mutex::new(None), unit: "iterations" };
+            let progress = StageBar {
+                bar: Mutex::new(None),
+                unit: "iterations",
+            };
             let report = run_robot_arm(&args.config(), &args.out, &progress, &stop);
-            if let Some(bar) = progress.bar.lock().unwrap_or_else(PoisonError::into_inner).take() {
+            if let Some(bar) = progress
+                .bar
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
                 bar.finish();
             }
             let report = report?;

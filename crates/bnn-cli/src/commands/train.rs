@@ -19,6 +19,9 @@ pub struct TrainArgs {
 }
 
 pub fn run(args: TrainArgs, stop: Arc<AtomicBool>) -> Result<()> {
-    DeiMcmc::new(args.flags.resolve()?, &args.out)?.with_progress(ProgressBars::default()).with_stop_flag(stop).train_ensemble()?;
+    DeiMcmc::new(args.flags.resolve()?, &args.out)?
+        .with_progress(ProgressBars::default())
+        .with_stop_flag(stop)
+        .train_ensemble()?;
     Ok(())
 }

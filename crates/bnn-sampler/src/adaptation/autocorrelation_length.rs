@@ -16,7 +16,12 @@ pub struct KeptPositions {
 impl KeptPositions {
     pub fn new(dim: usize, max_coordinates: usize) -> Self {
         let stride = dim.div_ceil(max_coordinates.max(1)).max(1);
-        Self { stride, coordinates: dim.div_ceil(stride), values: Vec::new(), transitions: 0 }
+        Self {
+            stride,
+            coordinates: dim.div_ceil(stride),
+            values: Vec::new(),
+            transitions: 0,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -24,7 +29,8 @@ impl KeptPositions {
     }
 
     pub fn push(&mut self, position: &[f64]) {
-        self.values.extend(position.iter().step_by(self.stride).map(|&x| x as f32));
+        self.values
+            .extend(position.iter().step_by(self.stride).map(|&x| x as f32));
         self.transitions += 1;
     }
 
@@ -45,7 +51,11 @@ impl KeptPositions {
         let mut counted = 0usize;
         for first in (0..self.coordinates).step_by(BLOCK) {
             let block: Vec<Vec<f64>> = (first..(first + BLOCK).min(self.coordinates))
-                .map(|j| (0..steps).map(|t| f64::from(values[t * self.coordinates + j])).collect())
+                .map(|j| {
+                    (0..steps)
+                        .map(|t| f64::from(values[t * self.coordinates + j]))
+                        .collect()
+                })
                 .collect();
             for ess in bnn_diagnostics::ess_identity_each(&block) {
                 if ess.is_finite() && ess > 0.0 {

@@ -84,7 +84,11 @@ impl MamsTuner {
         let [end1, end2, end3] = self.phase_ends;
         let length = params.trajectory_length.unwrap_or((self.dim as f64).sqrt());
         if i < end3 {
-            let accept = if stats.accept_stat.is_finite() { stats.accept_stat } else { 0.0 };
+            let accept = if stats.accept_stat.is_finite() {
+                stats.accept_stat
+            } else {
+                0.0
+            };
             let step_size = self.dual_averaging.update(accept).clamp(1e-8, length / 1.1);
             params.step_size = step_size;
             if i >= end1 && i < end2 {

@@ -63,9 +63,14 @@ pub struct MclmcTuner {
 impl MclmcTuner {
     pub fn new(config: &MclmcConfig, num_warmup: usize, dim: usize) -> Self {
         let phase1 = (config.phase1_fraction * num_warmup as f64).round() as usize;
-        let phase2 = ((config.phase2_fraction * num_warmup as f64).round() as usize).min(num_warmup - phase1.min(num_warmup));
+        let phase2 = ((config.phase2_fraction * num_warmup as f64).round() as usize)
+            .min(num_warmup - phase1.min(num_warmup));
         let phase1 = phase1.min(num_warmup);
-        let readjust = if config.diagonal_preconditioning && phase2 > 1 { phase2.div_ceil(3) } else { 0 };
+        let readjust = if config.diagonal_preconditioning && phase2 > 1 {
+            phase2.div_ceil(3)
+        } else {
+            0
+        };
         let step_size_tuning_end = (phase1 + phase2 + readjust).min(num_warmup);
         let n = config.effective_samples;
         Self {
@@ -110,7 +115,8 @@ impl MclmcTuner {
     /// The variance of the energy change per dimension over phase 3 (fixed ε): what the tuner
     /// aimed at, measured. `None` before phase 3 ran.
     pub fn phase3_energy_variance(&self) -> Option<f64> {
-        (self.phase3_steps > 0).then(|| self.phase3_energy_square_sum / (self.phase3_steps as f64 * self.dim as f64))
+        (self.phase3_steps > 0)
+            .then(|| self.phase3_energy_square_sum / (self.phase3_steps as f64 * self.dim as f64))
     }
 
     /// The energy-variance target at warmup step `i` of phases 1 and 2.
@@ -128,12 +134,17 @@ impl MclmcTuner {
         if i < tuning.max(self.step_size_tuning_end) {
             let used = stats.step_size;
             let energy_change = if stats.divergent {
-                self.step_size_cap = Some(self.step_size_cap.map_or(0.8 * used, |cap| cap.min(0.8 * used)));
+                self.step_size_cap = Some(
+                    self.step_size_cap
+                        .map_or(0.8 * used, |cap| cap.min(0.8 * used)),
+                );
                 0.0
             } else {
                 stats.energy_error
             };
-            let xi = energy_change * energy_change / (self.dim as f64 * self.energy_variance_target(i)) + 1e-8;
+            let xi = energy_change * energy_change
+                / (self.dim as f64 * self.energy_variance_target(i))
+                + 1e-8;
             let weight = (-0.5 * (xi.ln() / (6.0 * self.trust_in_estimate)).powi(2)).exp();
             self.weighted_xi = self.decay * self.weighted_xi + weight * xi / used.powi(6);
             self.weight_sum = self.decay * self.weight_sum + weight;
@@ -165,7 +176,12 @@ impl MclmcTuner {
     /// `L` from the phase-2 variances, or (preconditioning) the variances as the metric, `L = √d`
     /// and the step size rescaled so a step moves as far as before, then re-tuned.
     fn end_phase2(&mut self, params: &mut TunedParams) {
-        let variances: Vec<f64> = self.mean.iter().zip(&self.mean_square).map(|(m, s)| (s - m * m).max(0.0)).collect();
+        let variances: Vec<f64> = self
+            .mean
+            .iter()
+            .zip(&self.mean_square)
+            .map(|(m, s)| (s - m * m).max(0.0))
+            .collect();
         self.mean = Vec::new();
         self.mean_square = Vec::new();
         let total_variance: f64 = variances.iter().sum();
@@ -177,7 +193,8 @@ impl MclmcTuner {
             return;
         }
         let old_scale = rms(params.metric.sqrt_inverse_diag());
-        if let Some(metric) = crate::metric::DiagonalMassMatrix::from_measured_variances(&variances) {
+        if let Some(metric) = crate::metric::DiagonalMassMatrix::from_measured_variances(&variances)
+        {
             let change = old_scale / rms(metric.sqrt_inverse_diag());
             params.metric = metric;
             params.trajectory_length = Some((self.dim as f64).sqrt());
@@ -194,7 +211,12 @@ impl MclmcTuner {
             self.mean_square = vec![0.0; position.len()];
         }
         let total = self.moment_weight + weight;
-        for ((m, s), &x) in self.mean.iter_mut().zip(self.mean_square.iter_mut()).zip(position) {
+        for ((m, s), &x) in self
+            .mean
+            .iter_mut()
+            .zip(self.mean_square.iter_mut())
+            .zip(position)
+        {
             *m += weight * (x - *m) / total;
             *s += weight * (x * x - *s) / total;
         }

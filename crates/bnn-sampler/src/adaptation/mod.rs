@@ -39,12 +39,20 @@ pub struct TunedParams {
 
 impl TunedParams {
     pub fn new(step_size: f64, metric: DiagonalMassMatrix) -> Self {
-        Self { step_size, metric, trajectory_length: None }
+        Self {
+            step_size,
+            metric,
+            trajectory_length: None,
+        }
     }
 
     /// The parameters of one transition.
     pub fn step_params(&self) -> StepParams<'_> {
-        StepParams { step_size: self.step_size, metric: &self.metric, trajectory_length: self.trajectory_length }
+        StepParams {
+            step_size: self.step_size,
+            metric: &self.metric,
+            trajectory_length: self.trajectory_length,
+        }
     }
 }
 
@@ -98,7 +106,14 @@ impl Tuner {
         search: impl FnOnce(&DiagonalMassMatrix, f64) -> f64,
     ) {
         match self {
-            Tuner::StanWindows(state) => state.observe(position, gradient, stats, &mut params.step_size, &mut params.metric, search),
+            Tuner::StanWindows(state) => state.observe(
+                position,
+                gradient,
+                stats,
+                &mut params.step_size,
+                &mut params.metric,
+                search,
+            ),
             Tuner::Mclmc(state) => state.observe(position, stats, params),
             Tuner::Mams(state) => state.observe(position, stats, params),
         }

@@ -98,7 +98,10 @@ impl WarmupConfig {
     /// surrogate leaves collapses ε (see `SurrogateNuts`).
     pub fn check_kernel<K: Kernel + ?Sized>(&self, kernel: &K) -> Result<(), SamplerError> {
         let gradient = kernel.state_gradient();
-        if self.adapt_metric && self.metric_estimate == MetricEstimate::DrawsAndGradients && gradient != GradientKind::LogDensity {
+        if self.adapt_metric
+            && self.metric_estimate == MetricEstimate::DrawsAndGradients
+            && gradient != GradientKind::LogDensity
+        {
             return Err(SamplerError::UnsupportedSetting {
                 kernel: gradient.kernel_name(),
                 setting: "warmup.metric_estimate = draws-and-gradients",
@@ -183,7 +186,8 @@ impl WarmupState {
                 initial_step_size,
             ),
             variances: WelfordVariance::new(dim),
-            gradient_variances: (config.metric_estimate == MetricEstimate::DrawsAndGradients).then(|| WelfordVariance::new(dim)),
+            gradient_variances: (config.metric_estimate == MetricEstimate::DrawsAndGradients)
+                .then(|| WelfordVariance::new(dim)),
         }
     }
 
@@ -271,7 +275,10 @@ mod tests {
         let mut gradients = WelfordVariance::new(3);
         for t in 0..40 {
             let wiggle = ((t * 7919) % 13) as f64 / 13.0 - 0.5;
-            let x: Vec<f64> = scales.iter().map(|s| s * (0.3 + 1e-3 * (wiggle + 0.05 * t as f64))).collect();
+            let x: Vec<f64> = scales
+                .iter()
+                .map(|s| s * (0.3 + 1e-3 * (wiggle + 0.05 * t as f64)))
+                .collect();
             let g: Vec<f64> = x.iter().zip(&scales).map(|(x, s)| -x / (s * s)).collect();
             positions.add(&x);
             gradients.add(&g);
@@ -279,10 +286,17 @@ mod tests {
         let with_gradients = metric_estimate(&positions, Some(&gradients));
         let stan = metric_estimate(&positions, None);
         for ((estimate, stan), s) in with_gradients.iter().zip(&stan).zip(&scales) {
-            assert!((estimate / (s * s) - 1.0).abs() < 1e-9, "{estimate} for scale {s}");
+            assert!(
+                (estimate / (s * s) - 1.0).abs() < 1e-9,
+                "{estimate} for scale {s}"
+            );
             // Stan's is the drift's (plus its 10⁻³ shrinkage, which dominates the smallest scale).
             if *s >= 1.0 {
-                assert!(stan / (s * s) < 1e-3, "Stan's estimate {stan} should be far below {}", s * s);
+                assert!(
+                    stan / (s * s) < 1e-3,
+                    "Stan's estimate {stan} should be far below {}",
+                    s * s
+                );
             }
         }
     }

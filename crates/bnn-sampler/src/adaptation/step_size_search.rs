@@ -2,10 +2,10 @@
 
 use rand::Rng;
 
-use crate::phase_point::PhasePoint;
 use crate::kernels::KernelState;
 use crate::log_density::LogDensity;
 use crate::metric::DiagonalMassMatrix;
+use crate::phase_point::PhasePoint;
 
 /// Most doublings or halvings tried (a factor of 2^50 either way).
 const MAX_TRIES: usize = 50;
@@ -39,8 +39,14 @@ impl StepSizeSearch {
     /// The rule for a kernel with target acceptance δ.
     pub fn rule(self, target_accept: f64) -> SearchRule {
         match self {
-            StepSizeSearch::Stan => SearchRule { level: 0.5, fresh_momenta: false },
-            StepSizeSearch::Target => SearchRule { level: target_accept, fresh_momenta: true },
+            StepSizeSearch::Stan => SearchRule {
+                level: 0.5,
+                fresh_momenta: false,
+            },
+            StepSizeSearch::Target => SearchRule {
+                level: target_accept,
+                fresh_momenta: true,
+            },
         }
     }
 }

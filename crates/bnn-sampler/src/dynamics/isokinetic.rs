@@ -27,7 +27,12 @@ pub fn update_velocity(velocity: &mut [f64], gradient: &[f64], time: f64) -> f64
 /// [`update_velocity`] under the force `scale ⊙ gradient` (a diagonal preconditioner's
 /// `√Σ`), formed on the fly instead of in a buffer: the kick is a few passes over `d` values
 /// three times per step, a visible share of a microcanonical step on small networks.
-pub fn update_velocity_scaled(velocity: &mut [f64], gradient: &[f64], scale: &[f64], time: f64) -> f64 {
+pub fn update_velocity_scaled(
+    velocity: &mut [f64],
+    gradient: &[f64],
+    scale: &[f64],
+    time: f64,
+) -> f64 {
     bnn_kernels::dispatch!(kick_scaled(velocity, gradient, scale, time, None))
 }
 
@@ -40,17 +45,34 @@ fn update_velocity_scaled_and_drift(
     position: &mut [f64],
     t: f64,
 ) -> f64 {
-    bnn_kernels::dispatch!(kick_scaled(velocity, gradient, scale, time, Some((position, t))))
+    bnn_kernels::dispatch!(kick_scaled(
+        velocity,
+        gradient,
+        scale,
+        time,
+        Some((position, t))
+    ))
 }
 
 // The two instantiations `dispatch!` can name (it takes type, not const, generics).
 #[inline(always)]
-fn kick_unscaled(velocity: &mut [f64], gradient: &[f64], time: f64, drift: Option<(&mut [f64], f64)>) -> f64 {
+fn kick_unscaled(
+    velocity: &mut [f64],
+    gradient: &[f64],
+    time: f64,
+    drift: Option<(&mut [f64], f64)>,
+) -> f64 {
     kick_and_drift::<false>(velocity, gradient, gradient, time, drift)
 }
 
 #[inline(always)]
-fn kick_scaled(velocity: &mut [f64], gradient: &[f64], scale: &[f64], time: f64, drift: Option<(&mut [f64], f64)>) -> f64 {
+fn kick_scaled(
+    velocity: &mut [f64],
+    gradient: &[f64],
+    scale: &[f64],
+    time: f64,
+    drift: Option<(&mut [f64], f64)>,
+) -> f64 {
     kick_and_drift::<true>(velocity, gradient, scale, time, drift)
 }
 
@@ -71,8 +93,13 @@ fn kick_and_drift<const SCALED: bool>(
 ) -> f64 {
     let dim = velocity.len();
     let force = |g: f64, s: f64| if SCALED { g * s } else { g };
-    let mut sums = KickSums { square: [0.0; LANES], dot: [0.0; LANES], speed: [0.0; LANES] };
-    let ((gs, g_tail), (ss, s_tail), (us, u_tail)) = (lanes(gradient), lanes(scale), lanes(velocity));
+    let mut sums = KickSums {
+        square: [0.0; LANES],
+        dot: [0.0; LANES],
+        speed: [0.0; LANES],
+    };
+    let ((gs, g_tail), (ss, s_tail), (us, u_tail)) =
+        (lanes(gradient), lanes(scale), lanes(velocity));
     for ((g, s), u) in gs.iter().zip(ss).zip(us) {
         sums.add::<SCALED>(g, s, u);
     }
@@ -102,7 +129,12 @@ fn kick_and_drift<const SCALED: bool>(
         let (a, b) = (along * inverse_norm, twice_zeta * inverse_norm);
         match drift {
             Some((position, t)) => {
-                for (((u, x), &g), &s) in velocity.iter_mut().zip(position.iter_mut()).zip(gradient).zip(scale) {
+                for (((u, x), &g), &s) in velocity
+                    .iter_mut()
+                    .zip(position.iter_mut())
+                    .zip(gradient)
+                    .zip(scale)
+                {
                     *u = a * force(g, s) + b * *u;
                     *x += t * force(*u, s);
                 }
@@ -122,7 +154,9 @@ fn kick_and_drift<const SCALED: bool>(
             drift_position::<SCALED>(position, velocity, scale, t);
         }
     }
-    dims_minus_one * (delta - std::f64::consts::LN_2 + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
+    dims_minus_one
+        * (delta - std::f64::consts::LN_2
+            + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
 }
 
 /// A kick's first pass: per lane, `|f|²`, `f·u` and `|u|²`.
@@ -146,7 +180,12 @@ impl KickSums {
 
 /// `position += t · scale ⊙ velocity` (`scale` unread unless `SCALED`).
 #[inline(always)]
-fn drift_position<const SCALED: bool>(position: &mut [f64], velocity: &[f64], scale: &[f64], t: f64) {
+fn drift_position<const SCALED: bool>(
+    position: &mut [f64],
+    velocity: &[f64],
+    scale: &[f64],
+    t: f64,
+) {
     if SCALED {
         for ((x, u), s) in position.iter_mut().zip(velocity).zip(scale) {
             *x += t * (u * s);
@@ -203,7 +242,12 @@ const LANES: usize = 8;
 /// Partial velocity refresh (the Langevin part of MCLMC): `u ← normalize(c₁u + c₂ z/√d)` with
 /// `c₁ = e^{−ε/L}`, `c₂ = √(1 − c₁²)` and `z` the `d` standard normals in `noise`. `L = ∞`
 /// keeps the velocity (pure microcanonical dynamics).
-pub fn refresh_velocity(velocity: &mut [f64], noise: &[f64], step_size: f64, trajectory_length: f64) {
+pub fn refresh_velocity(
+    velocity: &mut [f64],
+    noise: &[f64],
+    step_size: f64,
+    trajectory_length: f64,
+) {
     let keep = (-step_size / trajectory_length).exp();
     let fresh = (1.0 - keep * keep).max(0.0).sqrt() / (velocity.len() as f64).sqrt();
     bnn_kernels::dispatch!(mix_and_normalize(velocity, noise, keep, fresh))
@@ -218,7 +262,11 @@ fn mix_and_normalize(velocity: &mut [f64], noise: &[f64], keep: f64, fresh: f64)
     let (zs, z_tail) = lanes(noise);
     let mut tail = padded(u_tail);
     let padded_noise = padded(z_tail);
-    for (u, z) in us.iter_mut().chain([&mut tail]).zip(zs.iter().chain([&padded_noise])) {
+    for (u, z) in us
+        .iter_mut()
+        .chain([&mut tail])
+        .zip(zs.iter().chain([&padded_noise]))
+    {
         for k in 0..LANES {
             u[k] = keep * u[k] + fresh * z[k];
             partial[k] += u[k] * u[k];
@@ -275,7 +323,14 @@ pub struct IsokineticPath {
 
 impl IsokineticPath {
     /// Starts a path of `steps` steps from a point whose log density and gradient are known.
-    pub fn start(&mut self, position: &[f64], velocity: &[f64], gradient: &[f64], log_density: f64, steps: usize) {
+    pub fn start(
+        &mut self,
+        position: &[f64],
+        velocity: &[f64],
+        gradient: &[f64],
+        log_density: f64,
+        steps: usize,
+    ) {
         self.position.clear();
         self.position.extend_from_slice(position);
         self.velocity.clear();
@@ -291,13 +346,21 @@ impl IsokineticPath {
     }
 
     fn kick(&mut self, time: f64, sqrt_cov: &[f64]) {
-        self.kinetic_change += update_velocity_scaled(&mut self.velocity, &self.gradient, sqrt_cov, time);
+        self.kinetic_change +=
+            update_velocity_scaled(&mut self.velocity, &self.gradient, sqrt_cov, time);
     }
 
     /// A kick for `time`, then half a step's drift, in one pass after the kick's sums.
     fn kick_and_half_drift(&mut self, time: f64, step_size: f64, sqrt_cov: &[f64]) {
         let drift = 0.5 * step_size;
-        self.kinetic_change += update_velocity_scaled_and_drift(&mut self.velocity, &self.gradient, sqrt_cov, time, &mut self.position, drift);
+        self.kinetic_change += update_velocity_scaled_and_drift(
+            &mut self.velocity,
+            &self.gradient,
+            sqrt_cov,
+            time,
+            &mut self.position,
+            drift,
+        );
     }
 
     /// Moves as far as possible without a new gradient; `true` when `position` needs one.
@@ -314,7 +377,11 @@ impl IsokineticPath {
                     return true;
                 }
                 Stage::FirstEvaluation => {
-                    self.kick_and_half_drift((1.0 - 2.0 * MCLACHLAN_B1) * step_size, step_size, sqrt_cov);
+                    self.kick_and_half_drift(
+                        (1.0 - 2.0 * MCLACHLAN_B1) * step_size,
+                        step_size,
+                        sqrt_cov,
+                    );
                     self.stage = Stage::SecondEvaluation;
                     return true;
                 }
@@ -397,7 +464,9 @@ pub fn integrate_paths<'a, L: LogDensity + ?Sized>(
             // gradient directly, without the batch's two copies.
             let path = &mut paths[batch.waiting[0]];
             batch.values.resize(1, 0.0);
-            let evaluated = density.log_density_and_gradient(&path.position, &mut batch.values, &mut path.gradient).is_ok();
+            let evaluated = density
+                .log_density_and_gradient(&path.position, &mut batch.values, &mut path.gradient)
+                .is_ok();
             path.receive_in_place(evaluated, batch.values[0]);
             continue;
         }
@@ -407,10 +476,15 @@ pub fn integrate_paths<'a, L: LogDensity + ?Sized>(
         }
         batch.values.resize(count, 0.0);
         batch.gradients.resize(count * dim, 0.0);
-        let evaluated = density.log_density_and_gradient(&batch.positions, &mut batch.values, &mut batch.gradients).is_ok();
+        let evaluated = density
+            .log_density_and_gradient(&batch.positions, &mut batch.values, &mut batch.gradients)
+            .is_ok();
         for (row, &k) in batch.waiting.iter().enumerate() {
             if evaluated {
-                paths[k].receive(batch.values[row], &batch.gradients[row * dim..(row + 1) * dim]);
+                paths[k].receive(
+                    batch.values[row],
+                    &batch.gradients[row * dim..(row + 1) * dim],
+                );
             } else {
                 paths[k].evaluations += 1;
                 paths[k].failed = true;
@@ -432,15 +506,22 @@ mod tests {
         let norm: f64 = u.iter().map(|v| v * v).sum();
         assert!((norm - 1.0).abs() < 1e-12);
         assert!(u[2] > before, "velocity turns toward ∇ log p: {u:?}");
-        assert!(kinetic > 0.0, "moving uphill in log p gains kinetic energy: {kinetic}");
+        assert!(
+            kinetic > 0.0,
+            "moving uphill in log p gains kinetic energy: {kinetic}"
+        );
     }
 
     #[test]
     fn a_scaled_kick_is_the_kick_under_the_scaled_force_to_the_bit() {
         let dim = 37; // not a multiple of the lanes
-        let gradient: Vec<f64> = (0..dim).map(|i| ((i * 7 % 11) as f64 - 5.0) * 0.3).collect();
+        let gradient: Vec<f64> = (0..dim)
+            .map(|i| ((i * 7 % 11) as f64 - 5.0) * 0.3)
+            .collect();
         let scale: Vec<f64> = (0..dim).map(|i| 0.1 + (i % 5) as f64 * 0.4).collect();
-        let start: Vec<f64> = (0..dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0).collect();
+        let start: Vec<f64> = (0..dim)
+            .map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0)
+            .collect();
         let (mut a, mut b) = (start.clone(), start.clone());
         normalize(&mut a);
         normalize(&mut b);
@@ -457,40 +538,70 @@ mod tests {
         let d1 = (velocity.len() - 1) as f64;
         let delta = time * norm / d1;
         let zeta = (-delta).exp();
-        let projection = force.iter().zip(velocity.iter()).map(|(f, u)| f * u).sum::<f64>() / norm;
+        let projection = force
+            .iter()
+            .zip(velocity.iter())
+            .map(|(f, u)| f * u)
+            .sum::<f64>()
+            / norm;
         for (u, f) in velocity.iter_mut().zip(force) {
-            *u = f / norm * (1.0 - zeta) * (1.0 + zeta + projection * (1.0 - zeta)) + 2.0 * zeta * *u;
+            *u = f / norm * (1.0 - zeta) * (1.0 + zeta + projection * (1.0 - zeta))
+                + 2.0 * zeta * *u;
         }
         normalize(velocity);
-        d1 * (delta - std::f64::consts::LN_2 + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
+        d1 * (delta - std::f64::consts::LN_2
+            + (1.0 + projection + (1.0 - projection) * zeta * zeta).ln())
     }
 
     #[test]
     fn the_fused_kick_and_drift_match_the_closed_form_even_against_the_force() {
         let dim = 29;
         let scale: Vec<f64> = (0..dim).map(|i| 0.5 + (i % 3) as f64 * 0.25).collect();
-        let gradient: Vec<f64> = (0..dim).map(|i| ((i * 5 % 13) as f64 - 6.0) * 0.7).collect();
+        let gradient: Vec<f64> = (0..dim)
+            .map(|i| ((i * 5 % 13) as f64 - 6.0) * 0.7)
+            .collect();
         let force: Vec<f64> = gradient.iter().zip(&scale).map(|(g, s)| g * s).collect();
-        let aligned: Vec<f64> = (0..dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0).collect();
+        let aligned: Vec<f64> = (0..dim)
+            .map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0)
+            .collect();
         // Straight against the force with a huge step: `a f` and `b u` nearly cancel, the case
         // the closed-form norm hands to the summed one.
         let against: Vec<f64> = force.iter().map(|f| -f).collect();
         // δ = 10 against the force: `a f ≈ −b u` up to 2ζ² ≈ 4e-9 of `b u`.
         let norm = force.iter().map(|f| f * f).sum::<f64>().sqrt();
         let cancelling = 10.0 * (dim - 1) as f64 / norm;
-        for (start, time, tolerance) in [(aligned, 0.3, 1e-12), (against.clone(), 0.3, 1e-12), (against, cancelling, 1e-7)] {
+        for (start, time, tolerance) in [
+            (aligned, 0.3, 1e-12),
+            (against.clone(), 0.3, 1e-12),
+            (against, cancelling, 1e-7),
+        ] {
             let mut expected = start.clone();
             normalize(&mut expected);
             let mut u = expected.clone();
             let kinetic_expected = reference_kick(&mut expected, &force, time);
             let mut position: Vec<f64> = (0..dim).map(|i| i as f64 * 0.1).collect();
             let before = position.clone();
-            let kinetic = update_velocity_scaled_and_drift(&mut u, &gradient, &scale, time, &mut position, 0.05);
-            assert!((kinetic - kinetic_expected).abs() < 1e-6 * kinetic_expected.abs().max(1.0), "{kinetic} vs {kinetic_expected}");
+            let kinetic = update_velocity_scaled_and_drift(
+                &mut u,
+                &gradient,
+                &scale,
+                time,
+                &mut position,
+                0.05,
+            );
+            assert!(
+                (kinetic - kinetic_expected).abs() < 1e-6 * kinetic_expected.abs().max(1.0),
+                "{kinetic} vs {kinetic_expected}"
+            );
             let norm: f64 = u.iter().map(|v| v * v).sum();
             assert!((norm - 1.0).abs() < 1e-12, "|u|² = {norm}");
             for i in 0..dim {
-                assert!((u[i] - expected[i]).abs() < tolerance, "u[{i}]: {} vs {}", u[i], expected[i]);
+                assert!(
+                    (u[i] - expected[i]).abs() < tolerance,
+                    "u[{i}]: {} vs {}",
+                    u[i],
+                    expected[i]
+                );
                 let moved = before[i] + 0.05 * scale[i] * u[i];
                 assert!((position[i] - moved).abs() < 1e-14, "x[{i}]");
             }
@@ -516,16 +627,42 @@ mod tests {
     #[test]
     fn the_one_pass_refresh_is_mixing_then_normalizing_to_the_bit() {
         for dim in [5, 8, 37, 418] {
-            let start: Vec<f64> = (0..dim).map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0).collect();
-            let noise: Vec<f64> = (0..dim).map(|i| ((i * 5 % 11) as f64 - 5.0) / 4.0).collect();
+            let start: Vec<f64> = (0..dim)
+                .map(|i| ((i * 3 % 7) as f64 - 3.0) / 10.0)
+                .collect();
+            let noise: Vec<f64> = (0..dim)
+                .map(|i| ((i * 5 % 11) as f64 - 5.0) / 4.0)
+                .collect();
             let (keep, fresh) = (0.93, 0.02);
             let mut fused = start.clone();
             mix_and_normalize(&mut fused, &noise, keep, fresh);
-            let mut plain: Vec<f64> = start.iter().zip(&noise).map(|(u, z)| keep * u + fresh * z).collect();
-            let norm_sq = (0..LANES).map(|k| plain.iter().skip(k).step_by(LANES).fold(0.0, |s, v| s + v * v)).sum::<f64>();
-            assert_eq!(norm_sq.to_bits(), squared_norm(&plain).to_bits(), "dim {dim}: the lanes' order");
+            let mut plain: Vec<f64> = start
+                .iter()
+                .zip(&noise)
+                .map(|(u, z)| keep * u + fresh * z)
+                .collect();
+            let norm_sq = (0..LANES)
+                .map(|k| {
+                    plain
+                        .iter()
+                        .skip(k)
+                        .step_by(LANES)
+                        .fold(0.0, |s, v| s + v * v)
+                })
+                .sum::<f64>();
+            assert_eq!(
+                norm_sq.to_bits(),
+                squared_norm(&plain).to_bits(),
+                "dim {dim}: the lanes' order"
+            );
             scale_to_unit(&mut plain);
-            assert!(fused.iter().zip(&plain).all(|(a, b)| a.to_bits() == b.to_bits()), "dim {dim}");
+            assert!(
+                fused
+                    .iter()
+                    .zip(&plain)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "dim {dim}"
+            );
         }
     }
 

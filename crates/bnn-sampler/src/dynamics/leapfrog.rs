@@ -9,9 +9,20 @@ use crate::summation::dot;
 ///
 /// `gradient` is `∇ log p(q)`, so the kick is `p += ε/2 · ∇ log p(q)` (the force is `-∇U`).
 #[inline]
-pub fn kick_and_drift(step_size: f64, inverse_diag: &[f64], position: &mut [f64], momentum: &mut [f64], gradient: &[f64]) {
+pub fn kick_and_drift(
+    step_size: f64,
+    inverse_diag: &[f64],
+    position: &mut [f64],
+    momentum: &mut [f64],
+    gradient: &[f64],
+) {
     let half = 0.5 * step_size;
-    for (((q, p), g), m) in position.iter_mut().zip(momentum.iter_mut()).zip(gradient).zip(inverse_diag) {
+    for (((q, p), g), m) in position
+        .iter_mut()
+        .zip(momentum.iter_mut())
+        .zip(gradient)
+        .zip(inverse_diag)
+    {
         *p += half * g;
         *q += step_size * (m * *p);
     }
@@ -20,9 +31,20 @@ pub fn kick_and_drift(step_size: f64, inverse_diag: &[f64], position: &mut [f64]
 /// Second half of a leapfrog step (Neal 2011, eq. 2.30): a half kick with the gradient at the new
 /// position. Writes the velocity `M⁻¹p` and returns the kinetic energy `½ pᵀM⁻¹p`.
 #[inline]
-pub fn kick(step_size: f64, inverse_diag: &[f64], momentum: &mut [f64], velocity: &mut [f64], gradient: &[f64]) -> f64 {
+pub fn kick(
+    step_size: f64,
+    inverse_diag: &[f64],
+    momentum: &mut [f64],
+    velocity: &mut [f64],
+    gradient: &[f64],
+) -> f64 {
     let half = 0.5 * step_size;
-    for (((p, v), g), m) in momentum.iter_mut().zip(velocity.iter_mut()).zip(gradient).zip(inverse_diag) {
+    for (((p, v), g), m) in momentum
+        .iter_mut()
+        .zip(velocity.iter_mut())
+        .zip(gradient)
+        .zip(inverse_diag)
+    {
         *p += half * g;
         *v = m * *p;
     }
@@ -42,28 +64,60 @@ pub struct Leapfrog;
 impl Integrator for Leapfrog {
     #[inline]
     fn begin(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Evaluation {
-        debug_assert!(!metric.depends_on_position(), "the explicit leapfrog needs a constant metric");
+        debug_assert!(
+            !metric.depends_on_position(),
+            "the explicit leapfrog needs a constant metric"
+        );
         match metric.constant_inverse_diag() {
-            Some(inverse_diag) => kick_and_drift(step_size, inverse_diag, &mut point.position, &mut point.momentum, &point.gradient),
+            Some(inverse_diag) => kick_and_drift(
+                step_size,
+                inverse_diag,
+                &mut point.position,
+                &mut point.momentum,
+                &point.gradient,
+            ),
             None => {
                 let half = 0.5 * step_size;
-                point.momentum.iter_mut().zip(&point.gradient).for_each(|(p, g)| *p += half * g);
+                point
+                    .momentum
+                    .iter_mut()
+                    .zip(&point.gradient)
+                    .for_each(|(p, g)| *p += half * g);
                 metric.update_kinetic_energy(point);
-                point.position.iter_mut().zip(&point.velocity).for_each(|(q, v)| *q += step_size * v);
+                point
+                    .position
+                    .iter_mut()
+                    .zip(&point.velocity)
+                    .for_each(|(q, v)| *q += step_size * v);
             }
         }
         Evaluation::ValueAndGradient
     }
 
     #[inline]
-    fn resume(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Option<Evaluation> {
+    fn resume(
+        &mut self,
+        point: &mut PhasePoint,
+        metric: &dyn Metric,
+        step_size: f64,
+    ) -> Option<Evaluation> {
         match metric.constant_inverse_diag() {
             Some(inverse_diag) => {
-                point.kinetic_energy = kick(step_size, inverse_diag, &mut point.momentum, &mut point.velocity, &point.gradient);
+                point.kinetic_energy = kick(
+                    step_size,
+                    inverse_diag,
+                    &mut point.momentum,
+                    &mut point.velocity,
+                    &point.gradient,
+                );
             }
             None => {
                 let half = 0.5 * step_size;
-                point.momentum.iter_mut().zip(&point.gradient).for_each(|(p, g)| *p += half * g);
+                point
+                    .momentum
+                    .iter_mut()
+                    .zip(&point.gradient)
+                    .for_each(|(p, g)| *p += half * g);
                 metric.update_kinetic_energy(point);
             }
         }
@@ -100,10 +154,20 @@ mod tests {
         fn dim(&self) -> usize {
             3
         }
-        fn log_density_and_gradient(&self, q: &[f64], v: &mut [f64], g: &mut [f64]) -> Result<(), LogDensityError> {
+        fn log_density_and_gradient(
+            &self,
+            q: &[f64],
+            v: &mut [f64],
+            g: &mut [f64],
+        ) -> Result<(), LogDensityError> {
             for_each_row(3, q, v, g, |q, g| {
-                g.iter_mut().zip(q).for_each(|(g, x)| *g = -x * x * x - 0.3 * x);
-                Ok(-q.iter().map(|x| 0.25 * x.powi(4) + 0.15 * x * x).sum::<f64>())
+                g.iter_mut()
+                    .zip(q)
+                    .for_each(|(g, x)| *g = -x * x * x - 0.3 * x);
+                Ok(-q
+                    .iter()
+                    .map(|x| 0.25 * x.powi(4) + 0.15 * x * x)
+                    .sum::<f64>())
             })
         }
     }
@@ -116,7 +180,9 @@ mod tests {
         let mut fused = PhasePoint::new(3);
         fused.position = vec![0.3, -1.2, 2.0];
         fused.momentum = vec![1.0, 0.4, -0.7];
-        fused.log_density = Quartic.evaluate(&fused.position, &mut fused.gradient).unwrap();
+        fused.log_density = Quartic
+            .evaluate(&fused.position, &mut fused.gradient)
+            .unwrap();
         fused.refresh_velocity(&diagonal);
         let mut generic = fused.clone();
         for step in [0.1, 0.1, -0.05, 0.2] {

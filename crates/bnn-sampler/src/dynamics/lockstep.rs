@@ -32,25 +32,43 @@ pub struct Lockstep {
 
 impl Lockstep {
     /// One step of every stepper.
-    pub fn step<L: LogDensity + ?Sized, I: Integrator>(&mut self, density: &L, steppers: &mut [Stepper<'_, I>]) {
+    pub fn step<L: LogDensity + ?Sized, I: Integrator>(
+        &mut self,
+        density: &L,
+        steppers: &mut [Stepper<'_, I>],
+    ) {
         if let [single] = steppers {
             // A batch of one needs no gathering: the same evaluations, in place.
-            single.point.step(single.integrator, density, single.metric, single.step_size);
+            single
+                .point
+                .step(single.integrator, density, single.metric, single.step_size);
             return;
         }
         self.requests.clear();
         for s in steppers.iter_mut() {
-            self.requests.push(Some(s.integrator.begin(s.point, s.metric, s.step_size)));
+            self.requests
+                .push(Some(s.integrator.begin(s.point, s.metric, s.step_size)));
         }
         loop {
             let pending = |kind| self.requests.iter().any(|r| *r == Some(kind));
-            let kinds = [Evaluation::ValueAndGradient, Evaluation::Value, Evaluation::Auxiliary].map(|kind| (kind, pending(kind)));
+            let kinds = [
+                Evaluation::ValueAndGradient,
+                Evaluation::Value,
+                Evaluation::Auxiliary,
+            ]
+            .map(|kind| (kind, pending(kind)));
             if kinds.iter().all(|(_, pending)| !pending) {
                 return;
             }
             for (kind, _) in kinds.into_iter().filter(|(_, pending)| *pending) {
                 self.rows.clear();
-                self.rows.extend(self.requests.iter().enumerate().filter(|(_, r)| **r == Some(kind)).map(|(i, _)| i));
+                self.rows.extend(
+                    self.requests
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, r)| **r == Some(kind))
+                        .map(|(i, _)| i),
+                );
                 self.evaluate(density, kind, steppers);
             }
             for (s, request) in steppers.iter_mut().zip(&mut self.requests) {
@@ -62,7 +80,12 @@ impl Lockstep {
     }
 
     /// Evaluates the points of `self.rows` (all asking for `kind`) in one call.
-    fn evaluate<L: LogDensity + ?Sized, I: Integrator>(&mut self, density: &L, kind: Evaluation, steppers: &mut [Stepper<'_, I>]) {
+    fn evaluate<L: LogDensity + ?Sized, I: Integrator>(
+        &mut self,
+        density: &L,
+        kind: Evaluation,
+        steppers: &mut [Stepper<'_, I>],
+    ) {
         let rows = self.rows.len();
         if kind == Evaluation::Auxiliary {
             let mut owner: Option<&I> = None;
@@ -90,7 +113,9 @@ impl Lockstep {
         let values = &mut self.values[..rows];
         let ok = if kind == Evaluation::ValueAndGradient {
             self.gradients.resize(rows * dim, 0.0);
-            density.log_density_and_gradient(positions, values, &mut self.gradients[..rows * dim]).is_ok()
+            density
+                .log_density_and_gradient(positions, values, &mut self.gradients[..rows * dim])
+                .is_ok()
         } else {
             density.log_density(positions, values).is_ok()
         };
@@ -98,7 +123,9 @@ impl Lockstep {
             let point = &mut *steppers[i].point;
             point.log_density = if ok { self.values[row] } else { f64::NAN };
             if ok && kind == Evaluation::ValueAndGradient {
-                point.gradient.copy_from_slice(&self.gradients[row * dim..(row + 1) * dim]);
+                point
+                    .gradient
+                    .copy_from_slice(&self.gradients[row * dim..(row + 1) * dim]);
             }
         }
     }

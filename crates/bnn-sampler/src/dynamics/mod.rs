@@ -58,7 +58,9 @@ impl GradientKind {
     pub fn kernel_name(self) -> &'static str {
         match self {
             GradientKind::LogDensity => "a kernel on true gradients",
-            GradientKind::PseudoMarginalMidpoint => "NUTS or HMC on the pseudo-marginal flow–kick–flow integrator",
+            GradientKind::PseudoMarginalMidpoint => {
+                "NUTS or HMC on the pseudo-marginal flow–kick–flow integrator"
+            }
             GradientKind::Surrogate => "surrogate-gradient NUTS",
         }
     }
@@ -96,13 +98,20 @@ pub trait Integrator: Clone + fmt::Debug + Send {
 
     /// Continues after the requested evaluation was written into `point`: `None` when the step is
     /// complete, else the next evaluation.
-    fn resume(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Option<Evaluation>;
+    fn resume(
+        &mut self,
+        point: &mut PhasePoint,
+        metric: &dyn Metric,
+        step_size: f64,
+    ) -> Option<Evaluation>;
 
     /// Answers `Evaluation::Auxiliary` for a batch of points (each asked for it), writing into
     /// their `auxiliary` caches. Only integrators that make that request implement it.
     fn evaluate_auxiliary(&self, points: &mut [&mut PhasePoint]) -> Result<(), LogDensityError> {
         let _ = points;
-        Err(LogDensityError::new(format!("{self:?} asked for an auxiliary evaluation it does not provide")))
+        Err(LogDensityError::new(format!(
+            "{self:?} asked for an auxiliary evaluation it does not provide"
+        )))
     }
 }
 
@@ -124,13 +133,15 @@ impl PhasePoint {
         let mut request = integrator.begin(self, metric, step_size);
         loop {
             let failed = match request {
-                Evaluation::ValueAndGradient => match density.evaluate(&self.position, &mut self.gradient) {
-                    Ok(value) => {
-                        self.log_density = value;
-                        false
+                Evaluation::ValueAndGradient => {
+                    match density.evaluate(&self.position, &mut self.gradient) {
+                        Ok(value) => {
+                            self.log_density = value;
+                            false
+                        }
+                        Err(_) => true,
                     }
-                    Err(_) => true,
-                },
+                }
                 Evaluation::Value => match density.value(&self.position) {
                     Ok(value) => {
                         self.log_density = value;
@@ -151,7 +162,12 @@ impl PhasePoint {
     }
 
     /// One leapfrog step of size `step_size` (negative integrates backward in time).
-    pub fn leapfrog<L: LogDensity + ?Sized>(&mut self, density: &L, metric: &dyn Metric, step_size: f64) {
+    pub fn leapfrog<L: LogDensity + ?Sized>(
+        &mut self,
+        density: &L,
+        metric: &dyn Metric,
+        step_size: f64,
+    ) {
         self.step(&mut Leapfrog, density, metric, step_size);
     }
 }

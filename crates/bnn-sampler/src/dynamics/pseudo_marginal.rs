@@ -50,7 +50,11 @@ const REFUSED: u8 = u8::MAX;
 impl PseudoMarginalLeapfrog {
     /// `theta_dim`: the number of leading coordinates that are θ; the rest are `u`.
     pub fn new(theta_dim: usize, scheme: PseudoMarginalScheme) -> Self {
-        Self { theta_dim, scheme, stage: 0 }
+        Self {
+            theta_dim,
+            scheme,
+            stage: 0,
+        }
     }
 
     pub fn theta_dim(&self) -> usize {
@@ -60,11 +64,18 @@ impl PseudoMarginalLeapfrog {
     /// The exact flow of `H₀` for time `t`: θ += t M⁻¹ρ, and `(u, p)` rotated by the angle `t`.
     fn flow(&self, point: &mut PhasePoint, inverse_diag: &[f64], t: f64) {
         let k = self.theta_dim;
-        for ((q, p), m) in point.position[..k].iter_mut().zip(&point.momentum[..k]).zip(&inverse_diag[..k]) {
+        for ((q, p), m) in point.position[..k]
+            .iter_mut()
+            .zip(&point.momentum[..k])
+            .zip(&inverse_diag[..k])
+        {
             *q += t * m * p;
         }
         let (sin, cos) = t.sin_cos();
-        for (u, p) in point.position[k..].iter_mut().zip(point.momentum[k..].iter_mut()) {
+        for (u, p) in point.position[k..]
+            .iter_mut()
+            .zip(point.momentum[k..].iter_mut())
+        {
             let (u0, p0) = (*u, *p);
             *u = cos * u0 + sin * p0;
             *p = cos * p0 - sin * u0;
@@ -77,7 +88,11 @@ impl PseudoMarginalLeapfrog {
         for (p, g) in point.momentum[..k].iter_mut().zip(&point.gradient[..k]) {
             *p += t * g;
         }
-        for ((p, g), u) in point.momentum[k..].iter_mut().zip(&point.gradient[k..]).zip(&point.position[k..]) {
+        for ((p, g), u) in point.momentum[k..]
+            .iter_mut()
+            .zip(&point.gradient[k..])
+            .zip(&point.position[k..])
+        {
             *p += t * (g + u);
         }
     }
@@ -86,12 +101,20 @@ impl PseudoMarginalLeapfrog {
     /// coordinates, unit mass on `u`. Checked in every build (an adapted `u` block in a release
     /// build would otherwise integrate one Hamiltonian and test another).
     fn inverse_diag<'a>(&self, metric: &'a dyn Metric) -> Result<&'a [f64], SamplerError> {
-        let refuse = |reason: String| SamplerError::UnsupportedSetting { kernel: NAME, setting: "metric", reason };
+        let refuse = |reason: String| SamplerError::UnsupportedSetting {
+            kernel: NAME,
+            setting: "metric",
+            reason,
+        };
         let Some(inverse_diag) = metric.constant_inverse_diag() else {
             return Err(refuse("it needs a constant diagonal metric".into()));
         };
         if self.theta_dim > inverse_diag.len() {
-            return Err(refuse(format!("θ has {} coordinates, the metric {}", self.theta_dim, inverse_diag.len())));
+            return Err(refuse(format!(
+                "θ has {} coordinates, the metric {}",
+                self.theta_dim,
+                inverse_diag.len()
+            )));
         }
         match inverse_diag[self.theta_dim..].iter().position(|&m| m != 1.0) {
             Some(i) => Err(refuse(format!(
@@ -136,7 +159,12 @@ impl Integrator for PseudoMarginalLeapfrog {
         }
     }
 
-    fn resume(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Option<Evaluation> {
+    fn resume(
+        &mut self,
+        point: &mut PhasePoint,
+        metric: &dyn Metric,
+        step_size: f64,
+    ) -> Option<Evaluation> {
         if self.stage == REFUSED {
             point.log_density = f64::NAN;
             return None;

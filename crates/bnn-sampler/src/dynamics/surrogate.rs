@@ -52,7 +52,10 @@ pub struct MonitorConfig {
 
 impl Default for MonitorConfig {
     fn default() -> Self {
-        Self { surrogate_threshold: 10.0, cooldown: 20 }
+        Self {
+            surrogate_threshold: 10.0,
+            cooldown: 20,
+        }
     }
 }
 
@@ -83,7 +86,12 @@ pub struct ErrorMonitor {
 impl ErrorMonitor {
     /// `None`: the exact mode, which never falls back.
     pub fn new(config: Option<MonitorConfig>) -> Self {
-        Self { config, force: None, cooldown_left: 0, fallbacks: 0 }
+        Self {
+            config,
+            force: None,
+            cooldown_left: 0,
+            fallbacks: 0,
+        }
     }
 
     /// Starts a transition; returns the force its first leaf uses.
@@ -107,7 +115,9 @@ impl ErrorMonitor {
     /// `true` when it must be recomputed with the true gradient. A fallback switches the rest of
     /// the trajectory to true gradients and restarts the cool-down.
     pub fn check_leaf(&mut self, error: f64) -> bool {
-        let Some(config) = self.config else { return false };
+        let Some(config) = self.config else {
+            return false;
+        };
         if self.force() == LeafForce::True || error <= config.surrogate_threshold {
             return false;
         }
@@ -188,7 +198,14 @@ impl<S: SurrogateGradient + ?Sized> SurrogateLeapfrog<S> {
             SurrogateMode::Exact => None,
             SurrogateMode::Adaptive(config) => Some(config),
         });
-        Self { surrogate, monitor, initial_energy: f64::NAN, stage: Stage::StartForce, leaf_start: None, counts: EvaluationCounts::default() }
+        Self {
+            surrogate,
+            monitor,
+            initial_energy: f64::NAN,
+            stage: Stage::StartForce,
+            leaf_start: None,
+            counts: EvaluationCounts::default(),
+        }
     }
 
     /// Evaluations since the integrator was built.
@@ -211,8 +228,16 @@ impl<S: SurrogateGradient + ?Sized> SurrogateLeapfrog<S> {
 
     /// Kick and drift with the force in `point.gradient`, then ask for the end's force.
     fn drift(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Evaluation {
-        let inverse_diag = metric.constant_inverse_diag().expect("surrogate leaves need a diagonal metric");
-        kick_and_drift(step_size, inverse_diag, &mut point.position, &mut point.momentum, &point.gradient);
+        let inverse_diag = metric
+            .constant_inverse_diag()
+            .expect("surrogate leaves need a diagonal metric");
+        kick_and_drift(
+            step_size,
+            inverse_diag,
+            &mut point.position,
+            &mut point.momentum,
+            &point.gradient,
+        );
         point.auxiliary.clear();
         match self.monitor.force() {
             LeafForce::Surrogate => {
@@ -229,7 +254,12 @@ impl<S: SurrogateGradient + ?Sized> SurrogateLeapfrog<S> {
     }
 
     /// Starts a leaf from `point` with the force the monitor asks for.
-    fn start_leaf(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Evaluation {
+    fn start_leaf(
+        &mut self,
+        point: &mut PhasePoint,
+        metric: &dyn Metric,
+        step_size: f64,
+    ) -> Evaluation {
         let wanted = match self.monitor.force() {
             LeafForce::Surrogate => GRADIENT_IS_SURROGATE,
             LeafForce::True => GRADIENT_IS_TRUE,
@@ -273,11 +303,20 @@ impl<S: SurrogateGradient + ?Sized> Integrator for SurrogateLeapfrog<S> {
         self.start_leaf(point, metric, step_size)
     }
 
-    fn resume(&mut self, point: &mut PhasePoint, metric: &dyn Metric, step_size: f64) -> Option<Evaluation> {
-        let inverse_diag = metric.constant_inverse_diag().expect("surrogate leaves need a diagonal metric");
+    fn resume(
+        &mut self,
+        point: &mut PhasePoint,
+        metric: &dyn Metric,
+        step_size: f64,
+    ) -> Option<Evaluation> {
+        let inverse_diag = metric
+            .constant_inverse_diag()
+            .expect("surrogate leaves need a diagonal metric");
         // A force that failed to evaluate left the log density NaN: the leaf ends there, invalid
         // (the tree counts it divergent), before a later value evaluation could overwrite it.
-        if matches!(self.stage, Stage::StartForce | Stage::EndSurrogateForce) && point.log_density.is_nan() {
+        if matches!(self.stage, Stage::StartForce | Stage::EndSurrogateForce)
+            && point.log_density.is_nan()
+        {
             return None;
         }
         match self.stage {
@@ -290,7 +329,13 @@ impl<S: SurrogateGradient + ?Sized> Integrator for SurrogateLeapfrog<S> {
                 Some(self.drift(point, metric, step_size))
             }
             Stage::EndSurrogateForce => {
-                point.kinetic_energy = kick(step_size, inverse_diag, &mut point.momentum, &mut point.velocity, &point.gradient);
+                point.kinetic_energy = kick(
+                    step_size,
+                    inverse_diag,
+                    &mut point.momentum,
+                    &mut point.velocity,
+                    &point.gradient,
+                );
                 Self::set_marker(point, GRADIENT_IS_SURROGATE);
                 self.stage = Stage::EndValue;
                 self.counts.values += 1;
@@ -300,14 +345,23 @@ impl<S: SurrogateGradient + ?Sized> Integrator for SurrogateLeapfrog<S> {
                 let error = point.hamiltonian() - self.initial_energy;
                 let error = if error.is_nan() { f64::INFINITY } else { error };
                 if self.monitor.check_leaf(error) {
-                    let saved = self.leaf_start.as_ref().expect("the adaptive mode keeps each leaf's start");
+                    let saved = self
+                        .leaf_start
+                        .as_ref()
+                        .expect("the adaptive mode keeps each leaf's start");
                     point.copy_from(saved);
                     return Some(self.start_leaf(point, metric, step_size));
                 }
                 None
             }
             Stage::EndTrue => {
-                point.kinetic_energy = kick(step_size, inverse_diag, &mut point.momentum, &mut point.velocity, &point.gradient);
+                point.kinetic_energy = kick(
+                    step_size,
+                    inverse_diag,
+                    &mut point.momentum,
+                    &mut point.velocity,
+                    &point.gradient,
+                );
                 Self::set_marker(point, GRADIENT_IS_TRUE);
                 None
             }
@@ -318,10 +372,15 @@ impl<S: SurrogateGradient + ?Sized> Integrator for SurrogateLeapfrog<S> {
         // One chain (every leaf of `Nuts::step`): straight into the point, no gather buffers.
         if let [point] = points {
             let point = &mut **point;
-            return self.surrogate.gradient(&point.position, &mut point.gradient);
+            return self
+                .surrogate
+                .gradient(&point.position, &mut point.gradient);
         }
         let dim = self.surrogate.dim();
-        let positions: Vec<f64> = points.iter().flat_map(|p| p.position.iter().copied()).collect();
+        let positions: Vec<f64> = points
+            .iter()
+            .flat_map(|p| p.position.iter().copied())
+            .collect();
         let mut gradients = vec![0.0; positions.len()];
         self.surrogate.gradient(&positions, &mut gradients)?;
         for (point, gradient) in points.iter_mut().zip(gradients.chunks_exact(dim)) {
@@ -340,13 +399,22 @@ mod tests {
     /// counters, and a fallback re-arming the cool-down.
     #[test]
     fn monitor_follows_a_scripted_error_sequence() {
-        let mut monitor = ErrorMonitor::new(Some(MonitorConfig { surrogate_threshold: 10.0, cooldown: 3 }));
+        let mut monitor = ErrorMonitor::new(Some(MonitorConfig {
+            surrogate_threshold: 10.0,
+            cooldown: 3,
+        }));
         assert_eq!(monitor.begin_transition(), LeafForce::Surrogate);
         assert!(!monitor.check_leaf(2.0));
         assert!(!monitor.check_leaf(10.0), "the threshold itself is kept");
         assert!(monitor.check_leaf(10.5), "above Δ_hnn: recompute");
-        assert_eq!((monitor.force(), monitor.fallbacks, monitor.cooldown_left()), (LeafForce::True, 1, 3));
-        assert!(!monitor.check_leaf(500.0), "true-gradient leaves are not re-checked (Δ_lf is NUTS's divergence)");
+        assert_eq!(
+            (monitor.force(), monitor.fallbacks, monitor.cooldown_left()),
+            (LeafForce::True, 1, 3)
+        );
+        assert!(
+            !monitor.check_leaf(500.0),
+            "true-gradient leaves are not re-checked (Δ_lf is NUTS's divergence)"
+        );
         assert_eq!(monitor.fallbacks, 1);
         // Three cool-down transitions on true gradients, then the surrogate again.
         for left in [2, 1, 0] {

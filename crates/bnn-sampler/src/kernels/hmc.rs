@@ -165,7 +165,11 @@ impl<I: Integrator> Hmc<I> {
             member.point = PhasePoint::new(dim);
         }
         let point = &mut member.point;
-        point.reset_to(&chain.state.position, &chain.state.gradient, chain.state.log_density);
+        point.reset_to(
+            &chain.state.position,
+            &chain.state.gradient,
+            chain.state.log_density,
+        );
         let metric: &dyn Metric = chain.params.metric;
         let mut rng = &mut *chain.rng;
         match (self.config.refresh_angle, chain.state.momentum.as_ref()) {
@@ -184,11 +188,20 @@ impl<I: Integrator> Hmc<I> {
     }
 
     /// Metropolis test at the end of a chain's trajectory (Neal 2011, eq. 5.9).
-    fn finish<R: Rng + ?Sized>(&self, member: &Member<I>, chain: &mut BatchChain<'_, R>, divergent: bool) -> DrawStats {
+    fn finish<R: Rng + ?Sized>(
+        &self,
+        member: &Member<I>,
+        chain: &mut BatchChain<'_, R>,
+        divergent: bool,
+    ) -> DrawStats {
         let point = &member.point;
         let initial_energy = member.initial_energy;
         let energy_error = point.hamiltonian() - initial_energy;
-        let accept_prob = if divergent { 0.0 } else { (-energy_error).exp().min(1.0) };
+        let accept_prob = if divergent {
+            0.0
+        } else {
+            (-energy_error).exp().min(1.0)
+        };
         let u: f64 = chain.rng.random();
         let accepted = !divergent && u < accept_prob;
         let state = &mut *chain.state;
@@ -318,7 +331,11 @@ impl<I: Integrator> Kernel for Hmc<I> {
         params: StepParams<'_>,
     ) -> (KernelState, DrawStats) {
         let mut stats = std::mem::take(&mut self.stats);
-        let mut chains = [BatchChain { rng, state: &mut state, params }];
+        let mut chains = [BatchChain {
+            rng,
+            state: &mut state,
+            params,
+        }];
         self.step_batch(density, &mut chains, &mut stats);
         let draw_stats = stats[0];
         self.stats = stats;

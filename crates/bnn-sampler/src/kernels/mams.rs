@@ -15,7 +15,9 @@ use crate::draw_stats::DrawStats;
 use crate::dynamics::isokinetic::{integrate_paths, IsokineticPath, PathBatch};
 use crate::error::SamplerError;
 use crate::kernels::mclmc::random_direction;
-use crate::kernels::{step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams};
+use crate::kernels::{
+    step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams,
+};
 use crate::log_density::LogDensity;
 
 /// Configuration of MAMS and of its warmup.
@@ -55,20 +57,41 @@ impl MamsConfig {
     pub(crate) fn validate(&self) -> Result<(), SamplerError> {
         let invalid = |message: String| Err(SamplerError::InvalidConfig(message));
         if !(self.target_accept > 0.0 && self.target_accept < 1.0) {
-            return invalid(format!("MAMS target_accept must lie in (0, 1), got {}", self.target_accept));
+            return invalid(format!(
+                "MAMS target_accept must lie in (0, 1), got {}",
+                self.target_accept
+            ));
         }
         let sum: f64 = self.tune_fractions.iter().sum();
-        if self.tune_fractions.len() != 4 || self.tune_fractions.iter().any(|f| !(0.0..=1.0).contains(f)) || (sum - 1.0).abs() > 1e-9 {
-            return invalid(format!("MAMS tune_fractions must be four shares in [0, 1] summing to 1, got {:?}", self.tune_fractions));
+        if self.tune_fractions.len() != 4
+            || self.tune_fractions.iter().any(|f| !(0.0..=1.0).contains(f))
+            || (sum - 1.0).abs() > 1e-9
+        {
+            return invalid(format!(
+                "MAMS tune_fractions must be four shares in [0, 1] summing to 1, got {:?}",
+                self.tune_fractions
+            ));
         }
         if !(self.trajectory_length_factor > 0.0 && self.trajectory_length_factor.is_finite()) {
-            return invalid(format!("MAMS trajectory_length_factor must be positive, got {}", self.trajectory_length_factor));
+            return invalid(format!(
+                "MAMS trajectory_length_factor must be positive, got {}",
+                self.trajectory_length_factor
+            ));
         }
         if !(self.min_steps_per_length >= 0.0 && self.min_steps_per_length.is_finite()) {
-            return invalid(format!("MAMS min_steps_per_length must be non-negative and finite, got {}", self.min_steps_per_length));
+            return invalid(format!(
+                "MAMS min_steps_per_length must be non-negative and finite, got {}",
+                self.min_steps_per_length
+            ));
         }
-        if self.max_num_steps == 0 || self.max_ess_coordinates == 0 || !(self.max_energy_error > 0.0) {
-            return invalid("MAMS max_num_steps, max_ess_coordinates and max_energy_error must be positive".into());
+        if self.max_num_steps == 0
+            || self.max_ess_coordinates == 0
+            || !(self.max_energy_error > 0.0)
+        {
+            return invalid(
+                "MAMS max_num_steps, max_ess_coordinates and max_energy_error must be positive"
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -82,7 +105,12 @@ impl MamsConfig {
 
     pub fn init(&self) -> Result<Mams, SamplerError> {
         self.validate()?;
-        Ok(Mams { max_num_steps: self.max_num_steps, max_energy_error: self.max_energy_error, paths: Vec::new(), batch: PathBatch::default() })
+        Ok(Mams {
+            max_num_steps: self.max_num_steps,
+            max_energy_error: self.max_energy_error,
+            paths: Vec::new(),
+            batch: PathBatch::default(),
+        })
     }
 }
 
@@ -121,23 +149,46 @@ impl BatchKernel for Mams {
         stats: &mut Vec<DrawStats>,
     ) {
         let dim = density.dim();
-        self.paths.resize_with(chains.len(), IsokineticPath::default);
+        self.paths
+            .resize_with(chains.len(), IsokineticPath::default);
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
-            let mean_steps = chain.params.trajectory_length.unwrap_or((dim as f64).sqrt()) / chain.params.step_size;
-            let upper = (2.0 * mean_steps).ceil().clamp(1.0, self.max_num_steps as f64);
+            let mean_steps = chain
+                .params
+                .trajectory_length
+                .unwrap_or((dim as f64).sqrt())
+                / chain.params.step_size;
+            let upper = (2.0 * mean_steps)
+                .ceil()
+                .clamp(1.0, self.max_num_steps as f64);
             let u: f64 = chain.rng.random();
             let steps = ((u * upper).ceil() as usize).clamp(1, self.max_num_steps);
             let velocity = random_direction(&mut *chain.rng, dim);
             let state = &*chain.state;
-            path.start(&state.position, &velocity, &state.gradient, state.log_density, steps);
+            path.start(
+                &state.position,
+                &velocity,
+                &state.gradient,
+                state.log_density,
+                steps,
+            );
         }
-        integrate_paths(density, &mut self.paths, |k| chains[k].params.path_parameters(), &mut self.batch);
+        integrate_paths(
+            density,
+            &mut self.paths,
+            |k| chains[k].params.path_parameters(),
+            &mut self.batch,
+        );
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let state = &mut *chain.state;
             let energy_change = path.energy_change(state.log_density);
-            let divergent = path.failed || !energy_change.is_finite() || energy_change > self.max_energy_error;
-            let accept_prob = if divergent { 0.0 } else { (-energy_change).exp().min(1.0) };
+            let divergent =
+                path.failed || !energy_change.is_finite() || energy_change > self.max_energy_error;
+            let accept_prob = if divergent {
+                0.0
+            } else {
+                (-energy_change).exp().min(1.0)
+            };
             let u: f64 = chain.rng.random();
             if !divergent && u < accept_prob {
                 std::mem::swap(&mut state.position, &mut path.position);

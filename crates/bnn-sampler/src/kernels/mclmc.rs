@@ -15,9 +15,13 @@ use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
 use crate::draw_stats::DrawStats;
-use crate::dynamics::isokinetic::{integrate_paths, normalize, refresh_velocity, IsokineticPath, PathBatch};
+use crate::dynamics::isokinetic::{
+    integrate_paths, normalize, refresh_velocity, IsokineticPath, PathBatch,
+};
 use crate::error::SamplerError;
-use crate::kernels::{step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams};
+use crate::kernels::{
+    step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams,
+};
 use crate::log_density::LogDensity;
 
 /// Configuration of MCLMC and of its warmup (the tuner of Robnik et al. as used by MILE).
@@ -74,11 +78,16 @@ impl MclmcConfig {
             ("energy_variance_end", self.energy_variance_end),
             ("trust_in_estimate", self.trust_in_estimate),
             ("trajectory_length_factor", self.trajectory_length_factor),
-            ("initial_trajectory_length", self.initial_trajectory_length.unwrap_or(1.0)),
+            (
+                "initial_trajectory_length",
+                self.initial_trajectory_length.unwrap_or(1.0),
+            ),
         ];
         for (name, value) in positive {
             if !(value > 0.0 && value.is_finite()) {
-                return Err(SamplerError::InvalidConfig(format!("MCLMC {name} must be positive and finite, got {value}")));
+                return Err(SamplerError::InvalidConfig(format!(
+                    "MCLMC {name} must be positive and finite, got {value}"
+                )));
             }
         }
         let (f1, f2) = (self.phase1_fraction, self.phase2_fraction);
@@ -98,7 +107,8 @@ impl MclmcConfig {
 
     /// The decoherence length a chain starts from in dimension `dim`.
     pub fn start_trajectory_length(&self, dim: usize) -> f64 {
-        self.initial_trajectory_length.unwrap_or_else(|| (dim as f64).sqrt().max(15.0))
+        self.initial_trajectory_length
+            .unwrap_or_else(|| (dim as f64).sqrt().max(15.0))
     }
 
     /// Builds the kernel; buffers are sized on first use.
@@ -143,7 +153,8 @@ impl BatchKernel for Mclmc {
         stats: &mut Vec<DrawStats>,
     ) {
         let dim = density.dim();
-        self.paths.resize_with(chains.len(), IsokineticPath::default);
+        self.paths
+            .resize_with(chains.len(), IsokineticPath::default);
         self.noise.resize(dim, 0.0);
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let state = &mut *chain.state;
@@ -151,14 +162,28 @@ impl BatchKernel for Mclmc {
                 Some(u) if u.len() == dim => u,
                 _ => random_direction(&mut *chain.rng, dim),
             };
-            path.start(&state.position, &velocity, &state.gradient, state.log_density, 1);
+            path.start(
+                &state.position,
+                &velocity,
+                &state.gradient,
+                state.log_density,
+                1,
+            );
             state.momentum = Some(velocity);
         }
-        integrate_paths(density, &mut self.paths, |k| chains[k].params.path_parameters(), &mut self.batch);
+        integrate_paths(
+            density,
+            &mut self.paths,
+            |k| chains[k].params.path_parameters(),
+            &mut self.batch,
+        );
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let epsilon = chain.params.step_size;
-            let length = chain.params.trajectory_length.unwrap_or_else(|| (dim as f64).sqrt());
+            let length = chain
+                .params
+                .trajectory_length
+                .unwrap_or_else(|| (dim as f64).sqrt());
             let state = &mut *chain.state;
             let energy_change = path.energy_change(state.log_density);
             let failed = path.failed || !energy_change.is_finite();

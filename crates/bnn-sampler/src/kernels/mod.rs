@@ -18,7 +18,9 @@ mod surrogate_nuts;
 pub use hmc::{Hmc, HmcConfig};
 pub use mams::{Mams, MamsConfig};
 pub use mclmc::{Mclmc, MclmcConfig};
-pub use msd::{msd_transition, MetricAt, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, RiemannianDensity};
+pub use msd::{
+    msd_transition, MetricAt, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, RiemannianDensity,
+};
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
@@ -184,13 +186,27 @@ pub trait BatchKernel {
 
 /// `Kernel::step` for a kernel whose one transition is its batched transition with one chain
 /// (MCLMC, MAMS): the same arithmetic alone and in a batch, by construction.
-pub(crate) fn step_as_batch_of_one<K, L, R>(kernel: &mut K, density: &L, rng: &mut R, mut state: KernelState, params: StepParams<'_>) -> (KernelState, DrawStats)
+pub(crate) fn step_as_batch_of_one<K, L, R>(
+    kernel: &mut K,
+    density: &L,
+    rng: &mut R,
+    mut state: KernelState,
+    params: StepParams<'_>,
+) -> (KernelState, DrawStats)
 where
     K: BatchKernel,
     L: LogDensity + ?Sized,
     R: Rng + ?Sized,
 {
     let mut stats = Vec::with_capacity(1);
-    kernel.step_batch(density, &mut [BatchChain { rng, state: &mut state, params }], &mut stats);
+    kernel.step_batch(
+        density,
+        &mut [BatchChain {
+            rng,
+            state: &mut state,
+            params,
+        }],
+        &mut stats,
+    );
     (state, stats[0])
 }

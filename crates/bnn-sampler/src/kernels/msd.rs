@@ -46,7 +46,8 @@ pub trait RiemannianDensity {
     fn dim(&self) -> usize;
 
     /// `U(θ) = −log p(θ)` (up to a constant) with `∇U` in `gradient`.
-    fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, String>;
+    fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64])
+        -> Result<f64, String>;
 
     /// `G(θ)` factored (an error when it is not positive definite).
     fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String>;
@@ -63,10 +64,18 @@ pub trait RiemannianDensity {
         let velocity = solve(&point.metric, momentum);
         let kinetic_energy = 0.5 * dot(momentum, &velocity);
         let mut gradient = self.log_det_gradient(&point)?;
-        for (g, k) in gradient.iter_mut().zip(self.kinetic_gradient(&point, &velocity)?) {
+        for (g, k) in gradient
+            .iter_mut()
+            .zip(self.kinetic_gradient(&point, &velocity)?)
+        {
             *g += k;
         }
-        Ok(RiemannianTerms { metric: point.metric, velocity, kinetic_energy, gradient })
+        Ok(RiemannianTerms {
+            metric: point.metric,
+            velocity,
+            kinetic_energy,
+            gradient,
+        })
     }
 }
 
@@ -99,7 +108,13 @@ pub struct MsdParams {
 
 impl Default for MsdParams {
     fn default() -> Self {
-        Self { step_size: 0.1, persistence: 0.0, max_fixed_point_iterations: 100, fixed_point_tolerance: 1e-10, frozen_metric: false }
+        Self {
+            step_size: 0.1,
+            persistence: 0.0,
+            max_fixed_point_iterations: 100,
+            fixed_point_tolerance: 1e-10,
+            frozen_metric: false,
+        }
     }
 }
 
@@ -130,13 +145,24 @@ pub struct MsdInfo {
 
 impl MsdState {
     /// The state at `position` with a zero momentum (the first refresh then draws a full one).
-    pub fn at<D: RiemannianDensity + ?Sized>(density: &D, position: Vec<f64>) -> Result<Self, String> {
+    pub fn at<D: RiemannianDensity + ?Sized>(
+        density: &D,
+        position: Vec<f64>,
+    ) -> Result<Self, String> {
         let mut potential_gradient = vec![0.0; density.dim()];
         let potential = density.potential_and_gradient(&position, &mut potential_gradient)?;
         if !potential.is_finite() {
-            return Err(format!("the log density is not finite at the start ({})", -potential));
+            return Err(format!(
+                "the log density is not finite at the start ({})",
+                -potential
+            ));
         }
-        Ok(Self { momentum: vec![0.0; position.len()], position, potential, potential_gradient })
+        Ok(Self {
+            momentum: vec![0.0; position.len()],
+            position,
+            potential,
+            potential_gradient,
+        })
     }
 }
 
@@ -170,49 +196,83 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     params: &MsdParams,
     cache: &mut Option<MetricCache>,
 ) -> (MsdState, MsdInfo) {
-    let divergent = |iterations, energy| MsdInfo { accepted: false, accept_probability: 0.0, energy_change: f64::NAN, fixed_point_iterations: iterations, divergent: true, energy };
+    let divergent = |iterations, energy| MsdInfo {
+        accepted: false,
+        accept_probability: 0.0,
+        energy_change: f64::NAN,
+        fixed_point_iterations: iterations,
+        divergent: true,
+        energy,
+    };
     let (start, start_log_det) = match cache.take() {
-        Some(cached) if cached.position == state.position => (cached.point, cached.log_det_gradient),
+        Some(cached) if cached.position == state.position => {
+            (cached.point, cached.log_det_gradient)
+        }
         _ => match density.metric_at(&state.position) {
             Ok(point) => (point, None),
             Err(_) => return (state, divergent(0, f64::NAN)),
         },
     };
     // Horowitz's refresh at θ: n = L z ~ N(0, G(θ)).
-    let z: Vec<f64> = (0..start.metric.normals()).map(|_| StandardNormal.sample(&mut *rng)).collect();
+    let z: Vec<f64> = (0..start.metric.normals())
+        .map(|_| StandardNormal.sample(&mut *rng))
+        .collect();
     let mut fresh = vec![0.0; state.position.len()];
     start.metric.correlate(&z, &mut fresh);
-    let (cos, sin) = (params.persistence, (1.0 - params.persistence * params.persistence).max(0.0).sqrt());
+    let (cos, sin) = (
+        params.persistence,
+        (1.0 - params.persistence * params.persistence)
+            .max(0.0)
+            .sqrt(),
+    );
     for (p, n) in state.momentum.iter_mut().zip(&fresh) {
         *p = cos * *p + sin * n;
     }
     let kinetic_energy = 0.5 * dot(&state.momentum, &solve(&start.metric, &state.momentum));
     let energy_start = hamiltonian(state.potential, &start.metric, kinetic_energy);
     let (step, start_log_det) = if params.frozen_metric {
-        (frozen_leapfrog(density, &state, &start.metric, params.step_size).map(|end| (end, 0)), start_log_det)
+        (
+            frozen_leapfrog(density, &state, &start.metric, params.step_size).map(|end| (end, 0)),
+            start_log_det,
+        )
     } else {
         let log_det = match start_log_det {
             Some(log_det) => Ok(log_det),
             None => density.log_det_gradient(&start),
         };
         match log_det {
-            Ok(log_det) => (generalized_leapfrog(density, &state, &start, &log_det, params), Some(log_det)),
+            Ok(log_det) => (
+                generalized_leapfrog(density, &state, &start, &log_det, params),
+                Some(log_det),
+            ),
             Err(_) => (Err(0), None),
         }
     };
     let keep_start = |cache: &mut Option<MetricCache>, position: &[f64]| {
-        *cache = Some(MetricCache { position: position.to_vec(), point: start, log_det_gradient: start_log_det });
+        *cache = Some(MetricCache {
+            position: position.to_vec(),
+            point: start,
+            log_det_gradient: start_log_det,
+        });
     };
     match step {
         Ok((end, iterations)) => {
             let energy_change = end.energy - energy_start;
-            let accept_probability = if energy_change.is_finite() { (-energy_change).exp().min(1.0) } else { 0.0 };
+            let accept_probability = if energy_change.is_finite() {
+                (-energy_change).exp().min(1.0)
+            } else {
+                0.0
+            };
             let uniform: f64 = rng.random();
             let accepted = uniform < accept_probability;
             let energy = if accepted { end.energy } else { energy_start };
             if accepted {
                 if let Some((point, log_det_gradient)) = end.metric {
-                    *cache = Some(MetricCache { position: end.state.position.clone(), point, log_det_gradient: Some(log_det_gradient) });
+                    *cache = Some(MetricCache {
+                        position: end.state.position.clone(),
+                        point,
+                        log_det_gradient: Some(log_det_gradient),
+                    });
                 }
                 state = end.state;
             } else {
@@ -220,7 +280,17 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
                 state.momentum.iter_mut().for_each(|p| *p = -*p);
             }
             let divergent = !energy_change.is_finite();
-            (state, MsdInfo { accepted, accept_probability, energy_change, fixed_point_iterations: iterations, divergent, energy })
+            (
+                state,
+                MsdInfo {
+                    accepted,
+                    accept_probability,
+                    energy_change,
+                    fixed_point_iterations: iterations,
+                    divergent,
+                    energy,
+                },
+            )
         }
         Err(iterations) => {
             keep_start(cache, &state.position);
@@ -262,15 +332,26 @@ impl MsdConfig {
     pub(crate) fn validate(&self) -> Result<(), SamplerError> {
         let invalid = |m: String| Err(SamplerError::InvalidConfig(m));
         if !(0.0..1.0).contains(&self.persistence) {
-            return invalid(format!("MSD persistence (cos α) must lie in [0, 1), got {}", self.persistence));
+            return invalid(format!(
+                "MSD persistence (cos α) must lie in [0, 1), got {}",
+                self.persistence
+            ));
         }
         if !(self.target_accept > 0.0 && self.target_accept < 1.0) {
-            return invalid(format!("MSD target_accept must lie in (0, 1), got {}", self.target_accept));
+            return invalid(format!(
+                "MSD target_accept must lie in (0, 1), got {}",
+                self.target_accept
+            ));
         }
         if !(self.initial_step_size > 0.0 && self.initial_step_size.is_finite()) {
-            return invalid(format!("MSD initial_step_size must be positive and finite, got {}", self.initial_step_size));
+            return invalid(format!(
+                "MSD initial_step_size must be positive and finite, got {}",
+                self.initial_step_size
+            ));
         }
-        if self.max_fixed_point_iterations == 0 || !(self.fixed_point_tolerance > 0.0 && self.fixed_point_tolerance.is_finite()) {
+        if self.max_fixed_point_iterations == 0
+            || !(self.fixed_point_tolerance > 0.0 && self.fixed_point_tolerance.is_finite())
+        {
             return invalid(format!(
                 "MSD needs at least one fixed-point iteration and a positive tolerance, got {} and {}",
                 self.max_fixed_point_iterations, self.fixed_point_tolerance
@@ -281,7 +362,11 @@ impl MsdConfig {
 
     pub fn init(&self) -> Result<Msd, SamplerError> {
         self.validate()?;
-        Ok(Msd { config: self.clone(), cache: None, potential_at: None })
+        Ok(Msd {
+            config: self.clone(),
+            cache: None,
+            potential_at: None,
+        })
     }
 }
 
@@ -303,9 +388,23 @@ impl Kernel for Msd {
         false
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(&mut self, density: &L, rng: &mut R, state: KernelState, params: StepParams<'_>) -> (KernelState, DrawStats) {
+    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+        &mut self,
+        density: &L,
+        rng: &mut R,
+        state: KernelState,
+        params: StepParams<'_>,
+    ) -> (KernelState, DrawStats) {
         let stay = |state: KernelState, step_size: f64| {
-            let stats = DrawStats { log_density: state.log_density, step_size, n_leapfrog: 1, divergent: true, energy: f64::NAN, energy_error: f64::NAN, ..DrawStats::default() };
+            let stats = DrawStats {
+                log_density: state.log_density,
+                step_size,
+                n_leapfrog: 1,
+                divergent: true,
+                energy: f64::NAN,
+                energy_error: f64::NAN,
+                ..DrawStats::default()
+            };
             (state, stats)
         };
         let Some(riemannian) = density.riemannian() else {
@@ -317,16 +416,25 @@ impl Kernel for Msd {
         // is known; anywhere else (a new or resumed chain, whose state holds the f32 value) it is
         // evaluated.
         let (potential, potential_gradient) = match self.potential_at.take() {
-            Some((position, potential, gradient)) if position == state.position => (potential, gradient),
+            Some((position, potential, gradient)) if position == state.position => {
+                (potential, gradient)
+            }
             _ => {
                 let mut gradient = vec![0.0; dim];
-                let Ok(potential) = riemannian.potential_and_gradient(&state.position, &mut gradient) else {
+                let Ok(potential) =
+                    riemannian.potential_and_gradient(&state.position, &mut gradient)
+                else {
                     return stay(state, params.step_size);
                 };
                 (potential, gradient)
             }
         };
-        let start = MsdState { momentum: state.momentum.clone().unwrap_or_else(|| vec![0.0; dim]), position: state.position.clone(), potential, potential_gradient };
+        let start = MsdState {
+            momentum: state.momentum.clone().unwrap_or_else(|| vec![0.0; dim]),
+            position: state.position.clone(),
+            potential,
+            potential_gradient,
+        };
         let msd_params = MsdParams {
             step_size: params.step_size,
             persistence: if fresh { 0.0 } else { self.config.persistence },
@@ -334,7 +442,8 @@ impl Kernel for Msd {
             fixed_point_tolerance: self.config.fixed_point_tolerance,
             frozen_metric: self.config.frozen_metric,
         };
-        let (end, info) = msd_transition_reusing(riemannian, rng, start, &msd_params, &mut self.cache);
+        let (end, info) =
+            msd_transition_reusing(riemannian, rng, start, &msd_params, &mut self.cache);
         let stats = DrawStats {
             log_density: -end.potential,
             accept_stat: info.accept_probability,
@@ -348,7 +457,11 @@ impl Kernel for Msd {
             fixed_point_iterations: info.fixed_point_iterations as u32,
             ..DrawStats::default()
         };
-        self.potential_at = Some((end.position.clone(), end.potential, end.potential_gradient.clone()));
+        self.potential_at = Some((
+            end.position.clone(),
+            end.potential,
+            end.potential_gradient.clone(),
+        ));
         let state = KernelState {
             position: end.position,
             log_density: -end.potential,
@@ -374,36 +487,72 @@ struct StepEnd {
 
 /// One generalized leapfrog step from `state` (`start`: the metric there); `Err(iterations)`
 /// when an implicit equation does not converge or a value is not finite.
-fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, start: &MetricAt, start_log_det: &[f64], params: &MsdParams) -> Result<(StepEnd, usize), usize> {
+fn generalized_leapfrog<D: RiemannianDensity + ?Sized>(
+    density: &D,
+    state: &MsdState,
+    start: &MetricAt,
+    start_log_det: &[f64],
+    params: &MsdParams,
+) -> Result<(StepEnd, usize), usize> {
     let half = 0.5 * params.step_size;
     let dim = state.position.len();
     let mut iterations = 0;
     // p½ = p − ε/2 (∇U(θ) + ∇½log det G(θ) + ∇½p½ᵀG(θ)⁻¹p½): only the last term moves.
-    let fixed_force: Vec<f64> = state.potential_gradient.iter().zip(start_log_det).map(|(u, l)| u + l).collect();
-    let half_momentum = solve_fixed_point(state.momentum.clone(), params, &mut iterations, |p_half| {
-        let kinetic = density.kinetic_gradient(start, &solve(&start.metric, p_half))?;
-        Ok((0..dim).map(|i| state.momentum[i] - half * (fixed_force[i] + kinetic[i])).collect())
-    })?;
+    let fixed_force: Vec<f64> = state
+        .potential_gradient
+        .iter()
+        .zip(start_log_det)
+        .map(|(u, l)| u + l)
+        .collect();
+    let half_momentum =
+        solve_fixed_point(state.momentum.clone(), params, &mut iterations, |p_half| {
+            let kinetic = density.kinetic_gradient(start, &solve(&start.metric, p_half))?;
+            Ok((0..dim)
+                .map(|i| state.momentum[i] - half * (fixed_force[i] + kinetic[i]))
+                .collect())
+        })?;
     // θ' = θ + ε/2 (G(θ)⁻¹ + G(θ')⁻¹) p½: only the metric at θ' moves.
     let velocity_start = solve(&start.metric, &half_momentum);
-    let first_guess = (0..dim).map(|i| state.position[i] + params.step_size * velocity_start[i]).collect();
+    let first_guess = (0..dim)
+        .map(|i| state.position[i] + params.step_size * velocity_start[i])
+        .collect();
     let position = solve_fixed_point(first_guess, params, &mut iterations, |theta_end| {
         let velocity_end = solve(&density.metric_at(theta_end)?.metric, &half_momentum);
-        Ok((0..dim).map(|i| state.position[i] + half * (velocity_start[i] + velocity_end[i])).collect())
+        Ok((0..dim)
+            .map(|i| state.position[i] + half * (velocity_start[i] + velocity_end[i]))
+            .collect())
     })?;
     // p' = p½ − ε/2 (∇U(θ') + ∇φ(θ', p½)), explicit.
     let mut potential_gradient = vec![0.0; dim];
-    let potential = density.potential_and_gradient(&position, &mut potential_gradient).map_err(|_| iterations)?;
+    let potential = density
+        .potential_and_gradient(&position, &mut potential_gradient)
+        .map_err(|_| iterations)?;
     let end = density.metric_at(&position).map_err(|_| iterations)?;
     let log_det = density.log_det_gradient(&end).map_err(|_| iterations)?;
-    let kinetic = density.kinetic_gradient(&end, &solve(&end.metric, &half_momentum)).map_err(|_| iterations)?;
-    let momentum: Vec<f64> = (0..dim).map(|i| half_momentum[i] - half * (potential_gradient[i] + log_det[i] + kinetic[i])).collect();
+    let kinetic = density
+        .kinetic_gradient(&end, &solve(&end.metric, &half_momentum))
+        .map_err(|_| iterations)?;
+    let momentum: Vec<f64> = (0..dim)
+        .map(|i| half_momentum[i] - half * (potential_gradient[i] + log_det[i] + kinetic[i]))
+        .collect();
     let kinetic_energy = 0.5 * dot(&momentum, &solve(&end.metric, &momentum));
     let energy = hamiltonian(potential, &end.metric, kinetic_energy);
     if !energy.is_finite() {
         return Err(iterations);
     }
-    Ok((StepEnd { state: MsdState { position, momentum, potential, potential_gradient }, energy, metric: Some((end, log_det)) }, iterations))
+    Ok((
+        StepEnd {
+            state: MsdState {
+                position,
+                momentum,
+                potential,
+                potential_gradient,
+            },
+            energy,
+            metric: Some((end, log_det)),
+        },
+        iterations,
+    ))
 }
 
 /// Solves `x = update(x)` from `start`, until `update` moves no coordinate by more than the
@@ -455,8 +604,10 @@ impl AndersonHistory {
                 self.residual_steps.remove(0);
                 self.image_steps.remove(0);
             }
-            self.residual_steps.push(f.iter().zip(&last_f).map(|(a, b)| a - b).collect());
-            self.image_steps.push(g.iter().zip(&last_g).map(|(a, b)| a - b).collect());
+            self.residual_steps
+                .push(f.iter().zip(&last_f).map(|(a, b)| a - b).collect());
+            self.image_steps
+                .push(g.iter().zip(&last_g).map(|(a, b)| a - b).collect());
         }
         self.last = Some((f.clone(), g.clone()));
         let m = self.residual_steps.len();
@@ -495,26 +646,51 @@ impl AndersonHistory {
 
 /// One explicit leapfrog step with the metric frozen at the start (`metric`: `G(θ)`); the end's
 /// energy uses the same `G(θ)`, so its `½ log det G` cancels in `ΔH`.
-fn frozen_leapfrog<D: RiemannianDensity + ?Sized>(density: &D, state: &MsdState, metric: &MetricFactor, step_size: f64) -> Result<StepEnd, usize> {
+fn frozen_leapfrog<D: RiemannianDensity + ?Sized>(
+    density: &D,
+    state: &MsdState,
+    metric: &MetricFactor,
+    step_size: f64,
+) -> Result<StepEnd, usize> {
     let half = 0.5 * step_size;
     let dim = state.position.len();
-    let half_momentum: Vec<f64> = (0..dim).map(|i| state.momentum[i] - half * state.potential_gradient[i]).collect();
+    let half_momentum: Vec<f64> = (0..dim)
+        .map(|i| state.momentum[i] - half * state.potential_gradient[i])
+        .collect();
     let velocity = solve(metric, &half_momentum);
-    let position: Vec<f64> = (0..dim).map(|i| state.position[i] + step_size * velocity[i]).collect();
+    let position: Vec<f64> = (0..dim)
+        .map(|i| state.position[i] + step_size * velocity[i])
+        .collect();
     let mut potential_gradient = vec![0.0; dim];
-    let potential = density.potential_and_gradient(&position, &mut potential_gradient).map_err(|_| 0usize)?;
-    let momentum: Vec<f64> = (0..dim).map(|i| half_momentum[i] - half * potential_gradient[i]).collect();
+    let potential = density
+        .potential_and_gradient(&position, &mut potential_gradient)
+        .map_err(|_| 0usize)?;
+    let momentum: Vec<f64> = (0..dim)
+        .map(|i| half_momentum[i] - half * potential_gradient[i])
+        .collect();
     let kinetic_energy = 0.5 * dot(&momentum, &solve(metric, &momentum));
     let energy = hamiltonian(potential, metric, kinetic_energy);
     if !energy.is_finite() {
         return Err(0);
     }
-    Ok(StepEnd { state: MsdState { position, momentum, potential, potential_gradient }, energy, metric: None })
+    Ok(StepEnd {
+        state: MsdState {
+            position,
+            momentum,
+            potential,
+            potential_gradient,
+        },
+        energy,
+        metric: None,
+    })
 }
 
 /// `max_i |a_i − b_i| / (1 + |b_i|)`.
 fn max_relative_change(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs() / (1.0 + y.abs())).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / (1.0 + y.abs()))
+        .fold(0.0, f64::max)
 }
 
 #[cfg(test)]
@@ -529,7 +705,13 @@ mod tests {
 
     impl Toy {
         fn metric_diagonal(position: &[f64]) -> ([f64; 2], [f64; 2]) {
-            ([1.0 + position[0] * position[0], 1.0 + 0.5 * position[1] * position[1]], [2.0 * position[0], position[1]])
+            (
+                [
+                    1.0 + position[0] * position[0],
+                    1.0 + 0.5 * position[1] * position[1],
+                ],
+                [2.0 * position[0], position[1]],
+            )
         }
     }
 
@@ -538,7 +720,11 @@ mod tests {
             2
         }
 
-        fn potential_and_gradient(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, String> {
+        fn potential_and_gradient(
+            &self,
+            position: &[f64],
+            gradient: &mut [f64],
+        ) -> Result<f64, String> {
             gradient[0] = position[0];
             gradient[1] = position[1] / 4.0;
             Ok(0.5 * (position[0] * position[0] + position[1] * position[1] / 4.0))
@@ -546,8 +732,13 @@ mod tests {
 
         fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String> {
             let (g, _) = Self::metric_diagonal(position);
-            let metric = MetricFactor::Dense(Cholesky::new(&[g[0], 0.0, 0.0, g[1]], 2).map_err(|e| e.to_string())?);
-            Ok(MetricAt { metric, cache: Box::new(position.to_vec()) })
+            let metric = MetricFactor::Dense(
+                Cholesky::new(&[g[0], 0.0, 0.0, g[1]], 2).map_err(|e| e.to_string())?,
+            );
+            Ok(MetricAt {
+                metric,
+                cache: Box::new(position.to_vec()),
+            })
         }
 
         fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String> {
@@ -560,7 +751,9 @@ mod tests {
             // −½ uᵀ ∂_i G u with G diagonal: −½ u_i² ∂_i G_ii.
             let position = point.cache.downcast_ref::<Vec<f64>>().unwrap();
             let (_, dg) = Self::metric_diagonal(position);
-            Ok((0..2).map(|i| -0.5 * velocity[i] * velocity[i] * dg[i]).collect())
+            Ok((0..2)
+                .map(|i| -0.5 * velocity[i] * velocity[i] * dg[i])
+                .collect())
         }
     }
 
@@ -572,9 +765,17 @@ mod tests {
             2
         }
 
-        fn log_density_and_gradient(&self, positions: &[f64], log_densities: &mut [f64], gradients: &mut [f64]) -> Result<(), crate::LogDensityError> {
+        fn log_density_and_gradient(
+            &self,
+            positions: &[f64],
+            log_densities: &mut [f64],
+            gradients: &mut [f64],
+        ) -> Result<(), crate::LogDensityError> {
             crate::for_each_row(2, positions, log_densities, gradients, |q, g| {
-                let u = self.0.potential_and_gradient(q, g).map_err(crate::LogDensityError::new)?;
+                let u = self
+                    .0
+                    .potential_and_gradient(q, g)
+                    .map_err(crate::LogDensityError::new)?;
                 g.iter_mut().for_each(|g| *g = -*g);
                 Ok(-u)
             })
@@ -593,7 +794,12 @@ mod tests {
             2
         }
 
-        fn log_density_and_gradient(&self, positions: &[f64], log_densities: &mut [f64], gradients: &mut [f64]) -> Result<(), crate::LogDensityError> {
+        fn log_density_and_gradient(
+            &self,
+            positions: &[f64],
+            log_densities: &mut [f64],
+            gradients: &mut [f64],
+        ) -> Result<(), crate::LogDensityError> {
             ToyTarget(Toy).log_density_and_gradient(positions, log_densities, gradients)
         }
     }
@@ -602,33 +808,67 @@ mod tests {
     fn the_sampler_runs_msd_with_dual_averaging_and_hits_the_targets_moments() {
         use crate::{ChainStart, SamplerConfig};
         let config = |threads| {
-            SamplerConfig::new(MsdConfig::new().with_persistence(0.8).into()).with_num_warmup(500).with_num_draws(5000).with_seed(3).with_threads(Some(threads)).init().unwrap()
+            SamplerConfig::new(MsdConfig::new().with_persistence(0.8).into())
+                .with_num_warmup(500)
+                .with_num_draws(5000)
+                .with_seed(3)
+                .with_threads(Some(threads))
+                .init()
+                .unwrap()
         };
-        let starts: Vec<ChainStart> = (0..4).map(|c| ChainStart::at(vec![0.2 * c as f64 - 0.3, 0.5])).collect();
+        let starts: Vec<ChainStart> = (0..4)
+            .map(|c| ChainStart::at(vec![0.2 * c as f64 - 0.3, 0.5]))
+            .collect();
         let draws = config(2).sample(&ToyTarget(Toy), &starts).unwrap();
         // The same seed gives the same draws whatever the thread count.
         let single = config(1).sample(&ToyTarget(Toy), &starts).unwrap();
         for c in 0..4 {
-            assert_eq!(draws.chain(c).positions, single.chain(c).positions, "chain {c}");
+            assert_eq!(
+                draws.chain(c).positions,
+                single.chain(c).positions,
+                "chain {c}"
+            );
         }
-        let accept: Vec<f64> = draws.stat(|s| s.accept_stat).into_iter().flatten().collect();
+        let accept: Vec<f64> = draws
+            .stat(|s| s.accept_stat)
+            .into_iter()
+            .flatten()
+            .collect();
         let mean_accept = accept.iter().sum::<f64>() / accept.len() as f64;
-        assert!((mean_accept - 0.9).abs() < 0.05, "dual averaging aims at 0.9, got {mean_accept}");
+        assert!(
+            (mean_accept - 0.9).abs() < 0.05,
+            "dual averaging aims at 0.9, got {mean_accept}"
+        );
         let stats = draws.stats(0);
-        assert!(stats.iter().all(|s| s.n_leapfrog == 1 && s.fixed_point_iterations >= 2 && s.step_size == stats[0].step_size));
+        assert!(stats.iter().all(|s| s.n_leapfrog == 1
+            && s.fixed_point_iterations >= 2
+            && s.step_size == stats[0].step_size));
         for (d, variance) in [(0, 1.0), (1, 4.0)] {
             let chains = draws.coordinate(d);
-            let squares: Vec<Vec<f64>> = chains.iter().map(|c| c.iter().map(|v| v * v).collect()).collect();
+            let squares: Vec<Vec<f64>> = chains
+                .iter()
+                .map(|c| c.iter().map(|v| v * v).collect())
+                .collect();
             let flat: Vec<f64> = squares.iter().flatten().copied().collect();
             let second = flat.iter().sum::<f64>() / flat.len() as f64;
             let mcse = bnn_diagnostics::mcse_mean(&squares);
-            assert!((second - variance).abs() < 4.0 * mcse, "E[θ{d}²] = {second} ± {mcse}, expected {variance}");
+            assert!(
+                (second - variance).abs() < 4.0 * mcse,
+                "E[θ{d}²] = {second} ± {mcse}, expected {variance}"
+            );
         }
         let err = config(1).sample(&Plain, &starts).unwrap_err().to_string();
         assert!(err.contains("position-dependent metric"), "{err}");
-        let batched = SamplerConfig::new(MsdConfig::new().into()).with_batched(true).init().unwrap_err().to_string();
+        let batched = SamplerConfig::new(MsdConfig::new().into())
+            .with_batched(true)
+            .init()
+            .unwrap_err()
+            .to_string();
         assert!(batched.contains("MSD"), "{batched}");
-        let bad = SamplerConfig::new(MsdConfig::new().with_persistence(1.0).into()).init().unwrap_err().to_string();
+        let bad = SamplerConfig::new(MsdConfig::new().with_persistence(1.0).into())
+            .init()
+            .unwrap_err()
+            .to_string();
         assert!(bad.contains("persistence"), "{bad}");
     }
 
@@ -641,7 +881,12 @@ mod tests {
         let toy = Toy;
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         for (frozen_metric, step_size) in [(true, 2.5), (false, 1.6)] {
-            let params = MsdParams { step_size, persistence: 1.0 - 1e-12, frozen_metric, ..MsdParams::default() };
+            let params = MsdParams {
+                step_size,
+                persistence: 1.0 - 1e-12,
+                frozen_metric,
+                ..MsdParams::default()
+            };
             let mut rejections = 0;
             for t in 0..200 {
                 let mut state = MsdState::at(&toy, vec![0.4 + 0.01 * t as f64, -0.9]).unwrap();
@@ -651,7 +896,12 @@ mod tests {
                     rejections += 1;
                     assert_eq!(end.position, state.position);
                     for i in 0..2 {
-                        assert!((end.momentum[i] + state.momentum[i]).abs() < 1e-5, "p {:?} after rejecting from {:?}", end.momentum, state.momentum);
+                        assert!(
+                            (end.momentum[i] + state.momentum[i]).abs() < 1e-5,
+                            "p {:?} after rejecting from {:?}",
+                            end.momentum,
+                            state.momentum
+                        );
                     }
                 }
             }
@@ -662,7 +912,10 @@ mod tests {
     #[test]
     fn one_step_is_reversible_and_preserves_volume() {
         let toy = Toy;
-        let params = MsdParams { step_size: 0.4, ..MsdParams::default() };
+        let params = MsdParams {
+            step_size: 0.4,
+            ..MsdParams::default()
+        };
         let state_at = |q: [f64; 2], p: [f64; 2]| {
             let mut s = MsdState::at(&toy, q.to_vec()).unwrap();
             s.momentum = p.to_vec();
@@ -671,19 +924,42 @@ mod tests {
         let (q, p) = ([0.7, -1.3], [0.4, 1.1]);
         let leap = |state: &MsdState| {
             let start = toy.metric_at(&state.position).unwrap();
-            generalized_leapfrog(&toy, state, &start, &toy.log_det_gradient(&start).unwrap(), &params)
+            generalized_leapfrog(
+                &toy,
+                state,
+                &start,
+                &toy.log_det_gradient(&start).unwrap(),
+                &params,
+            )
         };
         let (end, _) = leap(&state_at(q, p)).unwrap();
         let flipped = [-end.state.momentum[0], -end.state.momentum[1]];
-        let (back, _) = leap(&state_at([end.state.position[0], end.state.position[1]], flipped)).unwrap();
+        let (back, _) = leap(&state_at(
+            [end.state.position[0], end.state.position[1]],
+            flipped,
+        ))
+        .unwrap();
         for i in 0..2 {
-            assert!((back.state.position[i] - q[i]).abs() < 1e-9, "θ back: {:?}", back.state.position);
-            assert!((back.state.momentum[i] + p[i]).abs() < 1e-9, "p back: {:?}", back.state.momentum);
+            assert!(
+                (back.state.position[i] - q[i]).abs() < 1e-9,
+                "θ back: {:?}",
+                back.state.position
+            );
+            assert!(
+                (back.state.momentum[i] + p[i]).abs() < 1e-9,
+                "p back: {:?}",
+                back.state.momentum
+            );
         }
         // |det ∂(θ', p')/∂(θ, p)| = 1, by central differences of the map.
         let map = |z: [f64; 4]| {
             let (e, _) = leap(&state_at([z[0], z[1]], [z[2], z[3]])).unwrap();
-            [e.state.position[0], e.state.position[1], e.state.momentum[0], e.state.momentum[1]]
+            [
+                e.state.position[0],
+                e.state.position[1],
+                e.state.momentum[0],
+                e.state.momentum[1],
+            ]
         };
         let z0 = [q[0], q[1], p[0], p[1]];
         let h = 1e-5;
@@ -706,19 +982,36 @@ mod tests {
         // Halving ε divides |ΔH| of one generalized leapfrog step by ≈ 8.
         let toy = Toy;
         let energy_error = |step_size: f64| {
-            let params = MsdParams { step_size, fixed_point_tolerance: 1e-14, ..MsdParams::default() };
+            let params = MsdParams {
+                step_size,
+                fixed_point_tolerance: 1e-14,
+                ..MsdParams::default()
+            };
             let mut state = MsdState::at(&toy, vec![0.9, -1.4]).unwrap();
             state.momentum = vec![0.8, 1.2];
             let start = toy.metric_at(&state.position).unwrap();
             let kinetic = 0.5 * dot(&state.momentum, &solve(&start.metric, &state.momentum));
             let before = hamiltonian(state.potential, &start.metric, kinetic);
-            let (end, _) = generalized_leapfrog(&toy, &state, &start, &toy.log_det_gradient(&start).unwrap(), &params).unwrap();
+            let (end, _) = generalized_leapfrog(
+                &toy,
+                &state,
+                &start,
+                &toy.log_det_gradient(&start).unwrap(),
+                &params,
+            )
+            .unwrap();
             (end.energy - before).abs()
         };
-        let errors: Vec<f64> = [0.05, 0.025, 0.0125].iter().map(|&e| energy_error(e)).collect();
+        let errors: Vec<f64> = [0.05, 0.025, 0.0125]
+            .iter()
+            .map(|&e| energy_error(e))
+            .collect();
         for pair in errors.windows(2) {
             let ratio = pair[0] / pair[1];
-            assert!((6.0..10.0).contains(&ratio), "|ΔH| ratio {ratio} for halving ε ({errors:?}); O(ε³) gives 8");
+            assert!(
+                (6.0..10.0).contains(&ratio),
+                "|ΔH| ratio {ratio} for halving ε ({errors:?}); O(ε³) gives 8"
+            );
         }
     }
 
@@ -726,7 +1019,9 @@ mod tests {
         let mut a = m;
         let mut det = 1.0;
         for c in 0..4 {
-            let pivot = (c..4).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs())).unwrap();
+            let pivot = (c..4)
+                .max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))
+                .unwrap();
             if pivot != c {
                 a.swap(pivot, c);
                 det = -det;
@@ -745,7 +1040,12 @@ mod tests {
     /// Means and second moments of 40,000 transitions (after 1000) with their MCSEs.
     fn moments(frozen_metric: bool) -> Vec<(f64, f64, f64, f64)> {
         let toy = Toy;
-        let params = MsdParams { step_size: 0.5, persistence: 0.8, frozen_metric, ..MsdParams::default() };
+        let params = MsdParams {
+            step_size: 0.5,
+            persistence: 0.8,
+            frozen_metric,
+            ..MsdParams::default()
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         let mut state = MsdState::at(&toy, vec![0.3, -0.5]).unwrap();
         let mut draws = vec![Vec::new(); 2];
@@ -761,14 +1061,22 @@ mod tests {
         }
         // Far out in the tails the metric changes fast and the fixed-point iterations may not
         // contract; those steps are rejected, which must stay rare at this step size.
-        assert!(divergent < 400, "{divergent} of 41,000 steps did not converge");
+        assert!(
+            divergent < 400,
+            "{divergent} of 41,000 steps did not converge"
+        );
         (0..2)
             .map(|i| {
                 let x = &draws[i];
                 let squares: Vec<f64> = x.iter().map(|v| v * v).collect();
                 let mean = x.iter().sum::<f64>() / x.len() as f64;
                 let second = squares.iter().sum::<f64>() / x.len() as f64;
-                (mean, bnn_diagnostics::mcse_mean(&[x]), second, bnn_diagnostics::mcse_mean(&[&squares]))
+                (
+                    mean,
+                    bnn_diagnostics::mcse_mean(&[x]),
+                    second,
+                    bnn_diagnostics::mcse_mean(&[&squares]),
+                )
             })
             .collect()
     }
@@ -779,9 +1087,17 @@ mod tests {
     fn the_frozen_metric_variant_is_biased_and_says_by_how_much() {
         let variances = [1.0, 4.0];
         let frozen = moments(true);
-        let misses: Vec<f64> = (0..2).map(|i| (frozen[i].2 - variances[i]) / frozen[i].3).collect();
-        println!("frozen metric: E[θ²] = {:.3}, {:.3} (target 1, 4): {:.1} and {:.1} MCSE off", frozen[0].2, frozen[1].2, misses[0], misses[1]);
-        assert!(misses.iter().any(|m| m.abs() > 6.0), "the frozen metric is expected to bias this target: {frozen:?}");
+        let misses: Vec<f64> = (0..2)
+            .map(|i| (frozen[i].2 - variances[i]) / frozen[i].3)
+            .collect();
+        println!(
+            "frozen metric: E[θ²] = {:.3}, {:.3} (target 1, 4): {:.1} and {:.1} MCSE off",
+            frozen[0].2, frozen[1].2, misses[0], misses[1]
+        );
+        assert!(
+            misses.iter().any(|m| m.abs() > 6.0),
+            "the frozen metric is expected to bias this target: {frozen:?}"
+        );
     }
 
     /// N(0, diag(1, 4)) within 4 MCSE. Checked by breaking the sampler on purpose: without the
@@ -791,7 +1107,11 @@ mod tests {
         let variances = [1.0, 4.0];
         for (i, &(mean, mean_se, second, second_se)) in moments(false).iter().enumerate() {
             assert!(mean.abs() < 4.0 * mean_se, "E[θ{i}] = {mean} ± {mean_se}");
-            assert!((second - variances[i]).abs() < 4.0 * second_se, "E[θ{i}²] = {second} ± {second_se}, target {}", variances[i]);
+            assert!(
+                (second - variances[i]).abs() < 4.0 * second_se,
+                "E[θ{i}²] = {second} ± {second_se}, target {}",
+                variances[i]
+            );
         }
     }
 }

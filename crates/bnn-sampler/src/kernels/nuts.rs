@@ -59,7 +59,11 @@ impl NutsConfig {
     }
 
     /// Builds the kernel with another integrator (each leaf is one step of it).
-    pub fn init_with<I: Integrator>(&self, dim: usize, integrator: I) -> Result<Nuts<I>, SamplerError> {
+    pub fn init_with<I: Integrator>(
+        &self,
+        dim: usize,
+        integrator: I,
+    ) -> Result<Nuts<I>, SamplerError> {
         self.validate()?;
         Ok(Nuts::new(self, dim, integrator))
     }
@@ -123,7 +127,8 @@ impl<I: Integrator> Nuts<I> {
             self.trajectory = Trajectory::new(dim);
         }
         let metric: &dyn Metric = params.metric;
-        self.start.reset_to(&state.position, &state.gradient, state.log_density);
+        self.start
+            .reset_to(&state.position, &state.gradient, state.log_density);
         let mut rng = rng;
         metric.sample_momentum(&mut self.start, &mut rng);
         self.start.refresh_velocity(metric);
@@ -148,7 +153,12 @@ impl<I: Integrator> Nuts<I> {
     /// The next leaf's integrator step: the point it starts from, its metric and signed step size.
     pub(crate) fn stepper<'a>(&'a mut self, metric: &'a dyn Metric) -> Stepper<'a, I> {
         let (point, step_size) = self.trajectory.frontier();
-        Stepper { integrator: &mut self.integrator, point, metric, step_size }
+        Stepper {
+            integrator: &mut self.integrator,
+            point,
+            metric,
+            step_size,
+        }
     }
 
     /// Takes in the leapfrog step just made from `frontier`; returns `true` once the transition
@@ -219,7 +229,8 @@ impl<I: Integrator> Kernel for Nuts<I> {
         self.begin(rng, &state, params);
         loop {
             let leaf = self.stepper(params.metric);
-            leaf.point.step(leaf.integrator, density, leaf.metric, leaf.step_size);
+            leaf.point
+                .step(leaf.integrator, density, leaf.metric, leaf.step_size);
             if self.finish_leaf(rng) {
                 break;
             }

@@ -36,7 +36,10 @@ impl NutsConfig {
     }
 
     /// Builds the batched kernel with another integrator.
-    pub fn init_batched_with<I: Integrator>(&self, integrator: I) -> Result<BatchedNuts<I>, SamplerError> {
+    pub fn init_batched_with<I: Integrator>(
+        &self,
+        integrator: I,
+    ) -> Result<BatchedNuts<I>, SamplerError> {
         self.validate()?;
         Ok(BatchedNuts {
             config: self.clone(),
@@ -61,7 +64,8 @@ impl<I: Integrator> BatchKernel for BatchedNuts<I> {
             return;
         };
         let (config, integrator) = (&self.config, &self.integrator);
-        self.members.resize_with(chains.len(), || Nuts::new(config, dim, integrator.clone()));
+        self.members
+            .resize_with(chains.len(), || Nuts::new(config, dim, integrator.clone()));
 
         self.active.clear();
         for (c, (chain, member)) in chains.iter_mut().zip(&mut self.members).enumerate() {
@@ -154,7 +158,11 @@ mod tests {
                 .map(|((rng, state), step_size)| BatchChain {
                     rng,
                     state,
-                    params: StepParams { step_size, metric: &metric, trajectory_length: None },
+                    params: StepParams {
+                        step_size,
+                        metric: &metric,
+                        trajectory_length: None,
+                    },
                 })
                 .collect();
             nuts.step_batch(&density, &mut chains, &mut stats);

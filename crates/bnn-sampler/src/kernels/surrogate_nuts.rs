@@ -7,8 +7,10 @@ use burn::config::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
+use crate::dynamics::surrogate::{
+    EvaluationCounts, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode,
+};
 use crate::dynamics::GradientKind;
-use crate::dynamics::surrogate::{EvaluationCounts, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode};
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, Nuts, NutsConfig, StepParams};
 use crate::log_density::LogDensity;
@@ -45,11 +47,18 @@ impl SurrogateNutsConfig {
                 self.surrogate_threshold
             )));
         }
-        Ok(SurrogateMode::Adaptive(MonitorConfig { surrogate_threshold: self.surrogate_threshold, cooldown: self.cooldown }))
+        Ok(SurrogateMode::Adaptive(MonitorConfig {
+            surrogate_threshold: self.surrogate_threshold,
+            cooldown: self.cooldown,
+        }))
     }
 
     /// Builds the kernel for `dim` coordinates around `surrogate`.
-    pub fn init<S: SurrogateGradient + ?Sized>(&self, dim: usize, surrogate: Arc<S>) -> Result<SurrogateNuts<S>, SamplerError> {
+    pub fn init<S: SurrogateGradient + ?Sized>(
+        &self,
+        dim: usize,
+        surrogate: Arc<S>,
+    ) -> Result<SurrogateNuts<S>, SamplerError> {
         if surrogate.dim() != dim {
             return Err(SamplerError::InvalidConfig(format!(
                 "the surrogate has dimension {}, the target {dim}",
@@ -57,7 +66,9 @@ impl SurrogateNutsConfig {
             )));
         }
         let integrator = SurrogateLeapfrog::new(surrogate, self.mode()?);
-        Ok(SurrogateNuts { nuts: self.nuts.init_with(dim, integrator)? })
+        Ok(SurrogateNuts {
+            nuts: self.nuts.init_with(dim, integrator)?,
+        })
     }
 }
 

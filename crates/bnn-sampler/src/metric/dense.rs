@@ -22,7 +22,8 @@ impl DenseMetric {
     /// is read). An error names the first pivot that is not positive: the matrix is not
     /// positive definite (or not finite) there.
     pub fn from_matrix(matrix: &[f64], dim: usize) -> Result<Self, SamplerError> {
-        let cholesky = Cholesky::new(matrix, dim).map_err(|e| SamplerError::InvalidConfig(format!("metric: {e}")))?;
+        let cholesky = Cholesky::new(matrix, dim)
+            .map_err(|e| SamplerError::InvalidConfig(format!("metric: {e}")))?;
         Ok(Self { cholesky })
     }
 
@@ -53,14 +54,22 @@ impl Metric for DenseMetric {
 
     /// One standard normal per coordinate in index order, then `p = L z`.
     fn sample_momentum(&self, point: &mut PhasePoint, rng: &mut dyn RngCore) {
-        let z: Vec<f64> = (0..self.dim()).map(|_| StandardNormal.sample(&mut *rng)).collect();
+        let z: Vec<f64> = (0..self.dim())
+            .map(|_| StandardNormal.sample(&mut *rng))
+            .collect();
         self.factor_times(&z, &mut point.momentum);
     }
 
     /// A constant metric: `½ pᵀG⁻¹p` (its `½ log det G` is a constant and left out).
     fn update_kinetic_energy(&self, point: &mut PhasePoint) {
         self.solve(&point.momentum, &mut point.velocity);
-        point.kinetic_energy = 0.5 * point.momentum.iter().zip(&point.velocity).map(|(p, v)| p * v).sum::<f64>();
+        point.kinetic_energy = 0.5
+            * point
+                .momentum
+                .iter()
+                .zip(&point.velocity)
+                .map(|(p, v)| p * v)
+                .sum::<f64>();
     }
 }
 
@@ -72,11 +81,17 @@ mod tests {
 
     /// A symmetric positive definite 4 × 4 matrix with correlations and unequal scales.
     fn spd() -> Vec<f64> {
-        let b = [[2.0, 0.3, 0.0, 1.0], [0.0, 1.0, -0.5, 0.2], [0.4, 0.0, 0.5, 0.0], [0.0, 0.7, 0.0, 3.0]];
+        let b = [
+            [2.0, 0.3, 0.0, 1.0],
+            [0.0, 1.0, -0.5, 0.2],
+            [0.4, 0.0, 0.5, 0.0],
+            [0.0, 0.7, 0.0, 3.0],
+        ];
         let mut g = vec![0.0; 16];
         for i in 0..4 {
             for j in 0..4 {
-                g[i * 4 + j] = (0..4).map(|k| b[i][k] * b[j][k]).sum::<f64>() + if i == j { 0.1 } else { 0.0 };
+                g[i * 4 + j] =
+                    (0..4).map(|k| b[i][k] * b[j][k]).sum::<f64>() + if i == j { 0.1 } else { 0.0 };
             }
         }
         g
@@ -125,20 +140,35 @@ mod tests {
             for j in 0..4 {
                 let estimate = sums[i * 4 + j] / n as f64;
                 let se = ((g[i * 4 + i] * g[j * 4 + j] + g[i * 4 + j].powi(2)) / n as f64).sqrt();
-                assert!((estimate - g[i * 4 + j]).abs() < 4.0 * se, "Cov[{i}, {j}] = {estimate} vs {} (s.e. {se})", g[i * 4 + j]);
+                assert!(
+                    (estimate - g[i * 4 + j]).abs() < 4.0 * se,
+                    "Cov[{i}, {j}] = {estimate} vs {} (s.e. {se})",
+                    g[i * 4 + j]
+                );
             }
         }
         // Kinetic energy ½ pᵀG⁻¹p of the last draw, against the velocity it wrote.
         metric.update_kinetic_energy(&mut point);
-        let direct: f64 = 0.5 * point.momentum.iter().zip(&point.velocity).map(|(p, v)| p * v).sum::<f64>();
+        let direct: f64 = 0.5
+            * point
+                .momentum
+                .iter()
+                .zip(&point.velocity)
+                .map(|(p, v)| p * v)
+                .sum::<f64>();
         assert!((point.kinetic_energy - direct).abs() < 1e-12 && point.kinetic_energy > 0.0);
     }
 
     #[test]
     fn a_matrix_that_is_not_positive_definite_is_named() {
         let indefinite = [1.0, 2.0, 2.0, 1.0];
-        let err = DenseMetric::from_matrix(&indefinite, 2).unwrap_err().to_string();
-        assert!(err.contains("not positive definite") && err.contains("pivot 1"), "{err}");
+        let err = DenseMetric::from_matrix(&indefinite, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not positive definite") && err.contains("pivot 1"),
+            "{err}"
+        );
         assert!(DenseMetric::from_matrix(&[f64::NAN], 1).is_err());
         assert!(DenseMetric::from_matrix(&[1.0, 0.0, 0.0], 2).is_err());
     }

@@ -4,9 +4,9 @@ use rand::{Rng, RngCore};
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
-use crate::phase_point::PhasePoint;
 use crate::error::SamplerError;
 use crate::metric::Metric;
+use crate::phase_point::PhasePoint;
 use crate::summation::dot;
 
 /// A diagonal Euclidean metric, stored as the inverse mass matrix `M⁻¹ = diag(inverse_diag)`.
@@ -57,7 +57,13 @@ impl DiagonalMassMatrix {
             return None;
         }
         let floor = total / variances.len() as f64 * 1e-8;
-        Self::new(variances.iter().map(|&v| if v > floor { v } else { 1.0 }).collect()).ok()
+        Self::new(
+            variances
+                .iter()
+                .map(|&v| if v > floor { v } else { 1.0 })
+                .collect(),
+        )
+        .ok()
     }
 
     pub fn dim(&self) -> usize {
@@ -101,7 +107,8 @@ impl Metric for DiagonalMassMatrix {
     }
 
     fn update_kinetic_energy(&self, point: &mut PhasePoint) {
-        point.kinetic_energy = self.velocity_and_kinetic_energy(&point.momentum, &mut point.velocity);
+        point.kinetic_energy =
+            self.velocity_and_kinetic_energy(&point.momentum, &mut point.velocity);
     }
 
     fn refresh_momentum(&self, point: &mut PhasePoint, cos: f64, sin: f64, rng: &mut dyn RngCore) {

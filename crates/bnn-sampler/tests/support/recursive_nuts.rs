@@ -10,7 +10,10 @@
 //! uniforms of the subtree in post-order, and one uniform for the progressive sample.
 
 use bnn_sampler::uturn::no_u_turn;
-use bnn_sampler::{DiagonalMassMatrix, DrawStats, Integrator, KernelState, Leapfrog, LogDensity, Metric, PhasePoint};
+use bnn_sampler::{
+    DiagonalMassMatrix, DrawStats, Integrator, KernelState, Leapfrog, LogDensity, Metric,
+    PhasePoint,
+};
 use rand::Rng;
 
 pub struct RecursiveNuts<I = Leapfrog> {
@@ -21,7 +24,11 @@ pub struct RecursiveNuts<I = Leapfrog> {
 
 impl RecursiveNuts {
     pub fn new(max_tree_depth: u32, max_energy_error: f64) -> Self {
-        Self { max_tree_depth, max_energy_error, integrator: Leapfrog }
+        Self {
+            max_tree_depth,
+            max_energy_error,
+            integrator: Leapfrog,
+        }
     }
 }
 
@@ -84,7 +91,12 @@ fn build_tree<I: Integrator, L: LogDensity + ?Sized, R: Rng + ?Sized>(
     direction: f64,
 ) -> Option<Tree> {
     if depth == 0 {
-        z.step(&mut ctx.integrator, ctx.density, ctx.metric, direction * ctx.step_size);
+        z.step(
+            &mut ctx.integrator,
+            ctx.density,
+            ctx.metric,
+            direction * ctx.step_size,
+        );
         ctx.n_leapfrog += 1;
         let energy = z.hamiltonian();
         let energy = if energy.is_finite() {

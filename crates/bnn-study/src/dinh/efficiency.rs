@@ -22,7 +22,11 @@ impl EfficiencyCurve {
         let curves: Vec<Vec<(f64, f64)>> = seeds
             .iter()
             .map(|points| {
-                let mut curve: Vec<(f64, f64)> = points.iter().filter(|(e, a)| e.is_finite() && a.is_finite()).map(|&(e, a)| (a, e * a)).collect();
+                let mut curve: Vec<(f64, f64)> = points
+                    .iter()
+                    .filter(|(e, a)| e.is_finite() && a.is_finite())
+                    .map(|&(e, a)| (a, e * a))
+                    .collect();
                 curve.sort_by(|x, y| x.0.total_cmp(&y.0));
                 curve
             })
@@ -32,7 +36,9 @@ impl EfficiencyCurve {
             .filter_map(|k| {
                 let a = k as f64 * GRID_STEP;
                 let values: Option<Vec<f64>> = curves.iter().map(|c| interpolate(c, a)).collect();
-                values.filter(|v| !v.is_empty()).map(|v| (a, v.iter().sum::<f64>() / v.len() as f64))
+                values
+                    .filter(|v| !v.is_empty())
+                    .map(|v| (a, v.iter().sum::<f64>() / v.len() as f64))
             })
             .collect();
         let optimum = points.iter().copied().max_by(|x, y| x.1.total_cmp(&y.1));
@@ -72,7 +78,11 @@ mod tests {
     #[test]
     fn the_optimum_of_a_known_curve_is_found() {
         // a(ε) = 1 - 100 ε² makes ε a = ε - 100 ε³, maximal at ε = 1/√300 where a = 2/3.
-        let seed: Vec<(f64, f64)> = (1..=40).map(|k| k as f64 * 0.0025).map(|e| (e, 1.0 - 100.0 * e * e)).filter(|(_, a)| *a > 0.0).collect();
+        let seed: Vec<(f64, f64)> = (1..=40)
+            .map(|k| k as f64 * 0.0025)
+            .map(|e| (e, 1.0 - 100.0 * e * e))
+            .filter(|(_, a)| *a > 0.0)
+            .collect();
         let curve = EfficiencyCurve::from_seeds(&[seed.clone(), seed]);
         let (a, _) = curve.optimum.unwrap();
         assert!((a - 2.0 / 3.0).abs() < 0.02, "optimum at {a}");
@@ -83,8 +93,14 @@ mod tests {
         let one = vec![(0.001, 0.9), (0.002, 0.5)];
         let two = vec![(0.001, 0.8), (0.002, 0.4)];
         let curve = EfficiencyCurve::from_seeds(&[one, two]);
-        let (lo, hi) = (curve.points.first().unwrap().0, curve.points.last().unwrap().0);
-        assert!((lo - 0.5).abs() < 1e-9 && (hi - 0.8).abs() < 1e-9, "{lo}..{hi}");
+        let (lo, hi) = (
+            curve.points.first().unwrap().0,
+            curve.points.last().unwrap().0,
+        );
+        assert!(
+            (lo - 0.5).abs() < 1e-9 && (hi - 0.8).abs() < 1e-9,
+            "{lo}..{hi}"
+        );
         // At a = 0.8: seed one interpolates between (0.5, 0.001) and (0.9, 0.0009): 0.000925;
         // seed two is at its point (0.8, 0.0008).
         let v = curve.at(0.8).unwrap();

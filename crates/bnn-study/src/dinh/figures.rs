@@ -24,12 +24,25 @@ fn with_errors(label: String, colour: usize, dashed: bool, cells: Vec<(f64, Mean
 
 /// Figure 1, left: acceptance against L, one line per activation and step size (the second
 /// step size dashed).
-pub fn acceptance_vs_num_steps(activations: &[Activation], num_steps: &[usize], step_sizes: &[f64], mean: &CellMean<'_, usize>) -> LineChart {
+pub fn acceptance_vs_num_steps(
+    activations: &[Activation],
+    num_steps: &[usize],
+    step_sizes: &[f64],
+    mean: &CellMean<'_, usize>,
+) -> LineChart {
     let mut series = Vec::new();
     for &a in activations {
         for (k, &e) in step_sizes.iter().enumerate() {
-            let cells = num_steps.iter().filter_map(|&l| mean(a, l, e).map(|m| (l as f64, m))).collect();
-            series.push(with_errors(format!("{} ε={e}", a.name()), colour(activations, a), k > 0, cells));
+            let cells = num_steps
+                .iter()
+                .filter_map(|&l| mean(a, l, e).map(|m| (l as f64, m)))
+                .collect();
+            series.push(with_errors(
+                format!("{} ε={e}", a.name()),
+                colour(activations, a),
+                k > 0,
+                cells,
+            ));
         }
     }
     LineChart {
@@ -44,12 +57,25 @@ pub fn acceptance_vs_num_steps(activations: &[Activation], num_steps: &[usize], 
 }
 
 /// Figure 1, right: acceptance against ε at the shortest and longest trajectories (dashed).
-pub fn acceptance_vs_step_size(activations: &[Activation], step_sizes: &[f64], num_steps: &[usize], mean: &CellMean<'_, usize>) -> LineChart {
+pub fn acceptance_vs_step_size(
+    activations: &[Activation],
+    step_sizes: &[f64],
+    num_steps: &[usize],
+    mean: &CellMean<'_, usize>,
+) -> LineChart {
     let mut series = Vec::new();
     for &a in activations {
         for (k, &l) in num_steps.iter().enumerate() {
-            let cells = step_sizes.iter().filter_map(|&e| mean(a, l, e).map(|m| (e, m))).collect();
-            series.push(with_errors(format!("{} L={l}", a.name()), colour(activations, a), k > 0, cells));
+            let cells = step_sizes
+                .iter()
+                .filter_map(|&e| mean(a, l, e).map(|m| (e, m)))
+                .collect();
+            series.push(with_errors(
+                format!("{} L={l}", a.name()),
+                colour(activations, a),
+                k > 0,
+                cells,
+            ));
         }
     }
     LineChart {
@@ -89,21 +115,42 @@ pub fn efficiency(curves: &[(Activation, EfficiencyCurve)], travel_time: f64) ->
 
 /// Figure 3: acceptance against the number of parameters, one-hidden-layer networks solid,
 /// deep ones dashed, log x.
-pub fn acceptance_vs_parameters(activations: &[Activation], architectures: &[Vec<usize>], is_deep: &dyn Fn(&Vec<usize>) -> bool, mean: &dyn Fn(Activation, &Vec<usize>) -> Option<MeanSe>) -> LineChart {
+pub fn acceptance_vs_parameters(
+    activations: &[Activation],
+    architectures: &[Vec<usize>],
+    is_deep: &dyn Fn(&Vec<usize>) -> bool,
+    mean: &dyn Fn(Activation, &Vec<usize>) -> Option<MeanSe>,
+) -> LineChart {
     let mut series = Vec::new();
     for &a in activations {
         for deep in [false, true] {
             let mut cells: Vec<(f64, MeanSe)> = architectures
                 .iter()
                 .filter(|h| is_deep(h) == deep)
-                .filter_map(|h| mean(a, h).map(|m| (Network { hidden: h.clone(), activation: a }.parameters() as f64, m)))
+                .filter_map(|h| {
+                    mean(a, h).map(|m| {
+                        (
+                            Network {
+                                hidden: h.clone(),
+                                activation: a,
+                            }
+                            .parameters() as f64,
+                            m,
+                        )
+                    })
+                })
                 .collect();
             if cells.is_empty() {
                 continue;
             }
             cells.sort_by(|x, y| x.0.total_cmp(&y.0));
             let family = if deep { "deep" } else { "one layer" };
-            series.push(with_errors(format!("{} {family}", a.name()), colour(activations, a), deep, cells));
+            series.push(with_errors(
+                format!("{} {family}", a.name()),
+                colour(activations, a),
+                deep,
+                cells,
+            ));
         }
     }
     LineChart {

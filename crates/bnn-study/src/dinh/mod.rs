@@ -19,7 +19,10 @@ mod report;
 
 pub use efficiency::EfficiencyCurve;
 
-use crate::fixed_step_chains::{planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain, Network, Progress, StartPoint};
+use crate::fixed_step_chains::{
+    planned_gradients, run_fixed_step_chains, ChainAcceptance, ChainSettings, FixedStepChain,
+    Network, Progress, StartPoint,
+};
 use anyhow::{bail, Context as _, Result};
 use bnn_model::{Activation, DeviceName, HostData, Likelihood, Prior, PriorSpec};
 use burn::config::Config;
@@ -52,7 +55,9 @@ impl std::str::FromStr for DinhPart {
             "efficiency" | "figure2" => Ok(Self::Efficiency),
             "architectures" | "figure3" => Ok(Self::Architectures),
             "sensitivity" => Ok(Self::Sensitivity),
-            other => Err(format!("unknown part `{other}`; expected table2, efficiency, architectures or sensitivity")),
+            other => Err(format!(
+                "unknown part `{other}`; expected table2, efficiency, architectures or sensitivity"
+            )),
         }
     }
 }
@@ -88,7 +93,9 @@ impl std::str::FromStr for Precision {
 /// The study's settings; the defaults are the paper's where it gives them.
 #[derive(Config, Debug)]
 pub struct DinhConfig {
-    #[config(default = "vec![DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures, DinhPart::Sensitivity]")]
+    #[config(
+        default = "vec![DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures, DinhPart::Sensitivity]"
+    )]
     pub parts: Vec<DinhPart>,
     #[config(default = "vec![Activation::Sigmoid, Activation::Relu, Activation::LeakyRelu]")]
     pub activations: Vec<Activation>,
@@ -132,7 +139,9 @@ pub struct DinhConfig {
     #[config(default = "vec![0.0005, 0.0010, 0.0015, 0.0020, 0.0025, 0.0030, 0.0035, 0.0040]")]
     pub efficiency_step_sizes: Vec<f64>,
     /// Figure 3's networks (hidden widths).
-    #[config(default = "vec![vec![10], vec![50], vec![100], vec![200], vec![400], vec![20], vec![20, 20], vec![20, 20, 20], vec![20, 20, 20, 20]]")]
+    #[config(
+        default = "vec![vec![10], vec![50], vec![100], vec![200], vec![400], vec![20], vec![20, 20], vec![20, 20, 20], vec![20, 20, 20, 20]]"
+    )]
     pub architectures: Vec<Vec<usize>>,
     /// Figure 3's trajectory.
     #[config(default = 200)]
@@ -165,38 +174,64 @@ impl DinhConfig {
         if self.parts.is_empty() || self.activations.is_empty() {
             bail!("the study needs at least one part and one activation");
         }
-        if self.parts.contains(&DinhPart::Table2) && (self.num_steps.is_empty() || self.step_sizes.is_empty()) {
+        if self.parts.contains(&DinhPart::Table2)
+            && (self.num_steps.is_empty() || self.step_sizes.is_empty())
+        {
             bail!("Table 2 needs at least one number of steps and one step size");
         }
         if self.num_steps.contains(&0) || self.architecture_num_steps == 0 {
             bail!("numbers of leapfrog steps must be at least 1");
         }
         let positive = |v: f64| v > 0.0 && v.is_finite();
-        for &e in self.step_sizes.iter().chain(&self.efficiency_step_sizes).chain([&self.architecture_step_size]) {
+        for &e in self
+            .step_sizes
+            .iter()
+            .chain(&self.efficiency_step_sizes)
+            .chain([&self.architecture_step_size])
+        {
             if !positive(e) {
                 bail!("step sizes must be positive and finite, got {e}");
             }
         }
-        if self.parts.contains(&DinhPart::Efficiency) && (self.efficiency_step_sizes.is_empty() || !positive(self.travel_time)) {
+        if self.parts.contains(&DinhPart::Efficiency)
+            && (self.efficiency_step_sizes.is_empty() || !positive(self.travel_time))
+        {
             bail!("Figure 2a needs step sizes and a positive travel time");
         }
-        if self.parts.contains(&DinhPart::Architectures) && (self.architectures.is_empty() || self.architectures.iter().any(|a| a.is_empty() || a.contains(&0))) {
+        if self.parts.contains(&DinhPart::Architectures)
+            && (self.architectures.is_empty()
+                || self
+                    .architectures
+                    .iter()
+                    .any(|a| a.is_empty() || a.contains(&0)))
+        {
             bail!("Figure 3 needs networks with at least one hidden layer of positive width");
         }
-        if self.parts.contains(&DinhPart::Sensitivity) && (self.sensitivity_cells.is_empty() || self.sensitivity_cells.iter().any(|&(l, e)| l == 0 || !positive(e)) || !positive(self.alternative_sigma)) {
+        if self.parts.contains(&DinhPart::Sensitivity)
+            && (self.sensitivity_cells.is_empty()
+                || self
+                    .sensitivity_cells
+                    .iter()
+                    .any(|&(l, e)| l == 0 || !positive(e))
+                || !positive(self.alternative_sigma))
+        {
             bail!("the sensitivity part needs cells with positive L and ε and a positive alternative σ");
         }
         if self.seeds == 0 || self.draws == 0 || self.rows == 0 || self.hidden == 0 {
             bail!("seeds, draws, rows and hidden width must be at least 1");
         }
-        if !positive(self.likelihood_sigma) || !(self.noise_sd >= 0.0 && self.noise_sd.is_finite()) {
+        if !positive(self.likelihood_sigma) || !(self.noise_sd >= 0.0 && self.noise_sd.is_finite())
+        {
             bail!("the likelihood σ must be positive and the data noise non-negative");
         }
         if self.workers == Some(0) {
             bail!("workers must be at least 1");
         }
         fn repeats<T: PartialEq>(values: &[T]) -> bool {
-            values.iter().enumerate().any(|(i, v)| values[..i].contains(v))
+            values
+                .iter()
+                .enumerate()
+                .any(|(i, v)| values[..i].contains(v))
         }
         if repeats(&self.activations)
             || repeats(&self.num_steps)
@@ -216,15 +251,22 @@ impl DinhConfig {
     }
 
     fn network(&self, activation: Activation) -> Network {
-        Network { hidden: vec![self.hidden], activation }
+        Network {
+            hidden: vec![self.hidden],
+            activation,
+        }
     }
 
     fn chain_settings(&self) -> Result<ChainSettings> {
         let data = bnn_data::cos2x(self.rows, self.noise_sd, self.data_seed)?;
-        let workers = self.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let workers = self
+            .workers
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(ChainSettings {
             data: HostData::new(data.x.data, self.rows, 1, data.y.data, 1),
-            likelihood: Likelihood::GaussianFixed { sigma: self.likelihood_sigma },
+            likelihood: Likelihood::GaussianFixed {
+                sigma: self.likelihood_sigma,
+            },
             prior: PriorSpec::uniform(Prior::Normal { scale: 1.0 }),
             device: self.device.device().map_err(anyhow::Error::msg)?,
             dtype: self.precision.dtype(),
@@ -266,20 +308,44 @@ pub struct DinhReport {
 
 /// Runs the configured parts and writes their CSVs, markdown tables and SVG figures into
 /// `out_dir`, which must be new or empty (nothing there is overwritten).
-pub fn run_dinh(config: &DinhConfig, out_dir: &Path, progress: &dyn Progress, stop: &AtomicBool) -> Result<DinhReport> {
+pub fn run_dinh(
+    config: &DinhConfig,
+    out_dir: &Path,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<DinhReport> {
     config.validate()?;
-    if out_dir.exists() && std::fs::read_dir(out_dir).with_context(|| format!("reading {}", out_dir.display()))?.next().is_some() {
-        bail!("{} is not empty; choose a new output folder (a study never overwrites results)", out_dir.display());
+    if out_dir.exists()
+        && std::fs::read_dir(out_dir)
+            .with_context(|| format!("reading {}", out_dir.display()))?
+            .next()
+            .is_some()
+    {
+        bail!(
+            "{} is not empty; choose a new output folder (a study never overwrites results)",
+            out_dir.display()
+        );
     }
     std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let settings = config.chain_settings()?;
     let mut writer = report::ReportWriter::new(config, out_dir, &settings);
-    let planned: Vec<DinhPart> = [DinhPart::Table2, DinhPart::Efficiency, DinhPart::Architectures, DinhPart::Sensitivity].into_iter().filter(|p| config.parts.contains(p)).collect();
+    let planned: Vec<DinhPart> = [
+        DinhPart::Table2,
+        DinhPart::Efficiency,
+        DinhPart::Architectures,
+        DinhPart::Sensitivity,
+    ]
+    .into_iter()
+    .filter(|p| config.parts.contains(p))
+    .collect();
     for (done, &part) in planned.iter().enumerate() {
         let chains = part_chains(config, part);
         let variants = match part {
             DinhPart::Sensitivity => sensitivity_variants(config)?,
-            _ => vec![Variant { name: "as configured".into(), settings: settings.clone() }],
+            _ => vec![Variant {
+                name: "as configured".into(),
+                settings: settings.clone(),
+            }],
         };
         let name = match part {
             DinhPart::Table2 => "Table 2 (L × ε grid, 1-50-1)",
@@ -287,21 +353,43 @@ pub fn run_dinh(config: &DinhConfig, out_dir: &Path, progress: &dyn Progress, st
             DinhPart::Architectures => "Figure 3 (wider and deeper networks)",
             DinhPart::Sensitivity => "sensitivity (float type, σ, start)",
         };
-        progress.stage(name, variants.iter().map(|v| planned_gradients(&chains, &v.settings)).sum());
+        progress.stage(
+            name,
+            variants
+                .iter()
+                .map(|v| planned_gradients(&chains, &v.settings))
+                .sum(),
+        );
         let start = Instant::now();
         let mut runs = Vec::with_capacity(variants.len());
         for variant in &variants {
             // A stop keeps every finished part's files and says in study.json what is missing.
             let results = match run_fixed_step_chains(&chains, &variant.settings, progress, stop) {
-                Err(_) if stop.load(std::sync::atomic::Ordering::Relaxed) => return writer.finish_interrupted(&planned[..done], &planned[done..]),
+                Err(_) if stop.load(std::sync::atomic::Ordering::Relaxed) => {
+                    return writer.finish_interrupted(&planned[..done], &planned[done..])
+                }
                 other => other?,
             };
-            let records: Vec<ChainRecord> = chains.iter().cloned().zip(results).map(|(chain, result)| ChainRecord { chain, result }).collect();
+            let records: Vec<ChainRecord> = chains
+                .iter()
+                .cloned()
+                .zip(results)
+                .map(|(chain, result)| ChainRecord { chain, result })
+                .collect();
             runs.push((variant.name.clone(), records));
         }
         let seconds = start.elapsed().as_secs_f64();
-        let gradients: u64 = runs.iter().flat_map(|(_, r)| r.iter().map(|c| c.result.gradients)).sum();
-        let timing = PartTiming { part, chains: chains.len() * variants.len(), seconds, gradients, gradients_per_second: gradients as f64 / seconds.max(1e-9) };
+        let gradients: u64 = runs
+            .iter()
+            .flat_map(|(_, r)| r.iter().map(|c| c.result.gradients))
+            .sum();
+        let timing = PartTiming {
+            part,
+            chains: chains.len() * variants.len(),
+            seconds,
+            gradients,
+            gradients_per_second: gradients as f64 / seconds.max(1e-9),
+        };
         match part {
             DinhPart::Sensitivity => writer.write_sensitivity(&runs, timing)?,
             _ => writer.write_part(part, &runs[0].1, timing)?,
@@ -329,10 +417,36 @@ fn sensitivity_variants(config: &DinhConfig) -> Result<Vec<Variant>> {
     };
     let named = |name: String, settings: ChainSettings| Variant { name, settings };
     Ok(vec![
-        named(format!("as configured ({:?}, σ = {}, start {:?})", config.precision, config.likelihood_sigma, config.start), base.clone()),
-        named(format!("{other_precision:?}"), ChainSettings { dtype: other_precision.dtype(), ..base.clone() }),
-        named(format!("σ = {:.4}", config.alternative_sigma), ChainSettings { likelihood: Likelihood::GaussianFixed { sigma: config.alternative_sigma }, ..base.clone() }),
-        named(format!("start {other_start:?}"), ChainSettings { start: other_start, ..base }),
+        named(
+            format!(
+                "as configured ({:?}, σ = {}, start {:?})",
+                config.precision, config.likelihood_sigma, config.start
+            ),
+            base.clone(),
+        ),
+        named(
+            format!("{other_precision:?}"),
+            ChainSettings {
+                dtype: other_precision.dtype(),
+                ..base.clone()
+            },
+        ),
+        named(
+            format!("σ = {:.4}", config.alternative_sigma),
+            ChainSettings {
+                likelihood: Likelihood::GaussianFixed {
+                    sigma: config.alternative_sigma,
+                },
+                ..base.clone()
+            },
+        ),
+        named(
+            format!("start {other_start:?}"),
+            ChainSettings {
+                start: other_start,
+                ..base
+            },
+        ),
     ])
 }
 
@@ -341,7 +455,12 @@ fn part_chains(config: &DinhConfig, part: DinhPart) -> Vec<FixedStepChain> {
     let mut chains = Vec::new();
     let mut push = |network: Network, num_steps: usize, step_size: f64| {
         for replicate in 0..config.seeds {
-            chains.push(FixedStepChain { network: network.clone(), num_steps, step_size, replicate });
+            chains.push(FixedStepChain {
+                network: network.clone(),
+                num_steps,
+                step_size,
+                replicate,
+            });
         }
     };
     for &activation in &config.activations {
@@ -355,12 +474,23 @@ fn part_chains(config: &DinhConfig, part: DinhPart) -> Vec<FixedStepChain> {
             }
             DinhPart::Efficiency => {
                 for &step_size in &config.efficiency_step_sizes {
-                    push(config.network(activation), config.efficiency_num_steps(step_size), step_size);
+                    push(
+                        config.network(activation),
+                        config.efficiency_num_steps(step_size),
+                        step_size,
+                    );
                 }
             }
             DinhPart::Architectures => {
                 for hidden in &config.architectures {
-                    push(Network { hidden: hidden.clone(), activation }, config.architecture_num_steps, config.architecture_step_size);
+                    push(
+                        Network {
+                            hidden: hidden.clone(),
+                            activation,
+                        },
+                        config.architecture_num_steps,
+                        config.architecture_step_size,
+                    );
                 }
             }
             DinhPart::Sensitivity => {

@@ -11,7 +11,11 @@ use bnn_model::Activation;
 pub const TABLE2_CSV: &str = include_str!("../../reference/dinh2024_table2.csv");
 
 /// Empirical optimal acceptance rates of Figure 2a (T = 0.1), §4 of the paper.
-pub const OPTIMAL_ACCEPTANCE: [(Activation, f64); 3] = [(Activation::Sigmoid, 0.755), (Activation::Relu, 0.6525), (Activation::LeakyRelu, 0.724)];
+pub const OPTIMAL_ACCEPTANCE: [(Activation, f64); 3] = [
+    (Activation::Sigmoid, 0.755),
+    (Activation::Relu, 0.6525),
+    (Activation::LeakyRelu, 0.724),
+];
 
 /// One cell of Table 2.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,7 +30,15 @@ pub struct ReferenceCell {
 pub fn parse_table2(text: &str) -> Result<Vec<ReferenceCell>> {
     let mut reader = csv::Reader::from_reader(text.as_bytes());
     let header: Vec<String> = reader.headers()?.iter().map(str::to_string).collect();
-    if header != ["activation", "num_steps", "step_size", "acceptance_mean", "acceptance_se"] {
+    if header
+        != [
+            "activation",
+            "num_steps",
+            "step_size",
+            "acceptance_mean",
+            "acceptance_se",
+        ]
+    {
         bail!("unexpected Table 2 header {header:?}");
     }
     reader
@@ -35,13 +47,23 @@ pub fn parse_table2(text: &str) -> Result<Vec<ReferenceCell>> {
         .map(|(i, record)| {
             let record = record?;
             let line = i + 2;
-            let number = |k: usize| -> Result<f64> { record[k].trim().parse::<f64>().with_context(|| format!("Table 2 line {line}: `{}` is not a number", &record[k])) };
-            let activation: Activation = record[0].parse().map_err(|e| anyhow::anyhow!("Table 2 line {line}: {e}"))?;
+            let number = |k: usize| -> Result<f64> {
+                record[k].trim().parse::<f64>().with_context(|| {
+                    format!("Table 2 line {line}: `{}` is not a number", &record[k])
+                })
+            };
+            let activation: Activation = record[0]
+                .parse()
+                .map_err(|e| anyhow::anyhow!("Table 2 line {line}: {e}"))?;
             Ok(ReferenceCell {
                 activation,
                 num_steps: number(1)? as usize,
                 step_size: number(2)?,
-                acceptance: MeanSe { mean: number(3)?, se: number(4)?, n: 5 },
+                acceptance: MeanSe {
+                    mean: number(3)?,
+                    se: number(4)?,
+                    n: 5,
+                },
             })
         })
         .collect()
@@ -53,13 +75,25 @@ pub fn table2() -> Vec<ReferenceCell> {
 }
 
 /// The paper's cell for `(activation, L, ε)`, if Table 2 has it.
-pub fn table2_cell(cells: &[ReferenceCell], activation: Activation, num_steps: usize, step_size: f64) -> Option<ReferenceCell> {
-    cells.iter().copied().find(|c| c.activation == activation && c.num_steps == num_steps && (c.step_size - step_size).abs() < 1e-12)
+pub fn table2_cell(
+    cells: &[ReferenceCell],
+    activation: Activation,
+    num_steps: usize,
+    step_size: f64,
+) -> Option<ReferenceCell> {
+    cells.iter().copied().find(|c| {
+        c.activation == activation
+            && c.num_steps == num_steps
+            && (c.step_size - step_size).abs() < 1e-12
+    })
 }
 
 /// The paper's empirical optimal acceptance for Figure 2a.
 pub fn optimal_acceptance(activation: Activation) -> Option<f64> {
-    OPTIMAL_ACCEPTANCE.iter().find(|(a, _)| *a == activation).map(|(_, v)| *v)
+    OPTIMAL_ACCEPTANCE
+        .iter()
+        .find(|(a, _)| *a == activation)
+        .map(|(_, v)| *v)
 }
 
 #[cfg(test)]

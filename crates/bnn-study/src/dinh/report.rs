@@ -29,7 +29,11 @@ pub(super) struct ReportWriter<'a> {
 }
 
 /// Replicate values of one cell, keyed by what defines it.
-fn group<K: Ord + Clone>(records: &[ChainRecord], key: impl Fn(&ChainRecord) -> K, value: impl Fn(&ChainRecord) -> f64) -> BTreeMap<K, Vec<f64>> {
+fn group<K: Ord + Clone>(
+    records: &[ChainRecord],
+    key: impl Fn(&ChainRecord) -> K,
+    value: impl Fn(&ChainRecord) -> f64,
+) -> BTreeMap<K, Vec<f64>> {
     let mut groups: BTreeMap<K, Vec<f64>> = BTreeMap::new();
     for r in records {
         groups.entry(key(r)).or_default().push(value(r));
@@ -44,7 +48,15 @@ fn bits(x: f64) -> u64 {
 
 impl<'a> ReportWriter<'a> {
     pub fn new(config: &'a DinhConfig, out: &'a Path, settings: &ChainSettings) -> Self {
-        Self { config, out, cpu: describe_cpu(), workers: settings.workers, timings: Vec::new(), files: Vec::new(), deviations: None }
+        Self {
+            config,
+            out,
+            cpu: describe_cpu(),
+            workers: settings.workers,
+            timings: Vec::new(),
+            files: Vec::new(),
+            deviations: None,
+        }
     }
 
     fn write(&mut self, name: &str, text: &str) -> Result<()> {
@@ -70,22 +82,38 @@ impl<'a> ReportWriter<'a> {
         line
     }
 
-    pub fn write_part(&mut self, part: DinhPart, records: &[ChainRecord], timing: PartTiming) -> Result<()> {
+    pub fn write_part(
+        &mut self,
+        part: DinhPart,
+        records: &[ChainRecord],
+        timing: PartTiming,
+    ) -> Result<()> {
         let timing_line = self.timing_line(timing);
         match part {
             DinhPart::Table2 => self.table2(records, &timing_line),
             DinhPart::Efficiency => self.efficiency(records, &timing_line),
             DinhPart::Architectures => self.architectures(records, &timing_line),
-            DinhPart::Sensitivity => self.sensitivity(&[("as configured".into(), records.to_vec())], &timing_line),
+            DinhPart::Sensitivity => {
+                self.sensitivity(&[("as configured".into(), records.to_vec())], &timing_line)
+            }
         }
     }
 
-    pub fn write_sensitivity(&mut self, runs: &[(String, Vec<ChainRecord>)], timing: PartTiming) -> Result<()> {
+    pub fn write_sensitivity(
+        &mut self,
+        runs: &[(String, Vec<ChainRecord>)],
+        timing: PartTiming,
+    ) -> Result<()> {
         let timing_line = self.timing_line(timing);
         self.sensitivity(runs, &timing_line)
     }
 
-    fn chain_csv(&mut self, name: &str, records: &[ChainRecord], extra: &[(&str, &dyn Fn(&ChainRecord) -> String)]) -> Result<()> {
+    fn chain_csv(
+        &mut self,
+        name: &str,
+        records: &[ChainRecord],
+        extra: &[(&str, &dyn Fn(&ChainRecord) -> String)],
+    ) -> Result<()> {
         let text = chain_rows(records, extra);
         self.write(name, &text)
     }
@@ -103,8 +131,21 @@ impl<'a> ReportWriter<'a> {
             }
         }
         self.write("sensitivity.csv", &csv)?;
-        let cell_means = |records: &[ChainRecord]| group(records, |r| (r.chain.network.activation.name(), r.chain.num_steps, bits(r.chain.step_size)), |r| r.result.acceptance);
-        let tables: Vec<BTreeMap<(&str, usize, u64), Vec<f64>>> = runs.iter().map(|(_, r)| cell_means(r)).collect();
+        let cell_means = |records: &[ChainRecord]| {
+            group(
+                records,
+                |r| {
+                    (
+                        r.chain.network.activation.name(),
+                        r.chain.num_steps,
+                        bits(r.chain.step_size),
+                    )
+                },
+                |r| r.result.acceptance,
+            )
+        };
+        let tables: Vec<BTreeMap<(&str, usize, u64), Vec<f64>>> =
+            runs.iter().map(|(_, r)| cell_means(r)).collect();
         let mut md = String::from("# Dinh et al. Table 2: how much the choices the paper leaves open move a few cells
 
 Each column changes one choice of the first; a change is marked ⚠ where it moves the cell by more than 3 combined s.e.\n\n| activation | L | ε | paper |");
@@ -118,7 +159,8 @@ Each column changes one choice of the first; a change is marked ⚠ where it mov
         for &activation in &self.config.activations {
             for &(l, e) in &self.config.sensitivity_cells {
                 let key = (activation.name(), l, bits(e));
-                let theirs = reference::table2_cell(&paper, activation, l, e).map_or("—".to_string(), |c| c.acceptance.display());
+                let theirs = reference::table2_cell(&paper, activation, l, e)
+                    .map_or("—".to_string(), |c| c.acceptance.display());
                 let _ = write!(md, "| {} | {l} | {e} | {theirs} |", activation.name());
                 let base = tables[0].get(&key).map(|v| MeanSe::of(v));
                 for (k, table) in tables.iter().enumerate() {
@@ -130,7 +172,11 @@ Each column changes one choice of the first; a change is marked ⚠ where it mov
                     let shift = match base {
                         Some(b) if k > 0 => {
                             let z = m.z_distance(&b);
-                            format!(" (Δ {:+.3}{})", m.mean - b.mean, if z > MARK_Z { " ⚠" } else { "" })
+                            format!(
+                                " (Δ {:+.3}{})",
+                                m.mean - b.mean,
+                                if z > MARK_Z { " ⚠" } else { "" }
+                            )
                         }
                         _ => String::new(),
                     };
@@ -148,11 +194,17 @@ Each column changes one choice of the first; a change is marked ⚠ where it mov
 /// Combined standard errors between our cell and the paper's, the paper's s.e. floored at half
 /// its last printed digit (a printed `0.000 ± 0.000` is not an exact zero).
 fn distance_from_paper(ours: &MeanSe, paper: &MeanSe) -> f64 {
-    ours.z_distance(&MeanSe { se: paper.se.max(PAPER_ROUNDING), ..*paper })
+    ours.z_distance(&MeanSe {
+        se: paper.se.max(PAPER_ROUNDING),
+        ..*paper
+    })
 }
 
 /// One CSV row per chain (with a header), `extra` columns last.
-fn chain_rows(records: &[ChainRecord], extra: &[(&str, &dyn Fn(&ChainRecord) -> String)]) -> String {
+fn chain_rows(
+    records: &[ChainRecord],
+    extra: &[(&str, &dyn Fn(&ChainRecord) -> String)],
+) -> String {
     let mut text = String::from("activation,hidden,parameters,num_steps,step_size,seed,acceptance,accepted_fraction,divergent_fraction,gradients");
     for (column, _) in extra {
         let _ = write!(text, ",{column}");
@@ -218,7 +270,17 @@ impl ReportWriter<'_> {
 
     fn table2(&mut self, records: &[ChainRecord], timing: &str) -> Result<()> {
         self.chain_csv("table2.csv", records, &[])?;
-        let cells = group(records, |r| (r.chain.network.activation.name(), r.chain.num_steps, bits(r.chain.step_size)), |r| r.result.acceptance);
+        let cells = group(
+            records,
+            |r| {
+                (
+                    r.chain.network.activation.name(),
+                    r.chain.num_steps,
+                    bits(r.chain.step_size),
+                )
+            },
+            |r| r.result.acceptance,
+        );
         let paper = reference::table2();
         let mut md = String::from("# Dinh et al. Table 2: acceptance rate of fixed-step HMC on cos(2x) data, 1-50-1 networks\n\n");
         let _ = writeln!(md, "Each cell: **ours** (mean ± s.e. over seeds) / paper's. ⚠ marks a cell more than {MARK_Z} combined standard errors from the paper's (the paper's s.e. taken as at least {PAPER_ROUNDING}, half its last printed digit).\n");
@@ -242,17 +304,29 @@ impl ReportWriter<'_> {
                     };
                     let ours = MeanSe::of(values);
                     match reference::table2_cell(&paper, activation, l, e) {
-                        Some(ReferenceCell { acceptance: theirs, .. }) => {
+                        Some(ReferenceCell {
+                            acceptance: theirs, ..
+                        }) => {
                             compared += 1;
                             let z = distance_from_paper(&ours, &theirs);
                             let mark = if z > MARK_Z {
                                 marked += 1;
-                                deviating.push(format!("{} L={l} ε={e}: ours {} vs paper {} ({z:.1} s.e.)", activation.name(), ours.display(), theirs.display()));
+                                deviating.push(format!(
+                                    "{} L={l} ε={e}: ours {} vs paper {} ({z:.1} s.e.)",
+                                    activation.name(),
+                                    ours.display(),
+                                    theirs.display()
+                                ));
                                 " ⚠"
                             } else {
                                 ""
                             };
-                            let _ = write!(row, " **{}** / {}{mark} |", ours.display(), theirs.display());
+                            let _ = write!(
+                                row,
+                                " **{}** / {}{mark} |",
+                                ours.display(),
+                                theirs.display()
+                            );
                         }
                         None => {
                             let _ = write!(row, " **{}** / — |", ours.display());
@@ -280,22 +354,67 @@ impl ReportWriter<'_> {
 
         // Figure 1: acceptance against L at two step sizes, and against ε at the shortest and
         // longest trajectories.
-        let by_l: Vec<f64> = self.config.step_sizes.iter().copied().filter(|e| [0.001, 0.0015].iter().any(|t| (e - t).abs() < 1e-12)).collect();
-        let by_l = if by_l.is_empty() { self.config.step_sizes.iter().copied().take(2).collect() } else { by_l };
-        let lengths = [self.config.num_steps.iter().min().copied(), self.config.num_steps.iter().max().copied()];
-        let mean = |a: Activation, l: usize, e: f64| cells.get(&(a.name(), l, bits(e))).map(|v| MeanSe::of(v));
-        self.svg("figure1_acceptance_vs_num_steps.svg", figures::acceptance_vs_num_steps(&self.config.activations, &self.config.num_steps, &by_l, &mean))?;
+        let by_l: Vec<f64> = self
+            .config
+            .step_sizes
+            .iter()
+            .copied()
+            .filter(|e| [0.001, 0.0015].iter().any(|t| (e - t).abs() < 1e-12))
+            .collect();
+        let by_l = if by_l.is_empty() {
+            self.config.step_sizes.iter().copied().take(2).collect()
+        } else {
+            by_l
+        };
+        let lengths = [
+            self.config.num_steps.iter().min().copied(),
+            self.config.num_steps.iter().max().copied(),
+        ];
+        let mean = |a: Activation, l: usize, e: f64| {
+            cells.get(&(a.name(), l, bits(e))).map(|v| MeanSe::of(v))
+        };
+        self.svg(
+            "figure1_acceptance_vs_num_steps.svg",
+            figures::acceptance_vs_num_steps(
+                &self.config.activations,
+                &self.config.num_steps,
+                &by_l,
+                &mean,
+            ),
+        )?;
         let mut lengths: Vec<usize> = lengths.into_iter().flatten().collect();
         lengths.dedup();
-        self.svg("figure1_acceptance_vs_step_size.svg", figures::acceptance_vs_step_size(&self.config.activations, &self.config.step_sizes, &lengths, &mean))
+        self.svg(
+            "figure1_acceptance_vs_step_size.svg",
+            figures::acceptance_vs_step_size(
+                &self.config.activations,
+                &self.config.step_sizes,
+                &lengths,
+                &mean,
+            ),
+        )
     }
 
     fn efficiency(&mut self, records: &[ChainRecord], timing: &str) -> Result<()> {
-        self.chain_csv("figure2a.csv", records, &[("efficiency", &|r: &ChainRecord| (r.chain.step_size * r.result.acceptance).to_string())])?;
+        self.chain_csv(
+            "figure2a.csv",
+            records,
+            &[("efficiency", &|r: &ChainRecord| {
+                (r.chain.step_size * r.result.acceptance).to_string()
+            })],
+        )?;
         let mut curves: Vec<(Activation, EfficiencyCurve)> = Vec::new();
         for &activation in &self.config.activations {
             let seeds: Vec<Vec<(f64, f64)>> = (0..self.config.seeds)
-                .map(|s| records.iter().filter(|r| r.chain.network.activation == activation && r.chain.replicate == s).map(|r| (r.chain.step_size, r.result.acceptance)).collect())
+                .map(|s| {
+                    records
+                        .iter()
+                        .filter(|r| {
+                            r.chain.network.activation == activation && r.chain.replicate == s
+                        })
+                        .map(|r| (r.chain.step_size, r.result.acceptance))
+                        .collect()
+                })
                 .collect();
             curves.push((activation, EfficiencyCurve::from_seeds(&seeds)));
         }
@@ -305,28 +424,56 @@ impl ReportWriter<'_> {
              | activation | optimal acceptance (ours) | paper | efficiency at a = 0.75 (ours) | relative to sigmoid |\n|---|---|---|---|---|\n",
             self.config.travel_time, self.config.efficiency_step_sizes
         );
-        let sigmoid_at = curves.iter().find(|(a, _)| *a == Activation::Sigmoid).and_then(|(_, c)| c.at(0.75));
+        let sigmoid_at = curves
+            .iter()
+            .find(|(a, _)| *a == Activation::Sigmoid)
+            .and_then(|(_, c)| c.at(0.75));
         for (activation, curve) in &curves {
-            let optimum = curve.optimum.map_or("—".to_string(), |(a, _)| format!("{a:.3}"));
-            let paper = reference::optimal_acceptance(*activation).map_or("—".to_string(), |v| format!("{v}"));
+            let optimum = curve
+                .optimum
+                .map_or("—".to_string(), |(a, _)| format!("{a:.3}"));
+            let paper = reference::optimal_acceptance(*activation)
+                .map_or("—".to_string(), |v| format!("{v}"));
             let at = curve.at(0.75);
             let ratio = match (sigmoid_at, at) {
                 (Some(s), Some(v)) if v > 0.0 => format!("sigmoid {:.1}× as efficient", s / v),
                 _ => "— (curve does not reach 0.75)".to_string(),
             };
             let at = at.map_or("—".to_string(), |v| format!("{v:.2e}"));
-            let _ = writeln!(md, "| {} | {optimum} | {paper} | {at} | {ratio} |", activation.name());
+            let _ = writeln!(
+                md,
+                "| {} | {optimum} | {paper} | {at} | {ratio} |",
+                activation.name()
+            );
         }
         let _ = writeln!(md, "\nThe paper: sigmoid more than 4× as efficient as ReLU at ~0.75 (§4).\n\n## Time\n\n{timing}\n");
         md.push_str(&self.settings_section());
         self.write("figure2a.md", &md)?;
-        self.svg("figure2a_efficiency.svg", figures::efficiency(&curves, self.config.travel_time))
+        self.svg(
+            "figure2a_efficiency.svg",
+            figures::efficiency(&curves, self.config.travel_time),
+        )
     }
 
     fn architectures(&mut self, records: &[ChainRecord], timing: &str) -> Result<()> {
         self.chain_csv("figure3.csv", records, &[])?;
-        let cells = group(records, |r| (r.chain.network.activation.name(), r.chain.network.hidden.clone()), |r| r.result.acceptance);
-        let deep_width: Vec<usize> = self.config.architectures.iter().filter(|h| h.len() > 1).map(|h| h[0]).collect();
+        let cells = group(
+            records,
+            |r| {
+                (
+                    r.chain.network.activation.name(),
+                    r.chain.network.hidden.clone(),
+                )
+            },
+            |r| r.result.acceptance,
+        );
+        let deep_width: Vec<usize> = self
+            .config
+            .architectures
+            .iter()
+            .filter(|h| h.len() > 1)
+            .map(|h| h[0])
+            .collect();
         let is_deep = |h: &Vec<usize>| h.len() > 1 || deep_width.contains(&h[0]);
         let mut md = format!(
             "# Dinh et al. Figure 3: acceptance against the number of parameters (L = {}, ε = {})\n\n| network | parameters | family |",
@@ -339,10 +486,25 @@ impl ReportWriter<'_> {
         md.push_str(&"---|".repeat(self.config.activations.len()));
         md.push('\n');
         for hidden in &self.config.architectures {
-            let network = crate::Network { hidden: hidden.clone(), activation: Activation::Relu };
-            let _ = write!(md, "| {} | {} | {} |", network.shape(), network.parameters(), if is_deep(hidden) { "deep (20 per layer)" } else { "one hidden layer" });
+            let network = crate::Network {
+                hidden: hidden.clone(),
+                activation: Activation::Relu,
+            };
+            let _ = write!(
+                md,
+                "| {} | {} | {} |",
+                network.shape(),
+                network.parameters(),
+                if is_deep(hidden) {
+                    "deep (20 per layer)"
+                } else {
+                    "one hidden layer"
+                }
+            );
             for &a in &self.config.activations {
-                let cell = cells.get(&(a.name(), hidden.clone())).map_or("—".into(), |v| MeanSe::of(v).display());
+                let cell = cells
+                    .get(&(a.name(), hidden.clone()))
+                    .map_or("—".into(), |v| MeanSe::of(v).display());
                 let _ = write!(md, " {cell} |");
             }
             md.push('\n');
@@ -350,13 +512,27 @@ impl ReportWriter<'_> {
         let _ = writeln!(md, "\nThe paper shows no table for this figure: acceptance falls with the number of parameters for every activation, fastest for ReLU and leaky ReLU, and wide one-layer networks fall lower than deep ones of the same size.\n\n## Time\n\n{timing}\n");
         md.push_str(&self.settings_section());
         self.write("figure3.md", &md)?;
-        let mean = |a: Activation, h: &Vec<usize>| cells.get(&(a.name(), h.clone())).map(|v| MeanSe::of(v));
-        self.svg("figure3_acceptance_vs_parameters.svg", figures::acceptance_vs_parameters(&self.config.activations, &self.config.architectures, &is_deep, &mean))
+        let mean = |a: Activation, h: &Vec<usize>| {
+            cells.get(&(a.name(), h.clone())).map(|v| MeanSe::of(v))
+        };
+        self.svg(
+            "figure3_acceptance_vs_parameters.svg",
+            figures::acceptance_vs_parameters(
+                &self.config.activations,
+                &self.config.architectures,
+                &is_deep,
+                &mean,
+            ),
+        )
     }
 
     /// After a stop (Ctrl-C, SIGTERM) between parts: `study.json` with the parts whose files
     /// were written and those still missing, and the [`StudyInterrupted`] error that says so.
-    pub fn finish_interrupted(mut self, finished: &[DinhPart], missing: &[DinhPart]) -> Result<DinhReport> {
+    pub fn finish_interrupted(
+        mut self,
+        finished: &[DinhPart],
+        missing: &[DinhPart],
+    ) -> Result<DinhReport> {
         let record = serde_json::json!({
             "study": "dinh",
             "status": "interrupted",
@@ -368,7 +544,11 @@ impl ReportWriter<'_> {
             "timings": self.timings,
         });
         self.write("study.json", &serde_json::to_string_pretty(&record)?)?;
-        Err(crate::StudyInterrupted { out_dir: self.out.to_path_buf(), missing: missing.iter().map(|p| format!("{p:?}")).collect() }.into())
+        Err(crate::StudyInterrupted {
+            out_dir: self.out.to_path_buf(),
+            missing: missing.iter().map(|p| format!("{p:?}")).collect(),
+        }
+        .into())
     }
 
     pub fn finish(mut self) -> Result<DinhReport> {
@@ -383,7 +563,12 @@ impl ReportWriter<'_> {
             "table2_cells_compared": self.deviations.map(|(_, c)| c),
         });
         self.write("study.json", &serde_json::to_string_pretty(&record)?)?;
-        Ok(DinhReport { out_dir: self.out.to_path_buf(), timings: self.timings, files: self.files, table2_deviations: self.deviations })
+        Ok(DinhReport {
+            out_dir: self.out.to_path_buf(),
+            timings: self.timings,
+            files: self.files,
+            table2_deviations: self.deviations,
+        })
     }
 }
 

@@ -16,17 +16,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context as _, Result};
-use bnn_model::{predictive_metrics, Activation, PointPrediction, AutodiffLogDensity, BnnConfig, HostData, Likelihood, MlpPosterior, Prior, PriorSpec};
+use bnn_model::{
+    predictive_metrics, Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood,
+    MlpPosterior, PointPrediction, Prior, PriorSpec,
+};
 use bnn_sampler::{
-    chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, Kernel, KernelState, LogDensity, LogDensityError, NutsConfig, SamplerConfig,
-    StepParams, SurrogateGradient, SurrogateNutsConfig,
+    chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, Kernel, KernelState, LogDensity,
+    LogDensityError, NutsConfig, SamplerConfig, StepParams, SurrogateGradient, SurrogateNutsConfig,
 };
 use bnn_surrogate::{LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, TrajectoryDataConfig};
 use burn::tensor::DType;
 
 use super::Counted;
-use crate::worker_pool::run_jobs;
 use crate::fixed_step_chains::Progress;
+use crate::worker_pool::run_jobs;
 
 /// The networks of the BNN part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +73,9 @@ impl FromStr for BnnProblem {
         match s {
             "cos2x" => Ok(BnnProblem::Cos2x),
             "yacht" => Ok(BnnProblem::Yacht),
-            _ => Err(format!("unknown BNN problem `{s}` (expected cos2x or yacht)")),
+            _ => Err(format!(
+                "unknown BNN problem `{s}` (expected cos2x or yacht)"
+            )),
         }
     }
 }
@@ -163,7 +168,9 @@ struct Whitened<'a, L> {
 
 impl<L: LogDensity> Whitened<'_, L> {
     fn to_q(&self, z: &[f64]) -> Vec<f64> {
-        z.chunks_exact(self.scale.len()).flat_map(|z| z.iter().zip(&self.scale).map(|(z, s)| z * s)).collect()
+        z.chunks_exact(self.scale.len())
+            .flat_map(|z| z.iter().zip(&self.scale).map(|(z, s)| z * s))
+            .collect()
     }
 }
 
@@ -171,8 +178,14 @@ impl<L: LogDensity> LogDensity for Whitened<'_, L> {
     fn dim(&self) -> usize {
         self.scale.len()
     }
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        self.inner.log_density_and_gradient(&self.to_q(positions), values, gradients)?;
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        self.inner
+            .log_density_and_gradient(&self.to_q(positions), values, gradients)?;
         for g in gradients.chunks_exact_mut(self.scale.len()) {
             g.iter_mut().zip(&self.scale).for_each(|(g, s)| *g *= s);
         }
@@ -208,14 +221,27 @@ struct ChainPair {
 }
 
 /// Runs DEI-NUTS and DEI-L-HNN on each problem; returns one row per problem and sampler.
-pub fn run_lhnn_bnn(config: &LhnnBnnConfig, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<BnnComparison>> {
-    if config.members == 0 || config.draws < 10 || config.trajectories == 0 || config.trajectory_steps == 0 || config.training_steps == 0 {
+pub fn run_lhnn_bnn(
+    config: &LhnnBnnConfig,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<Vec<BnnComparison>> {
+    if config.members == 0
+        || config.draws < 10
+        || config.trajectories == 0
+        || config.trajectory_steps == 0
+        || config.training_steps == 0
+    {
         bail!("the BNN part needs members, at least 10 draws, training trajectories and training steps");
     }
     let mut rows = Vec::new();
     for &problem in &config.problems {
-        let (model, train, test) = problem.prepare().with_context(|| format!("preparing {}", problem.name()))?;
-        let device = bnn_model::DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
+        let (model, train, test) = problem
+            .prepare()
+            .with_context(|| format!("preparing {}", problem.name()))?;
+        let device = bnn_model::DeviceName::Flex
+            .device()
+            .map_err(|e| anyhow!(e))?;
         progress.stage(&format!("{}: deep ensemble", problem.name()), 1);
         let members = bnn_model::EnsembleConfig::new()
             .with_members(config.members)
@@ -224,29 +250,62 @@ pub fn run_lhnn_bnn(config: &LhnnBnnConfig, progress: &dyn Progress, stop: &Atom
             .with_seed(config.seed)
             .train(&model, &train, &device, config.workers.unwrap_or(2))?;
         progress.advance(1);
-        progress.stage(&format!("{}: chains (DEI-NUTS, L-HNN training, DEI-L-HNN)", problem.name()), config.members as u64);
+        progress.stage(
+            &format!(
+                "{}: chains (DEI-NUTS, L-HNN training, DEI-L-HNN)",
+                problem.name()
+            ),
+            config.members as u64,
+        );
         let chains: Vec<usize> = (0..config.members).collect();
         let pairs = run_jobs(&chains, config.workers, stop, |&j| {
-            let start: Vec<f64> = members[j].parameters.iter().map(|&v| f64::from(v)).collect();
+            let start: Vec<f64> = members[j]
+                .parameters
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect();
             let pair = run_pair(config, &model, &train, j, start, stop);
             progress.advance(1);
             pair
         })?;
         let posterior = MlpPosterior::new(model.clone(), &train, &device, DType::F32)?;
-        rows.push(compare(problem, "dei-nuts", &pairs, &posterior, &test, true));
-        rows.push(compare(problem, "dei-lhnn", &pairs, &posterior, &test, false));
+        rows.push(compare(
+            problem, "dei-nuts", &pairs, &posterior, &test, true,
+        ));
+        rows.push(compare(
+            problem, "dei-lhnn", &pairs, &posterior, &test, false,
+        ));
     }
     Ok(rows)
 }
 
-fn run_pair(config: &LhnnBnnConfig, model: &BnnConfig, train: &HostData, member: usize, start: Vec<f64>, stop: &AtomicBool) -> Result<ChainPair> {
-    let device = bnn_model::DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
-    let density = AutodiffLogDensity::new(MlpPosterior::new(model.clone(), train, &device, DType::F32)?);
+fn run_pair(
+    config: &LhnnBnnConfig,
+    model: &BnnConfig,
+    train: &HostData,
+    member: usize,
+    start: Vec<f64>,
+    stop: &AtomicBool,
+) -> Result<ChainPair> {
+    let device = bnn_model::DeviceName::Flex
+        .device()
+        .map_err(|e| anyhow!(e))?;
+    let density = AutodiffLogDensity::new(MlpPosterior::new(
+        model.clone(),
+        train,
+        &device,
+        DType::F32,
+    )?);
     let counted = Counted::new(&density);
     let dim = counted.dim();
     let nuts = NutsConfig::new().with_max_tree_depth(config.max_tree_depth);
     let seed = config.seed.wrapping_add(member as u64 * 1_000_003);
-    let warmup = SamplerConfig::new(nuts.clone().into()).with_num_warmup(config.warmup).with_num_draws(0).with_seed(seed).with_threads(Some(1)).init()?;
+    let warmup = SamplerConfig::new(nuts.clone().into())
+        .with_num_warmup(config.warmup)
+        .with_num_draws(0)
+        .with_seed(seed)
+        .with_threads(Some(1))
+        .init()?;
     let mut chains = warmup.init_chains(&counted, &[ChainStart::at(start)])?;
     let mut sink = CollectedDraws::new(1, dim);
     warmup.run(&counted, &mut chains, &mut sink, stop)?;
@@ -254,7 +313,12 @@ fn run_pair(config: &LhnnBnnConfig, model: &BnnConfig, train: &HostData, member:
     let after_warmup = chains[0].clone();
 
     // DEI-NUTS: the draws after the warmup.
-    let sampling = SamplerConfig::new(nuts.into()).with_num_warmup(config.warmup).with_num_draws(config.draws).with_seed(seed).with_threads(Some(1)).init()?;
+    let sampling = SamplerConfig::new(nuts.into())
+        .with_num_warmup(config.warmup)
+        .with_num_draws(config.draws)
+        .with_seed(seed)
+        .with_threads(Some(1))
+        .init()?;
     let mut sink = CollectedDraws::new(1, dim);
     let clock = Instant::now();
     sampling.run(&counted, &mut chains, &mut sink, stop)?;
@@ -268,9 +332,24 @@ fn run_pair(config: &LhnnBnnConfig, model: &BnnConfig, train: &HostData, member:
     // The L-HNN in whitened coordinates of the chain's adapted metric, trained on trajectories
     // from the post-warmup point at the chain's step size.
     let step_size = after_warmup.params.step_size;
-    let scale: Vec<f64> = after_warmup.params.metric.inverse_diag().iter().map(|v| v.sqrt()).collect();
-    let whitened = Whitened { inner: &counted, scale: scale.clone() };
-    let z0: Vec<f64> = after_warmup.kernel.position.iter().zip(&scale).map(|(q, s)| q / s).collect();
+    let scale: Vec<f64> = after_warmup
+        .params
+        .metric
+        .inverse_diag()
+        .iter()
+        .map(|v| v.sqrt())
+        .collect();
+    let whitened = Whitened {
+        inner: &counted,
+        scale: scale.clone(),
+    };
+    let z0: Vec<f64> = after_warmup
+        .kernel
+        .position
+        .iter()
+        .zip(&scale)
+        .map(|(q, s)| q / s)
+        .collect();
     let clock = Instant::now();
     let data = TrajectoryDataConfig::new()
         .with_trajectories(config.trajectories)
@@ -283,19 +362,37 @@ fn run_pair(config: &LhnnBnnConfig, model: &BnnConfig, train: &HostData, member:
         .with_steps(config.training_steps)
         .with_learning_rate(config.learning_rate)
         .with_seed(seed)
-        .train(&LatentHnnConfig::new(dim).with_hidden_width(config.hidden_width).with_hidden_layers(config.hidden_layers), &data, &device, |_, _| {})
+        .train(
+            &LatentHnnConfig::new(dim)
+                .with_hidden_width(config.hidden_width)
+                .with_hidden_layers(config.hidden_layers),
+            &data,
+            &device,
+            |_, _| {},
+        )
         .context("training the L-HNN")?;
     let training_seconds = clock.elapsed().as_secs_f64();
     let training_gradients = counted.gradients.swap(0, Ordering::Relaxed);
     let surrogate: Arc<LhnnSurrogate> = Arc::new(trained.surrogate);
 
-    let mut kernel = SurrogateNutsConfig::new().with_nuts(NutsConfig::new().with_max_tree_depth(config.max_tree_depth)).init(dim, Arc::clone(&surrogate))?;
+    let mut kernel = SurrogateNutsConfig::new()
+        .with_nuts(NutsConfig::new().with_max_tree_depth(config.max_tree_depth))
+        .init(dim, Arc::clone(&surrogate))?;
     let identity = DiagonalMassMatrix::identity(dim);
-    let params = StepParams { step_size, metric: &identity, trajectory_length: None };
+    let params = StepParams {
+        step_size,
+        metric: &identity,
+        trajectory_length: None,
+    };
     let mut rng = chain_rng(seed.wrapping_add(17), member);
-    let mut state = KernelState::init(&whitened, z0).map_err(|e| anyhow!("the post-warmup point: {e:?}"))?;
-    let (mut lhnn_draws, mut lhnn_log_density) = (Vec::with_capacity(config.draws * dim), Vec::with_capacity(config.draws));
-    let (mut lhnn_leaves, mut lhnn_accept, mut lhnn_divergences, mut surrogate_forces) = (0, 0.0, 0, 0);
+    let mut state =
+        KernelState::init(&whitened, z0).map_err(|e| anyhow!("the post-warmup point: {e:?}"))?;
+    let (mut lhnn_draws, mut lhnn_log_density) = (
+        Vec::with_capacity(config.draws * dim),
+        Vec::with_capacity(config.draws),
+    );
+    let (mut lhnn_leaves, mut lhnn_accept, mut lhnn_divergences, mut surrogate_forces) =
+        (0, 0.0, 0, 0);
     let clock = Instant::now();
     for _ in 0..config.draws {
         if stop.load(Ordering::Relaxed) {
@@ -358,8 +455,18 @@ fn time_evaluations<L: LogDensity>(density: &L, surrogate: &LhnnSurrogate, z: &[
     [g, v, s]
 }
 
-fn compare(problem: BnnProblem, sampler: &'static str, pairs: &[ChainPair], posterior: &MlpPosterior, test: &HostData, nuts: bool) -> BnnComparison {
-    let draws: Vec<&Vec<f64>> = pairs.iter().map(|p| if nuts { &p.nuts_draws } else { &p.lhnn_draws }).collect();
+fn compare(
+    problem: BnnProblem,
+    sampler: &'static str,
+    pairs: &[ChainPair],
+    posterior: &MlpPosterior,
+    test: &HostData,
+    nuts: bool,
+) -> BnnComparison {
+    let draws: Vec<&Vec<f64>> = pairs
+        .iter()
+        .map(|p| if nuts { &p.nuts_draws } else { &p.lhnn_draws })
+        .collect();
     let pooled: Vec<f64> = draws.iter().flat_map(|d| d.iter().copied()).collect();
     let predictions = posterior.predictions(&pooled, test);
     let metrics = predictive_metrics(&predictions, &test.y, test.y_cols);
@@ -367,29 +474,71 @@ fn compare(problem: BnnProblem, sampler: &'static str, pairs: &[ChainPair], post
     // Mean prediction over the test rows, per draw, per chain.
     let mean_prediction: Vec<Vec<f64>> = predictions
         .chunks(per_chain.max(1))
-        .map(|chain| chain.iter().map(|draw| draw.iter().map(first_mean).sum::<f64>() / draw.len() as f64).collect())
+        .map(|chain| {
+            chain
+                .iter()
+                .map(|draw| draw.iter().map(first_mean).sum::<f64>() / draw.len() as f64)
+                .collect()
+        })
         .collect();
-    let log_density: Vec<Vec<f64>> = pairs.iter().map(|p| if nuts { p.nuts_log_density.clone() } else { p.lhnn_log_density.clone() }).collect();
+    let log_density: Vec<Vec<f64>> = pairs
+        .iter()
+        .map(|p| {
+            if nuts {
+                p.nuts_log_density.clone()
+            } else {
+                p.lhnn_log_density.clone()
+            }
+        })
+        .collect();
     let sum = |f: &dyn Fn(&ChainPair) -> u64| pairs.iter().map(f).sum::<u64>();
-    let mean = |f: &dyn Fn(&ChainPair) -> f64| pairs.iter().map(f).sum::<f64>() / pairs.len() as f64;
+    let mean =
+        |f: &dyn Fn(&ChainPair) -> f64| pairs.iter().map(f).sum::<f64>() / pairs.len() as f64;
     BnnComparison {
         problem,
         sampler,
         test_lppd: metrics.lppd,
         test_rmse: metrics.rmse,
-        true_gradients: sum(&|p| if nuts { p.nuts_gradients } else { p.lhnn_gradients }),
+        true_gradients: sum(&|p| {
+            if nuts {
+                p.nuts_gradients
+            } else {
+                p.lhnn_gradients
+            }
+        }),
         warmup_gradients: sum(&|p| p.warmup_gradients),
-        training_gradients: if nuts { 0 } else { sum(&|p| p.training_gradients) },
+        training_gradients: if nuts {
+            0
+        } else {
+            sum(&|p| p.training_gradients)
+        },
         true_values: if nuts { 0 } else { sum(&|p| p.lhnn_values) },
-        surrogate_forces: if nuts { 0 } else { sum(&|p| p.surrogate_forces) },
+        surrogate_forces: if nuts {
+            0
+        } else {
+            sum(&|p| p.surrogate_forces)
+        },
         leaves: sum(&|p| if nuts { p.nuts_leaves } else { p.lhnn_leaves }),
         ess_log_density: bnn_diagnostics::ess_bulk(&log_density),
         ess_mean_prediction: bnn_diagnostics::ess_bulk(&mean_prediction),
         mean_accept: mean(&|p| if nuts { p.nuts_accept } else { p.lhnn_accept }),
-        divergences: pairs.iter().map(|p| if nuts { p.nuts_divergences } else { p.lhnn_divergences }).sum(),
+        divergences: pairs
+            .iter()
+            .map(|p| {
+                if nuts {
+                    p.nuts_divergences
+                } else {
+                    p.lhnn_divergences
+                }
+            })
+            .sum(),
         draws: pooled.len() / posterior.layout_dim().max(1),
         seconds: mean(&|p| if nuts { p.nuts_seconds } else { p.lhnn_seconds }) * pairs.len() as f64,
-        training_seconds: if nuts { 0.0 } else { pairs.iter().map(|p| p.training_seconds).sum() },
+        training_seconds: if nuts {
+            0.0
+        } else {
+            pairs.iter().map(|p| p.training_seconds).sum()
+        },
         micros: [0, 1, 2].map(|k| mean(&|p| p.micros[k])),
     }
 }
@@ -407,9 +556,26 @@ pub(super) fn write_bnn_csv(out: &Path, rows: &[BnnComparison]) -> Result<std::p
     let path = out.join("bnn.csv");
     let mut w = csv::Writer::from_path(&path)?;
     w.write_record([
-        "problem", "sampler", "test_lppd", "test_rmse", "warmup_gradients", "training_gradients", "true_gradients", "true_values", "surrogate_forces",
-        "leaves", "ess_log_density", "ess_mean_prediction", "mean_accept", "divergences", "draws", "sampling_seconds", "training_seconds",
-        "us_per_true_gradient", "us_per_true_value", "us_per_surrogate_force",
+        "problem",
+        "sampler",
+        "test_lppd",
+        "test_rmse",
+        "warmup_gradients",
+        "training_gradients",
+        "true_gradients",
+        "true_values",
+        "surrogate_forces",
+        "leaves",
+        "ess_log_density",
+        "ess_mean_prediction",
+        "mean_accept",
+        "divergences",
+        "draws",
+        "sampling_seconds",
+        "training_seconds",
+        "us_per_true_gradient",
+        "us_per_true_value",
+        "us_per_surrogate_force",
     ])?;
     for r in rows {
         w.write_record([

@@ -28,10 +28,13 @@ use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
 use bnn_sampler::{
-    chain_rng, ChainStart, DiagonalMassMatrix, DrawStats, Kernel, KernelState, LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig,
-    StepParams, SurrogateNuts, SurrogateNutsConfig, TunedParams, CollectedDraws,
+    chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, DrawStats, Kernel, KernelState,
+    LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig, StepParams, SurrogateNuts,
+    SurrogateNutsConfig, TunedParams,
 };
-use bnn_surrogate::{LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, LossRecord, TrajectoryDataConfig};
+use bnn_surrogate::{
+    LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, LossRecord, TrajectoryDataConfig,
+};
 
 use crate::fixed_step_chains::Progress;
 use crate::worker_pool::run_jobs;
@@ -50,8 +53,13 @@ pub enum LhnnSampler {
 }
 
 impl LhnnSampler {
-    pub const ALL: [LhnnSampler; 5] =
-        [LhnnSampler::LhnnExact, LhnnSampler::LhnnAdapted, LhnnSampler::LhnnMonitored, LhnnSampler::NutsFixed, LhnnSampler::NutsAdapted];
+    pub const ALL: [LhnnSampler; 5] = [
+        LhnnSampler::LhnnExact,
+        LhnnSampler::LhnnAdapted,
+        LhnnSampler::LhnnMonitored,
+        LhnnSampler::NutsFixed,
+        LhnnSampler::NutsAdapted,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -64,7 +72,10 @@ impl LhnnSampler {
     }
 
     fn uses_surrogate(self) -> bool {
-        matches!(self, LhnnSampler::LhnnExact | LhnnSampler::LhnnAdapted | LhnnSampler::LhnnMonitored)
+        matches!(
+            self,
+            LhnnSampler::LhnnExact | LhnnSampler::LhnnAdapted | LhnnSampler::LhnnMonitored
+        )
     }
 }
 
@@ -132,26 +143,45 @@ impl Default for LhnnStudyConfig {
             reference_draws: 10_000,
             seed: 0,
             workers: None,
-            bnn: bnn::LhnnBnnConfig { problems: Vec::new(), ..bnn::LhnnBnnConfig::default() },
+            bnn: bnn::LhnnBnnConfig {
+                problems: Vec::new(),
+                ..bnn::LhnnBnnConfig::default()
+            },
         }
     }
 }
 
 impl LhnnStudyConfig {
     fn validate(&self) -> Result<()> {
-        if (self.benchmarks.is_empty() && self.bnn.problems.is_empty()) || self.samplers.is_empty() || self.chains == 0 {
+        if (self.benchmarks.is_empty() && self.bnn.problems.is_empty())
+            || self.samplers.is_empty()
+            || self.chains == 0
+        {
             bail!("the study needs at least one benchmark (or BNN problem), one sampler and one chain");
         }
         if self.draws < 20 || self.reference_draws < 20 {
-            bail!("draws ({}) and reference draws ({}) must be at least 20 per chain", self.draws, self.reference_draws);
+            bail!(
+                "draws ({}) and reference draws ({}) must be at least 20 per chain",
+                self.draws,
+                self.reference_draws
+            );
         }
-        if !(self.step_size > 0.0 && self.step_size.is_finite()) || !(self.training_step_size > 0.0 && self.end_time > 0.0) {
+        if !(self.step_size > 0.0 && self.step_size.is_finite())
+            || !(self.training_step_size > 0.0 && self.end_time > 0.0)
+        {
             bail!("step sizes and the trajectories' end time must be positive");
         }
         if self.max_tree_depth == 0 || self.max_tree_depth > 20 {
-            bail!("max tree depth must lie in 1..=20, got {}", self.max_tree_depth);
+            bail!(
+                "max tree depth must lie in 1..=20, got {}",
+                self.max_tree_depth
+            );
         }
-        if self.trajectories == 0 || self.training_steps == 0 || self.hidden_width == 0 || self.hidden_layers == 0 {
+        if self.trajectories == 0
+            || self.training_steps == 0
+            || self.hidden_width == 0
+            || self.hidden_layers == 0
+        {
             bail!("the L-HNN needs trajectories, training steps and hidden units");
         }
         Ok(())
@@ -168,7 +198,11 @@ pub(crate) struct Counted<'a, L> {
 
 impl<'a, L: LogDensity> Counted<'a, L> {
     pub(crate) fn new(inner: &'a L) -> Self {
-        Self { inner, gradients: AtomicU64::new(0), values: AtomicU64::new(0) }
+        Self {
+            inner,
+            gradients: AtomicU64::new(0),
+            values: AtomicU64::new(0),
+        }
     }
 }
 
@@ -177,13 +211,21 @@ impl<L: LogDensity> LogDensity for Counted<'_, L> {
         self.inner.dim()
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        self.gradients.fetch_add(values.len() as u64, Ordering::Relaxed);
-        self.inner.log_density_and_gradient(positions, values, gradients)
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        self.gradients
+            .fetch_add(values.len() as u64, Ordering::Relaxed);
+        self.inner
+            .log_density_and_gradient(positions, values, gradients)
     }
 
     fn log_density(&self, positions: &[f64], values: &mut [f64]) -> Result<(), LogDensityError> {
-        self.values.fetch_add(values.len() as u64, Ordering::Relaxed);
+        self.values
+            .fetch_add(values.len() as u64, Ordering::Relaxed);
         self.inner.log_density(positions, values)
     }
 }
@@ -298,10 +340,23 @@ pub struct LhnnReport {
 
 /// Runs the comparison and writes `summary.csv`, `training.csv`, `lhnn.md` and SVGs into `out`
 /// (new or empty).
-pub fn run_lhnn_study(config: &LhnnStudyConfig, out: &Path, progress: &dyn Progress, stop: &AtomicBool) -> Result<LhnnReport> {
+pub fn run_lhnn_study(
+    config: &LhnnStudyConfig,
+    out: &Path,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<LhnnReport> {
     config.validate()?;
-    if out.exists() && out.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{} is not empty; the study writes into a new or empty folder", out.display());
+    if out.exists()
+        && out
+            .read_dir()
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} is not empty; the study writes into a new or empty folder",
+            out.display()
+        );
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let mut surrogates = Vec::new();
@@ -317,14 +372,24 @@ pub fn run_lhnn_study(config: &LhnnStudyConfig, out: &Path, progress: &dyn Progr
         let runs = run_chains(config, benchmark, trained.as_ref(), progress, stop)?;
         for &sampler in &config.samplers {
             let chains: Vec<&ChainRun> = runs.iter().filter(|r| r.sampler == sampler).collect();
-            summaries.push(summarize(benchmark, sampler, &chains, trained.as_ref(), &reference));
+            summaries.push(summarize(
+                benchmark,
+                sampler,
+                &chains,
+                trained.as_ref(),
+                &reference,
+            ));
         }
         references.push((benchmark, reference, runs));
         if let Some(trained) = trained {
             surrogates.push((benchmark, trained));
         }
     }
-    let bnn_rows = if config.bnn.problems.is_empty() { Vec::new() } else { bnn::run_lhnn_bnn(&config.bnn, progress, stop)? };
+    let bnn_rows = if config.bnn.problems.is_empty() {
+        Vec::new()
+    } else {
+        bnn::run_lhnn_bnn(&config.bnn, progress, stop)?
+    };
     let mut files = Vec::new();
     if !summaries.is_empty() {
         files.extend(report::write_summary_csv(out, &summaries)?);
@@ -335,19 +400,38 @@ pub fn run_lhnn_study(config: &LhnnStudyConfig, out: &Path, progress: &dyn Progr
     if !bnn_rows.is_empty() {
         files.push(bnn::write_bnn_csv(out, &bnn_rows)?);
     }
-    files.push(report::write_markdown(out, config, &surrogates, &summaries, &bnn_rows)?);
-    Ok(LhnnReport { surrogates, summaries, bnn: bnn_rows, files })
+    files.push(report::write_markdown(
+        out,
+        config,
+        &surrogates,
+        &summaries,
+        &bnn_rows,
+    )?);
+    Ok(LhnnReport {
+        surrogates,
+        summaries,
+        bnn: bnn_rows,
+        files,
+    })
 }
 
 /// Generates the training trajectories from the benchmark's start and trains the L-HNN.
-pub fn train_surrogate(config: &LhnnStudyConfig, benchmark: Benchmark, progress: &dyn Progress, stop: &AtomicBool) -> Result<TrainedSurrogate> {
+pub fn train_surrogate(
+    config: &LhnnStudyConfig,
+    benchmark: Benchmark,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<TrainedSurrogate> {
     let density = benchmark.density();
     let data_config = TrajectoryDataConfig::new()
         .with_trajectories(config.trajectories)
         .with_end_time(config.end_time)
         .with_step_size(config.training_step_size)
         .with_seed(config.seed);
-    progress.stage(&format!("{benchmark}: training trajectories"), config.trajectories as u64);
+    progress.stage(
+        &format!("{benchmark}: training trajectories"),
+        config.trajectories as u64,
+    );
     let started = Instant::now();
     let data = data_config
         .generate_with_progress(&density, &benchmark.start(), |_, _| progress.advance(1))
@@ -356,10 +440,20 @@ pub fn train_surrogate(config: &LhnnStudyConfig, benchmark: Benchmark, progress:
     if stop.load(Ordering::Relaxed) {
         bail!("interrupted; nothing written");
     }
-    let network = LatentHnnConfig::new(benchmark.dim()).with_hidden_width(config.hidden_width).with_hidden_layers(config.hidden_layers);
-    let training = LhnnTrainingConfig::new().with_steps(config.training_steps).with_learning_rate(config.learning_rate).with_seed(config.seed);
-    progress.stage(&format!("{benchmark}: L-HNN training"), config.training_steps as u64);
-    let device = bnn_model::DeviceName::Flex.device().map_err(|e| anyhow::anyhow!(e))?;
+    let network = LatentHnnConfig::new(benchmark.dim())
+        .with_hidden_width(config.hidden_width)
+        .with_hidden_layers(config.hidden_layers);
+    let training = LhnnTrainingConfig::new()
+        .with_steps(config.training_steps)
+        .with_learning_rate(config.learning_rate)
+        .with_seed(config.seed);
+    progress.stage(
+        &format!("{benchmark}: L-HNN training"),
+        config.training_steps as u64,
+    );
+    let device = bnn_model::DeviceName::Flex
+        .device()
+        .map_err(|e| anyhow::anyhow!(e))?;
     let started = Instant::now();
     let mut last_step = 0;
     let trained = training
@@ -381,17 +475,30 @@ pub fn train_surrogate(config: &LhnnStudyConfig, benchmark: Benchmark, progress:
 }
 
 /// A long adapted-NUTS run (4 chains) whose draws the others' marginals are tested against.
-fn reference_draws(config: &LhnnStudyConfig, benchmark: Benchmark, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<Vec<Vec<f64>>>> {
+fn reference_draws(
+    config: &LhnnStudyConfig,
+    benchmark: Benchmark,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<Vec<Vec<Vec<f64>>>> {
     let density = benchmark.density();
     let chains = 4;
     progress.stage(&format!("{benchmark}: reference NUTS"), 1);
-    let sampler = SamplerConfig::new(NutsConfig::new().with_max_tree_depth(config.max_tree_depth).into())
-        .with_num_warmup(config.burn_in.max(1000))
-        .with_num_draws(config.reference_draws)
-        .with_seed(config.seed.wrapping_add(1_000_003))
-        .init()?;
-    let starts: Vec<ChainStart> = (0..chains).map(|_| ChainStart::at(benchmark.start())).collect();
-    let draws = sampler.sample(&density, &starts).with_context(|| format!("{benchmark}'s reference run"))?;
+    let sampler = SamplerConfig::new(
+        NutsConfig::new()
+            .with_max_tree_depth(config.max_tree_depth)
+            .into(),
+    )
+    .with_num_warmup(config.burn_in.max(1000))
+    .with_num_draws(config.reference_draws)
+    .with_seed(config.seed.wrapping_add(1_000_003))
+    .init()?;
+    let starts: Vec<ChainStart> = (0..chains)
+        .map(|_| ChainStart::at(benchmark.start()))
+        .collect();
+    let draws = sampler
+        .sample(&density, &starts)
+        .with_context(|| format!("{benchmark}'s reference run"))?;
     progress.advance(1);
     if stop.load(Ordering::Relaxed) {
         bail!("interrupted; nothing written");
@@ -400,10 +507,25 @@ fn reference_draws(config: &LhnnStudyConfig, benchmark: Benchmark, progress: &dy
 }
 
 /// Every sampler's chains on one benchmark, `workers` at a time.
-fn run_chains(config: &LhnnStudyConfig, benchmark: Benchmark, trained: Option<&TrainedSurrogate>, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<ChainRun>> {
-    let jobs: Vec<(LhnnSampler, usize)> = config.samplers.iter().flat_map(|&s| (0..config.chains).map(move |c| (s, c))).collect();
-    progress.stage(&format!("{benchmark}: chains' transitions"), (jobs.len() * (config.burn_in + config.draws)) as u64);
-    let runs = run_jobs(&jobs, config.workers, stop, |&(sampler, chain)| run_chain(config, benchmark, sampler, chain, trained, progress, stop))?;
+fn run_chains(
+    config: &LhnnStudyConfig,
+    benchmark: Benchmark,
+    trained: Option<&TrainedSurrogate>,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<Vec<ChainRun>> {
+    let jobs: Vec<(LhnnSampler, usize)> = config
+        .samplers
+        .iter()
+        .flat_map(|&s| (0..config.chains).map(move |c| (s, c)))
+        .collect();
+    progress.stage(
+        &format!("{benchmark}: chains' transitions"),
+        (jobs.len() * (config.burn_in + config.draws)) as u64,
+    );
+    let runs = run_jobs(&jobs, config.workers, stop, |&(sampler, chain)| {
+        run_chain(config, benchmark, sampler, chain, trained, progress, stop)
+    })?;
     Ok(runs)
 }
 
@@ -419,7 +541,13 @@ fn run_chain(
     let density = benchmark.density();
     let counted = Counted::new(&density);
     let dim = benchmark.dim();
-    let seed = config.seed.wrapping_add(1 + LhnnSampler::ALL.iter().position(|&s| s == sampler).unwrap_or(0) as u64 * 7919);
+    let seed = config.seed.wrapping_add(
+        1 + LhnnSampler::ALL
+            .iter()
+            .position(|&s| s == sampler)
+            .unwrap_or(0) as u64
+            * 7919,
+    );
     let started = Instant::now();
     let mut run = ChainRun {
         benchmark,
@@ -443,15 +571,21 @@ fn run_chain(
         }
     };
     if sampler == LhnnSampler::NutsAdapted {
-        let sampler_config = SamplerConfig::new(NutsConfig::new().with_max_tree_depth(config.max_tree_depth).into())
-            .with_num_warmup(config.burn_in)
-            .with_num_draws(config.draws)
-            .with_seed(seed.wrapping_add(chain as u64 * 104_729))
-            .with_threads(Some(1))
-            .init()?;
+        let sampler_config = SamplerConfig::new(
+            NutsConfig::new()
+                .with_max_tree_depth(config.max_tree_depth)
+                .into(),
+        )
+        .with_num_warmup(config.burn_in)
+        .with_num_draws(config.draws)
+        .with_seed(seed.wrapping_add(chain as u64 * 104_729))
+        .with_threads(Some(1))
+        .init()?;
         let draws = sampler_config.sample(&counted, &[ChainStart::at(benchmark.start())])?;
         progress.advance(config.burn_in as u64);
-        let coordinates: Vec<Vec<f64>> = (0..dim).map(|d| draws.coordinate(d).swap_remove(0)).collect();
+        let coordinates: Vec<Vec<f64>> = (0..dim)
+            .map(|d| draws.coordinate(d).swap_remove(0))
+            .collect();
         for (i, stats) in draws.stats(0).iter().enumerate() {
             let position: Vec<f64> = coordinates.iter().map(|c| c[i]).collect();
             record(&mut run, config.burn_in + i, &position, stats);
@@ -459,11 +593,20 @@ fn run_chain(
         run.step_size = draws.stats(0).first().map_or(f64::NAN, |s| s.step_size);
     } else {
         let mut rng = chain_rng(seed, chain);
-        let mut state = KernelState::init(&counted, benchmark.start()).map_err(|e| anyhow::anyhow!("{benchmark}: the start is not usable: {e:?}"))?;
+        let mut state = KernelState::init(&counted, benchmark.start())
+            .map_err(|e| anyhow::anyhow!("{benchmark}: the start is not usable: {e:?}"))?;
         let mut kernel = match sampler {
-            LhnnSampler::NutsFixed => FixedKernel::Nuts(NutsConfig::new().with_max_tree_depth(config.max_tree_depth).init(dim)?),
+            LhnnSampler::NutsFixed => FixedKernel::Nuts(
+                NutsConfig::new()
+                    .with_max_tree_depth(config.max_tree_depth)
+                    .init(dim)?,
+            ),
             _ => {
-                let surrogate = Arc::clone(&trained.context("the L-HNN samplers need a trained surrogate")?.surrogate);
+                let surrogate = Arc::clone(
+                    &trained
+                        .context("the L-HNN samplers need a trained surrogate")?
+                        .surrogate,
+                );
                 FixedKernel::Surrogate(
                     SurrogateNutsConfig::new()
                         .with_nuts(NutsConfig::new().with_max_tree_depth(config.max_tree_depth))
@@ -480,14 +623,23 @@ fn run_chain(
         let mut tuned = TunedParams::new(config.step_size, DiagonalMassMatrix::identity(dim));
         let mut first = 0;
         if sampler == LhnnSampler::LhnnAdapted {
-            let warmup = SamplerConfig::new(NutsConfig::new().with_max_tree_depth(config.max_tree_depth).into())
-                .with_num_warmup(config.burn_in)
-                .with_num_draws(0)
-                .with_seed(seed.wrapping_add(chain as u64 * 104_729))
-                .with_threads(Some(1))
-                .init()?;
+            let warmup = SamplerConfig::new(
+                NutsConfig::new()
+                    .with_max_tree_depth(config.max_tree_depth)
+                    .into(),
+            )
+            .with_num_warmup(config.burn_in)
+            .with_num_draws(0)
+            .with_seed(seed.wrapping_add(chain as u64 * 104_729))
+            .with_threads(Some(1))
+            .init()?;
             let mut chains = warmup.init_chains(&counted, &[ChainStart::at(benchmark.start())])?;
-            warmup.run(&counted, &mut chains, &mut CollectedDraws::new(1, dim), stop)?;
+            warmup.run(
+                &counted,
+                &mut chains,
+                &mut CollectedDraws::new(1, dim),
+                stop,
+            )?;
             state = chains[0].kernel.clone();
             tuned = chains[0].params.clone();
             first = config.burn_in;
@@ -497,7 +649,12 @@ fn run_chain(
             if stop.load(Ordering::Relaxed) {
                 bail!("interrupted");
             }
-            let (next, stats) = kernel.step(&counted, &mut rng, std::mem::take(&mut state), tuned.step_params());
+            let (next, stats) = kernel.step(
+                &counted,
+                &mut rng,
+                std::mem::take(&mut state),
+                tuned.step_params(),
+            );
             state = next;
             run.costs.surrogate_gradients += u64::from(stats.surrogate_gradients);
             record(&mut run, i, &state.position, &stats);
@@ -521,7 +678,13 @@ enum FixedKernel {
 }
 
 impl FixedKernel {
-    fn step<L: LogDensity, R: rand::Rng>(&mut self, density: &L, rng: &mut R, state: KernelState, params: StepParams<'_>) -> (KernelState, DrawStats) {
+    fn step<L: LogDensity, R: rand::Rng>(
+        &mut self,
+        density: &L,
+        rng: &mut R,
+        state: KernelState,
+        params: StepParams<'_>,
+    ) -> (KernelState, DrawStats) {
         match self {
             FixedKernel::Nuts(kernel) => kernel.step(density, rng, state, params),
             FixedKernel::Surrogate(kernel) => kernel.step(density, rng, state, params),
@@ -530,10 +693,23 @@ impl FixedKernel {
 }
 
 /// Pools one sampler's chains: ESS per coordinate, costs, KS against the reference.
-fn summarize(benchmark: Benchmark, sampler: LhnnSampler, chains: &[&ChainRun], trained: Option<&TrainedSurrogate>, reference: &[Vec<Vec<f64>>]) -> SamplerSummary {
+fn summarize(
+    benchmark: Benchmark,
+    sampler: LhnnSampler,
+    chains: &[&ChainRun],
+    trained: Option<&TrainedSurrogate>,
+    reference: &[Vec<Vec<f64>>],
+) -> SamplerSummary {
     let dim = benchmark.dim();
-    let coordinate = |i: usize| -> Vec<Vec<f64>> { chains.iter().map(|c| c.draws.iter().map(|q| q[i]).collect()).collect() };
-    let ess: Vec<f64> = (0..dim).map(|i| bnn_diagnostics::ess_bulk(&coordinate(i))).collect();
+    let coordinate = |i: usize| -> Vec<Vec<f64>> {
+        chains
+            .iter()
+            .map(|c| c.draws.iter().map(|q| q[i]).collect())
+            .collect()
+    };
+    let ess: Vec<f64> = (0..dim)
+        .map(|i| bnn_diagnostics::ess_bulk(&coordinate(i)))
+        .collect();
     let ks = (0..dim)
         .map(|i| {
             let ours = coordinate(i);
@@ -549,23 +725,39 @@ fn summarize(benchmark: Benchmark, sampler: LhnnSampler, chains: &[&ChainRun], t
         sampler,
         ess,
         costs,
-        training_gradients: if sampler.uses_surrogate() { trained.map_or(0, |t| t.training_gradients) } else { 0 },
+        training_gradients: if sampler.uses_surrogate() {
+            trained.map_or(0, |t| t.training_gradients)
+        } else {
+            0
+        },
         transitions,
         mean_accept: chains.iter().map(|c| c.mean_accept).sum::<f64>() / chains.len().max(1) as f64,
         step_size: chains.first().map_or(f64::NAN, |c| c.step_size),
         seconds: chains.iter().map(|c| c.seconds).sum(),
-        training_seconds: if sampler.uses_surrogate() { trained.map_or(0.0, |t| t.data_seconds + t.training_seconds) } else { 0.0 },
+        training_seconds: if sampler.uses_surrogate() {
+            trained.map_or(0.0, |t| t.data_seconds + t.training_seconds)
+        } else {
+            0.0
+        },
         ks,
     }
 }
 
 /// Two-sample KS statistic and asymptotic p-value of two sets of chains, each thinned to about
 /// one draw per effective sample (so the independence the test assumes roughly holds).
-fn ks_thinned(ours: &[Vec<f64>], ours_ess: f64, theirs: &[Vec<f64>], theirs_ess: f64) -> (f64, f64) {
+fn ks_thinned(
+    ours: &[Vec<f64>],
+    ours_ess: f64,
+    theirs: &[Vec<f64>],
+    theirs_ess: f64,
+) -> (f64, f64) {
     let thin = |chains: &[Vec<f64>], ess: f64| -> Vec<f64> {
         let total: usize = chains.iter().map(Vec::len).sum();
         let step = ((total as f64 / ess.max(1.0)).ceil() as usize).max(1);
-        chains.iter().flat_map(|c| c.iter().step_by(step).copied()).collect()
+        chains
+            .iter()
+            .flat_map(|c| c.iter().step_by(step).copied())
+            .collect()
     };
     two_sample_ks(&thin(ours, ours_ess), &thin(theirs, theirs_ess))
 }
@@ -622,11 +814,16 @@ mod tests {
 
     #[test]
     fn ks_separates_shifted_samples_and_accepts_equal_ones() {
-        let grid = |shift: f64| -> Vec<f64> { (0..400).map(|i| (i as f64 + 0.5) / 400.0 + shift).collect() };
+        let grid = |shift: f64| -> Vec<f64> {
+            (0..400).map(|i| (i as f64 + 0.5) / 400.0 + shift).collect()
+        };
         let (d, p) = two_sample_ks(&grid(0.0), &grid(0.0));
         assert!(d < 1e-12 && p > 0.99, "identical samples: D = {d}, p = {p}");
         let (d, p) = two_sample_ks(&grid(0.0), &grid(0.2));
-        assert!((d - 0.2).abs() < 0.01 && p < 1e-6, "shift 0.2: D = {d}, p = {p}");
+        assert!(
+            (d - 0.2).abs() < 0.01 && p < 1e-6,
+            "shift 0.2: D = {d}, p = {p}"
+        );
         // Q(1.36) ≈ 0.049: the familiar 5% critical value.
         assert!((kolmogorov_survival(1.36) - 0.049).abs() < 0.002);
     }

@@ -14,9 +14,27 @@ pub(super) fn write_summary_csv(out: &Path, summaries: &[SamplerSummary]) -> Res
     let path = out.join("summary.csv");
     let mut w = csv::Writer::from_path(&path)?;
     w.write_record([
-        "benchmark", "sampler", "transitions", "true_gradients", "training_gradients", "true_values", "surrogate_gradients", "leaves", "min_ess",
-        "median_ess", "min_ess_per_gradient", "median_ess_per_gradient", "divergences", "at_depth_cap", "fallbacks", "mean_accept", "step_size",
-        "sampling_seconds", "training_seconds", "max_ks_statistic", "min_ks_p_value",
+        "benchmark",
+        "sampler",
+        "transitions",
+        "true_gradients",
+        "training_gradients",
+        "true_values",
+        "surrogate_gradients",
+        "leaves",
+        "min_ess",
+        "median_ess",
+        "min_ess_per_gradient",
+        "median_ess_per_gradient",
+        "divergences",
+        "at_depth_cap",
+        "fallbacks",
+        "mean_accept",
+        "step_size",
+        "sampling_seconds",
+        "training_seconds",
+        "max_ks_statistic",
+        "min_ks_p_value",
     ])?;
     for s in summaries {
         let total = s.total_gradients() as f64;
@@ -55,7 +73,10 @@ fn ks_extremes(s: &SamplerSummary) -> (f64, f64) {
     (max_d, min_p)
 }
 
-pub(super) fn write_training_csv(out: &Path, surrogates: &[(Benchmark, TrainedSurrogate)]) -> Result<Vec<PathBuf>> {
+pub(super) fn write_training_csv(
+    out: &Path,
+    surrogates: &[(Benchmark, TrainedSurrogate)],
+) -> Result<Vec<PathBuf>> {
     if surrogates.is_empty() {
         return Ok(Vec::new());
     }
@@ -63,9 +84,17 @@ pub(super) fn write_training_csv(out: &Path, surrogates: &[(Benchmark, TrainedSu
     let mut w = csv::Writer::from_path(&path)?;
     w.write_record(["benchmark", "step", "loss"])?;
     for (benchmark, trained) in surrogates {
-        w.write_record([benchmark.name(), "0", &format!("{:.6e}", trained.initial_loss)])?;
+        w.write_record([
+            benchmark.name(),
+            "0",
+            &format!("{:.6e}", trained.initial_loss),
+        ])?;
         for record in &trained.history {
-            w.write_record([benchmark.name().to_string(), record.step.to_string(), format!("{:.6e}", record.loss)])?;
+            w.write_record([
+                benchmark.name().to_string(),
+                record.step.to_string(),
+                format!("{:.6e}", record.loss),
+            ])?;
         }
     }
     w.flush()?;
@@ -74,7 +103,10 @@ pub(super) fn write_training_csv(out: &Path, surrogates: &[(Benchmark, TrainedSu
 
 /// Per benchmark: the empirical CDF of the first and the last coordinate for every sampler beside
 /// the reference's.
-pub(super) fn write_marginal_charts(out: &Path, runs: &[(Benchmark, Vec<Vec<Vec<f64>>>, Vec<ChainRun>)]) -> Result<Vec<PathBuf>> {
+pub(super) fn write_marginal_charts(
+    out: &Path,
+    runs: &[(Benchmark, Vec<Vec<Vec<f64>>>, Vec<ChainRun>)],
+) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for (benchmark, reference, chains) in runs {
         let dim = benchmark.dim();
@@ -87,9 +119,18 @@ pub(super) fn write_marginal_charts(out: &Path, runs: &[(Benchmark, Vec<Vec<Vec<
                 ..Series::default()
             }];
             for (slot, sampler) in LhnnSampler::ALL.into_iter().enumerate() {
-                let values: Vec<f64> = chains.iter().filter(|c| c.sampler == sampler).flat_map(|c| c.draws.iter().map(|q| q[coordinate])).collect();
+                let values: Vec<f64> = chains
+                    .iter()
+                    .filter(|c| c.sampler == sampler)
+                    .flat_map(|c| c.draws.iter().map(|q| q[coordinate]))
+                    .collect();
                 if !values.is_empty() {
-                    series.push(Series { label: sampler.name().into(), points: ecdf(values), colour: slot, ..Series::default() });
+                    series.push(Series {
+                        label: sampler.name().into(),
+                        points: ecdf(values),
+                        colour: slot,
+                        ..Series::default()
+                    });
                 }
             }
             let chart = LineChart {
@@ -101,7 +142,11 @@ pub(super) fn write_marginal_charts(out: &Path, runs: &[(Benchmark, Vec<Vec<Vec<
                 legend: LegendPosition::LowerRight,
                 series,
             };
-            let path = out.join(format!("marginal_{}_q{}.svg", benchmark.name(), coordinate + 1));
+            let path = out.join(format!(
+                "marginal_{}_q{}.svg",
+                benchmark.name(),
+                coordinate + 1
+            ));
             chart.write_svg(&path)?;
             files.push(path);
         }
@@ -124,7 +169,10 @@ fn ecdf(mut values: Vec<f64>) -> Vec<(f64, f64)> {
         .collect()
 }
 
-pub(super) fn write_training_charts(out: &Path, surrogates: &[(Benchmark, TrainedSurrogate)]) -> Result<Vec<PathBuf>> {
+pub(super) fn write_training_charts(
+    out: &Path,
+    surrogates: &[(Benchmark, TrainedSurrogate)],
+) -> Result<Vec<PathBuf>> {
     if surrogates.is_empty() {
         return Ok(Vec::new());
     }
@@ -134,7 +182,12 @@ pub(super) fn write_training_charts(out: &Path, surrogates: &[(Benchmark, Traine
         .map(|(slot, (benchmark, trained))| Series {
             label: benchmark.name().into(),
             points: std::iter::once((0.0, trained.initial_loss.log10()))
-                .chain(trained.history.iter().map(|r| (r.step as f64, r.loss.log10())))
+                .chain(
+                    trained
+                        .history
+                        .iter()
+                        .map(|r| (r.step as f64, r.loss.log10())),
+                )
                 .collect(),
             colour: slot,
             ..Series::default()
@@ -156,24 +209,48 @@ pub(super) fn write_training_charts(out: &Path, surrogates: &[(Benchmark, Traine
 
 /// `a`'s min-ESS per true gradient over `b`'s on one benchmark, and the same per true
 /// evaluation (gradients plus value-only evaluations).
-pub fn efficiency_ratio(summaries: &[SamplerSummary], benchmark: Benchmark, a: LhnnSampler, b: LhnnSampler) -> Option<(f64, f64)> {
-    let find = |s: LhnnSampler| summaries.iter().find(|x| x.benchmark == benchmark && x.sampler == s);
+pub fn efficiency_ratio(
+    summaries: &[SamplerSummary],
+    benchmark: Benchmark,
+    a: LhnnSampler,
+    b: LhnnSampler,
+) -> Option<(f64, f64)> {
+    let find = |s: LhnnSampler| {
+        summaries
+            .iter()
+            .find(|x| x.benchmark == benchmark && x.sampler == s)
+    };
     let (a, b) = (find(a)?, find(b)?);
     let per_gradient = |s: &SamplerSummary| s.min_ess() / s.total_gradients() as f64;
-    let per_evaluation = |s: &SamplerSummary| s.min_ess() / (s.total_gradients() + s.costs.true_values) as f64;
-    Some((per_gradient(a) / per_gradient(b), per_evaluation(a) / per_evaluation(b)))
+    let per_evaluation =
+        |s: &SamplerSummary| s.min_ess() / (s.total_gradients() + s.costs.true_values) as f64;
+    Some((
+        per_gradient(a) / per_gradient(b),
+        per_evaluation(a) / per_evaluation(b),
+    ))
 }
 
 /// Kept draws per chain from which `a` (an L-HNN sampler, with its fixed training cost) needs
 /// fewer true gradients per effective sample than `b`, assuming both ESS grow in proportion to
 /// the draws: `None` when `a` spends as many per draw as `b` or more (it never catches up).
-pub fn break_even_draws(summaries: &[SamplerSummary], benchmark: Benchmark, a: LhnnSampler, b: LhnnSampler, draws: usize) -> Option<f64> {
-    let find = |s: LhnnSampler| summaries.iter().find(|x| x.benchmark == benchmark && x.sampler == s);
+pub fn break_even_draws(
+    summaries: &[SamplerSummary],
+    benchmark: Benchmark,
+    a: LhnnSampler,
+    b: LhnnSampler,
+    draws: usize,
+) -> Option<f64> {
+    let find = |s: LhnnSampler| {
+        summaries
+            .iter()
+            .find(|x| x.benchmark == benchmark && x.sampler == s)
+    };
     let (a, b) = (find(a)?, find(b)?);
     let (ess_a, ess_b) = (a.min_ess(), b.min_ess());
     let per_ess_b = b.total_gradients() as f64 / ess_b;
     let running_a = a.costs.true_gradients as f64 / ess_a;
-    (per_ess_b > running_a).then(|| draws as f64 * (a.training_gradients as f64 / ess_a) / (per_ess_b - running_a))
+    (per_ess_b > running_a)
+        .then(|| draws as f64 * (a.training_gradients as f64 / ess_a) / (per_ess_b - running_a))
 }
 
 /// Two significant digits, whatever the magnitude.
@@ -193,7 +270,10 @@ pub(super) fn write_markdown(
     bnn: &[BnnComparison],
 ) -> Result<PathBuf> {
     let mut md = String::new();
-    let _ = writeln!(md, "# L-HNN in NUTS (Dhulipala, Che & Shields 2023): our reproduction\n");
+    let _ = writeln!(
+        md,
+        "# L-HNN in NUTS (Dhulipala, Che & Shields 2023): our reproduction\n"
+    );
     let _ = writeln!(md, "Machine: {}. Budget: {} chain(s) per sampler × ({} burn-in + {} kept transitions), step size {} for the L-HNN samplers and the fixed-ε baseline, tree depth ≤ {}; L-HNN: {} trajectories of {} time units at step {} from the benchmark's start, {}×{} sine MLP, {} Adam steps (lr {}, batch 1000, weight decay 1e-4); reference: 4 chains × {} adapted-NUTS draws. Seed {}.\n",
         describe_cpu(), config.chains, config.burn_in, config.draws, config.step_size, config.max_tree_depth, config.trajectories, config.end_time,
         config.training_step_size, config.hidden_layers, config.hidden_width, config.training_steps, config.learning_rate, config.reference_draws, config.seed);
@@ -204,20 +284,33 @@ pub(super) fn write_markdown(
     let _ = writeln!(md, "| benchmark | lhnn-exact / nuts-fixed | lhnn-monitored / nuts-fixed | lhnn-adapted / nuts-adapted | lhnn-exact / nuts-adapted | lhnn-exact ties nuts-fixed at | lhnn-adapted ties nuts-adapted at | paper (L-HNN / fixed-ε NUTS, per gradient) |");
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
     for &benchmark in &config.benchmarks {
-        let ratio = |a, b| efficiency_ratio(summaries, benchmark, a, b).map_or("–".to_string(), |(g, e)| format!("{} / {}", significant(g), significant(e)));
+        let ratio = |a, b| {
+            efficiency_ratio(summaries, benchmark, a, b).map_or("–".to_string(), |(g, e)| {
+                format!("{} / {}", significant(g), significant(e))
+            })
+        };
         let ties = |a, b| match break_even_draws(summaries, benchmark, a, b, config.draws) {
             Some(draws) => format!("{} draws", significant(draws)),
             None if efficiency_ratio(summaries, benchmark, a, b).is_some() => "never".to_string(),
             None => "–".to_string(),
         };
-        let _ = writeln!(md, "| {benchmark} | {} | {} | {} | {} | {} | {} | ≈10 |",
-            ratio(LhnnSampler::LhnnExact, LhnnSampler::NutsFixed), ratio(LhnnSampler::LhnnMonitored, LhnnSampler::NutsFixed),
-            ratio(LhnnSampler::LhnnAdapted, LhnnSampler::NutsAdapted), ratio(LhnnSampler::LhnnExact, LhnnSampler::NutsAdapted),
-            ties(LhnnSampler::LhnnExact, LhnnSampler::NutsFixed), ties(LhnnSampler::LhnnAdapted, LhnnSampler::NutsAdapted));
+        let _ = writeln!(
+            md,
+            "| {benchmark} | {} | {} | {} | {} | {} | {} | ≈10 |",
+            ratio(LhnnSampler::LhnnExact, LhnnSampler::NutsFixed),
+            ratio(LhnnSampler::LhnnMonitored, LhnnSampler::NutsFixed),
+            ratio(LhnnSampler::LhnnAdapted, LhnnSampler::NutsAdapted),
+            ratio(LhnnSampler::LhnnExact, LhnnSampler::NutsAdapted),
+            ties(LhnnSampler::LhnnExact, LhnnSampler::NutsFixed),
+            ties(LhnnSampler::LhnnAdapted, LhnnSampler::NutsAdapted)
+        );
     }
     let _ = writeln!(md, "\n## Per benchmark\n");
     let _ = writeln!(md, "| benchmark | sampler | true gradients (sampling + training) | true values | surrogate forces | min / median ESS | min ESS per 1000 gradients | divergent | at depth cap | fallbacks | accept | ε | KS max D (min p) | seconds (sampling + training) |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for s in summaries {
         let (d, p) = ks_extremes(s);
         let _ = writeln!(md, "| {} | {} | {} + {} | {} | {} | {:.0} / {:.0} | {:.3} | {} / {} | {} / {} | {} | {:.2} | {:.4} | {:.3} ({:.2}) | {:.1} + {:.1} |",
@@ -230,7 +323,16 @@ pub(super) fn write_markdown(
         let _ = writeln!(md, "| benchmark | phase points | true gradients | loss before → after | data + training seconds |");
         let _ = writeln!(md, "|---|---|---|---|---|");
         for (benchmark, t) in surrogates {
-            let _ = writeln!(md, "| {benchmark} | {} | {} | {:.3e} → {:.3e} | {:.1} + {:.1} |", t.data_points, t.training_gradients, t.initial_loss, t.final_loss, t.data_seconds, t.training_seconds);
+            let _ = writeln!(
+                md,
+                "| {benchmark} | {} | {} | {:.3e} → {:.3e} | {:.1} + {:.1} |",
+                t.data_points,
+                t.training_gradients,
+                t.initial_loss,
+                t.final_loss,
+                t.data_seconds,
+                t.training_seconds
+            );
         }
     }
     if !bnn.is_empty() {
@@ -248,11 +350,17 @@ pub(super) fn write_markdown(
 }
 
 fn write_bnn_section(md: &mut String, config: &LhnnBnnConfig, rows: &[BnnComparison]) {
-    let _ = writeln!(md, "\n## Bayesian neural networks from deep-ensemble starts\n");
+    let _ = writeln!(
+        md,
+        "\n## Bayesian neural networks from deep-ensemble starts\n"
+    );
     let _ = writeln!(md, "{} members (Adam, lr 0.01, {} full-batch epochs), one chain each: DEI-NUTS's warmup ({} iterations, Stan windows) from member j gives ε_j and a diagonal metric; from its last point DEI-NUTS draws {} and, with the same ε_j and metric, exact L-HNN NUTS draws {} (L-HNN in the metric's whitened coordinates: {} trajectories × {} leapfrog steps at ε_j from that point, {}×{} sine MLP, {} Adam steps, lr {}). Tree depth ≤ {}. Gradients: warmup (shared by both) + training + draws. ESS: bulk, pooled chains, of log p and of the test rows' mean prediction.\n",
         config.members, config.ensemble_epochs, config.warmup, config.draws, config.draws, config.trajectories, config.trajectory_steps, config.hidden_layers, config.hidden_width, config.training_steps, config.learning_rate, config.max_tree_depth);
     let _ = writeln!(md, "| problem | sampler | test LPPD | test RMSE | true gradients (warmup + training + draws) | true values | surrogate forces | leaves | ESS log p / mean prediction | ESS per 1000 gradients (log p) | accept | divergent | sampling seconds (+ training) | µs per gradient / value / surrogate force |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in rows {
         let _ = writeln!(md, "| {} | {} | {:.3} | {:.3} | {} + {} + {} | {} | {} | {} | {:.0} / {:.0} | {:.3} | {:.2} | {} / {} | {:.1} (+ {:.1}) | {:.1} / {:.1} / {:.1} |",
             r.problem.name(), r.sampler, r.test_lppd, r.test_rmse, r.warmup_gradients, r.training_gradients, r.true_gradients, r.true_values, r.surrogate_forces, r.leaves,

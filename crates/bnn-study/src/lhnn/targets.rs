@@ -83,10 +83,16 @@ impl fmt::Display for Benchmark {
 impl FromStr for Benchmark {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Benchmark::ALL.into_iter().find(|b| b.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Benchmark::ALL.iter().map(|b| b.name()).collect();
-            format!("unknown benchmark `{s}` (expected one of {})", names.join(", "))
-        })
+        Benchmark::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Benchmark::ALL.iter().map(|b| b.name()).collect();
+                format!(
+                    "unknown benchmark `{s}` (expected one of {})",
+                    names.join(", ")
+                )
+            })
     }
 }
 
@@ -115,11 +121,17 @@ impl BenchmarkDensity {
         match self.benchmark {
             Benchmark::GaussianMixture1d => {
                 // log Σ_k ½ exp(−(q − μ_k)²/2s²), by log-sum-exp.
-                let exponents = MIXTURE_MEANS.map(|m| -(q[0] - m).powi(2) / (2.0 * MIXTURE_SD * MIXTURE_SD));
+                let exponents =
+                    MIXTURE_MEANS.map(|m| -(q[0] - m).powi(2) / (2.0 * MIXTURE_SD * MIXTURE_SD));
                 let top = exponents[0].max(exponents[1]);
                 let weights = exponents.map(|e| (e - top).exp());
                 let total = weights[0] + weights[1];
-                g[0] = MIXTURE_MEANS.iter().zip(weights).map(|(m, w)| -w * (q[0] - m) / (MIXTURE_SD * MIXTURE_SD)).sum::<f64>() / total;
+                g[0] = MIXTURE_MEANS
+                    .iter()
+                    .zip(weights)
+                    .map(|(m, w)| -w * (q[0] - m) / (MIXTURE_SD * MIXTURE_SD))
+                    .sum::<f64>()
+                    / total;
                 top + (0.5 * total).ln()
             }
             Benchmark::Rosenbrock3d | Benchmark::Rosenbrock10d => {
@@ -140,7 +152,9 @@ impl BenchmarkDensity {
                 let precision = (-level).exp();
                 g[0] = -level / (FUNNEL_SD * FUNNEL_SD) + 0.5 * x * x * precision - 0.5;
                 g[1] = -x * precision;
-                -0.5 * level * level / (FUNNEL_SD * FUNNEL_SD) - 0.5 * x * x * precision - 0.5 * level
+                -0.5 * level * level / (FUNNEL_SD * FUNNEL_SD)
+                    - 0.5 * x * x * precision
+                    - 0.5 * level
             }
             Benchmark::Gaussian5d => {
                 let mut sum = 0.0;
@@ -164,7 +178,13 @@ fn allen_cahn(u: &[f64], g: &mut [f64]) -> f64 {
     let n = u.len();
     let h = 1.0 / (n + 1) as f64;
     let (a, beta) = (ALLEN_CAHN_WIDTH, ALLEN_CAHN_BETA);
-    let at = |i: isize| if i < 0 || i as usize >= n { 0.0 } else { u[i as usize] };
+    let at = |i: isize| {
+        if i < 0 || i as usize >= n {
+            0.0
+        } else {
+            u[i as usize]
+        }
+    };
     let mut energy = 0.0;
     for i in 0..=n as isize {
         let slope = (at(i) - at(i - 1)) / h;
@@ -186,8 +206,15 @@ impl LogDensity for BenchmarkDensity {
         self.benchmark.dim()
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        for_each_row(self.dim(), positions, values, gradients, |q, g| Ok(self.point(q, g)))
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        for_each_row(self.dim(), positions, values, gradients, |q, g| {
+            Ok(self.point(q, g))
+        })
     }
 }
 
@@ -202,7 +229,9 @@ mod tests {
             let density = benchmark.density();
             let dim = benchmark.dim();
             for shift in [0.0, 0.37, -0.81] {
-                let q: Vec<f64> = (0..dim).map(|i| shift + 0.13 * i as f64 - 0.2 * (i % 3) as f64).collect();
+                let q: Vec<f64> = (0..dim)
+                    .map(|i| shift + 0.13 * i as f64 - 0.2 * (i % 3) as f64)
+                    .collect();
                 let mut g = vec![0.0; dim];
                 density.evaluate(&q, &mut g).unwrap();
                 for i in 0..dim {
@@ -210,9 +239,14 @@ mod tests {
                     let (mut up, mut down) = (q.clone(), q.clone());
                     up[i] += h;
                     down[i] -= h;
-                    let numeric = (density.value(&up).unwrap() - density.value(&down).unwrap()) / (2.0 * h);
+                    let numeric =
+                        (density.value(&up).unwrap() - density.value(&down).unwrap()) / (2.0 * h);
                     let tolerance = 1e-5 * (1.0 + numeric.abs());
-                    assert!((numeric - g[i]).abs() < tolerance, "{benchmark} at {q:?}, coordinate {i}: {} vs {numeric}", g[i]);
+                    assert!(
+                        (numeric - g[i]).abs() < tolerance,
+                        "{benchmark} at {q:?}, coordinate {i}: {} vs {numeric}",
+                        g[i]
+                    );
                 }
             }
         }

@@ -35,7 +35,11 @@ pub enum PmChainStart {
     Fresh(Vec<f64>),
     /// Where another chain's warmup ended (its point, step size and metric): the warmup adapts
     /// only ε, from `step_size`; the metric stays.
-    Continue { position: Vec<f64>, step_size: f64, metric: DiagonalMassMatrix },
+    Continue {
+        position: Vec<f64>,
+        step_size: f64,
+        metric: DiagonalMassMatrix,
+    },
 }
 
 /// What one chain kept.
@@ -74,8 +78,17 @@ pub fn run_pm_chain<L: LogDensity>(
     let (k, dim) = (theta_dim, target.dim());
     let mut inverse_diag = vec![1.0; dim];
     let (position, mut step_size, mut metric, adapt_metric) = match start {
-        PmChainStart::Fresh(position) => (position, 0.01, DiagonalMassMatrix::new(inverse_diag.clone())?, true),
-        PmChainStart::Continue { position, step_size, metric } => (position, step_size, metric, false),
+        PmChainStart::Fresh(position) => (
+            position,
+            0.01,
+            DiagonalMassMatrix::new(inverse_diag.clone())?,
+            true,
+        ),
+        PmChainStart::Continue {
+            position,
+            step_size,
+            metric,
+        } => (position, step_size, metric, false),
     };
     let mut state = KernelState::init(target, position)
         .map_err(|e| anyhow::anyhow!("the start is not usable: {e:?}"))?;
@@ -93,7 +106,9 @@ pub fn run_pm_chain<L: LogDensity>(
     let (mut theta, mut gradients, mut divergences, mut accept) =
         (Vec::with_capacity(settings.draws), 0u64, 0, 0.0);
     let half = settings.warmup / 2;
-    let keep_every = (settings.warmup - half).div_ceil(settings.training_states.max(1)).max(1);
+    let keep_every = (settings.warmup - half)
+        .div_ceil(settings.training_states.max(1))
+        .max(1);
     let (mut training_states, mut after_warmup) = (Vec::new(), None);
     let (mut sampling_started, mut warmup_gradients) = (started, 0);
     for i in 0..settings.warmup + settings.draws {

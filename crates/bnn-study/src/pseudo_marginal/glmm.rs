@@ -107,7 +107,12 @@ pub struct GlmmTruth {
 
 impl Default for GlmmTruth {
     fn default() -> Self {
-        Self { beta: vec![0.8, -0.5, 0.3, 0.0, -0.6, 0.4, 0.2, -0.3], mu: [0.0, 3.0], lambda: [10.0, 3.0], w: 0.8 }
+        Self {
+            beta: vec![0.8, -0.5, 0.3, 0.0, -0.6, 0.4, 0.2, -0.3],
+            mu: [0.0, 3.0],
+            lambda: [10.0, 3.0],
+            w: 0.8,
+        }
     }
 }
 
@@ -115,7 +120,13 @@ impl GlmmTruth {
     /// θ in the sampler's coordinates.
     pub fn theta(&self) -> Vec<f64> {
         let mut theta = self.beta.clone();
-        theta.extend([self.mu[0], (self.mu[1] - self.mu[0]).ln(), self.lambda[0].ln(), self.lambda[1].ln(), (self.w / (1.0 - self.w)).ln()]);
+        theta.extend([
+            self.mu[0],
+            (self.mu[1] - self.mu[0]).ln(),
+            self.lambda[0].ln(),
+            self.lambda[1].ln(),
+            (self.w / (1.0 - self.w)).ln(),
+        ]);
         theta
     }
 }
@@ -152,7 +163,14 @@ const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_8;
 
 impl Glmm {
     /// Data simulated from `truth` (covariates standard normal), seeded.
-    pub fn simulate(truth: &GlmmTruth, subjects: usize, observations: usize, samples: usize, estimator: GlmmEstimator, seed: u64) -> Self {
+    pub fn simulate(
+        truth: &GlmmTruth,
+        subjects: usize,
+        observations: usize,
+        samples: usize,
+        estimator: GlmmEstimator,
+        seed: u64,
+    ) -> Self {
         let p = truth.beta.len();
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut normal = || -> f64 { StandardNormal.sample(&mut rng) };
@@ -166,7 +184,9 @@ impl Glmm {
                 let row: Vec<f64> = (0..p).map(|_| normal()).collect();
                 let eta = x + row.iter().zip(&truth.beta).map(|(a, b)| a * b).sum::<f64>();
                 let probability = 1.0 / (1.0 + (-eta).exp());
-                y.push(f64::from(u8::from(rand::Rng::random::<f64>(&mut uniforms) < probability)));
+                y.push(f64::from(u8::from(
+                    rand::Rng::random::<f64>(&mut uniforms) < probability,
+                )));
                 z.extend(row);
             }
         }
@@ -199,7 +219,11 @@ impl Glmm {
 
     /// `log p(θ)` up to its constant.
     pub fn log_prior(&self, theta: &[f64]) -> f64 {
-        -0.5 * theta.iter().zip(&self.prior_sd).map(|(t, sd)| (t / sd).powi(2)).sum::<f64>()
+        -0.5 * theta
+            .iter()
+            .zip(&self.prior_sd)
+            .map(|(t, sd)| (t / sd).powi(2))
+            .sum::<f64>()
     }
 
     pub fn theta_dim(&self) -> usize {
@@ -217,7 +241,15 @@ impl Glmm {
         let mut scratch = SubjectScratch::new(big_n, self.observations);
         let (g_theta, g_u) = g.split_at_mut(k);
         for i in 0..self.subjects {
-            total += self.subject_term(theta, &mixture, i, &u[i * big_n..(i + 1) * big_n], g_theta, &mut g_u[i * big_n..(i + 1) * big_n], &mut scratch);
+            total += self.subject_term(
+                theta,
+                &mixture,
+                i,
+                &u[i * big_n..(i + 1) * big_n],
+                g_theta,
+                &mut g_u[i * big_n..(i + 1) * big_n],
+                &mut scratch,
+            );
         }
         for (gu, uu) in g[k..].iter_mut().zip(u) {
             *gu -= uu;
@@ -228,20 +260,37 @@ impl Glmm {
     /// Subject `i`'s `log p̂_i(Y_i· | θ, u_i)` at the point `x = [θ, u]`; its gradient with respect
     /// to θ is added to `g_theta` and with respect to `u_i` written to `g_u` (the model is a sum
     /// of such terms, the prior and `−½uᵀu`: the HNN surrogate learns one term per subject).
-    pub fn subject_log_estimate(&self, x: &[f64], i: usize, g_theta: &mut [f64], g_u: &mut [f64]) -> f64 {
+    pub fn subject_log_estimate(
+        &self,
+        x: &[f64],
+        i: usize,
+        g_theta: &mut [f64],
+        g_u: &mut [f64],
+    ) -> f64 {
         let (k, big_n) = (self.theta_dim(), self.samples);
         let theta = &x[..k];
         g_u.iter_mut().for_each(|v| *v = 0.0);
         let mixture = Mixture::new(theta, self.covariates);
         let mut scratch = SubjectScratch::new(big_n, self.observations);
-        self.subject_term(theta, &mixture, i, &x[k + i * big_n..k + (i + 1) * big_n], g_theta, g_u, &mut scratch)
+        self.subject_term(
+            theta,
+            &mixture,
+            i,
+            &x[k + i * big_n..k + (i + 1) * big_n],
+            g_theta,
+            g_u,
+            &mut scratch,
+        )
     }
 
     /// Subject `i`'s data as the surrogate reads them: its covariates `Z_i` (`n·p`) then its
     /// responses `Y_i` (`n`).
     pub fn subject_data(&self, i: usize) -> impl Iterator<Item = f64> + '_ {
         let (n, p) = (self.observations, self.covariates);
-        self.z[i * n * p..(i + 1) * n * p].iter().chain(&self.y[i * n..(i + 1) * n]).copied()
+        self.z[i * n * p..(i + 1) * n * p]
+            .iter()
+            .chain(&self.y[i * n..(i + 1) * n])
+            .copied()
     }
 
     /// Writes `∇ log p(θ)` into `g`.
@@ -258,7 +307,16 @@ impl Glmm {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn subject_term(&self, theta: &[f64], mix: &Mixture, i: usize, ui: &[f64], g_theta: &mut [f64], g_u: &mut [f64], s: &mut SubjectScratch) -> f64 {
+    fn subject_term(
+        &self,
+        theta: &[f64],
+        mix: &Mixture,
+        i: usize,
+        ui: &[f64],
+        g_theta: &mut [f64],
+        g_u: &mut [f64],
+        s: &mut SubjectScratch,
+    ) -> f64 {
         let (p, n, big_n) = (self.covariates, self.observations, self.samples);
         let beta = &theta[..p];
         let mut total = 0.0;
@@ -268,20 +326,36 @@ impl Glmm {
         }
         // Per sample: log f(X) − log q(X), d/dX of it, and the mixture's θ-derivatives.
         // The mixture density's fixed shares: samples alternate between the components.
-        let log_halves = [(big_n.div_ceil(2) as f64 / big_n as f64).ln(), ((big_n / 2) as f64 / big_n as f64).ln()];
+        let log_halves = [
+            (big_n.div_ceil(2) as f64 / big_n as f64).ln(),
+            ((big_n / 2) as f64 / big_n as f64).ln(),
+        ];
         for l in 0..big_n {
             // X and how it moves with u and with θ's mixture coordinates (μ₁, δ, log λ₁, log λ₂,
             // logit w): X = 3u for the fixed density, X = μ_k + λ_k^{−½} u for the mixture's.
             let (xl, dx_du, dx_dmix) = match self.proposal {
                 GlmmProposal::Fixed => (PROPOSAL_SD * ui[l], PROPOSAL_SD, [0.0; 5]),
-                GlmmProposal::Mixture if l % 2 == 0 => (mix.mu1 + mix.sd1 * ui[l], mix.sd1, [1.0, 0.0, -0.5 * mix.sd1 * ui[l], 0.0, 0.0]),
-                GlmmProposal::Mixture => (mix.mu2 + mix.sd2 * ui[l], mix.sd2, [1.0, mix.gap, 0.0, -0.5 * mix.sd2 * ui[l], 0.0]),
+                GlmmProposal::Mixture if l % 2 == 0 => (
+                    mix.mu1 + mix.sd1 * ui[l],
+                    mix.sd1,
+                    [1.0, 0.0, -0.5 * mix.sd1 * ui[l], 0.0, 0.0],
+                ),
+                GlmmProposal::Mixture => (
+                    mix.mu2 + mix.sd2 * ui[l],
+                    mix.sd2,
+                    [1.0, mix.gap, 0.0, -0.5 * mix.sd2 * ui[l], 0.0],
+                ),
             };
             let (log_f, d_log_f, dmix_log_f) = mix.log_density(xl, mix.log_w, mix.log_1mw);
             let (log_q, d_log_q, dmix_log_q) = match self.proposal {
-                GlmmProposal::Fixed => (-(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2), -xl / (PROPOSAL_SD * PROPOSAL_SD), [0.0; 5]),
+                GlmmProposal::Fixed => (
+                    -(PROPOSAL_SD.ln()) - HALF_LOG_2PI - 0.5 * (xl / PROPOSAL_SD).powi(2),
+                    -xl / (PROPOSAL_SD * PROPOSAL_SD),
+                    [0.0; 5],
+                ),
                 GlmmProposal::Mixture => {
-                    let (log_q, d_log_q, mut dmix) = mix.log_density(xl, log_halves[0], log_halves[1]);
+                    let (log_q, d_log_q, mut dmix) =
+                        mix.log_density(xl, log_halves[0], log_halves[1]);
                     dmix[4] = 0.0; // the shares are fixed, not w
                     (log_q, d_log_q, dmix)
                 }
@@ -313,7 +387,11 @@ impl Glmm {
                 Some(j) => vec![j],
             };
             for l in 0..big_n {
-                s.weights[l] = s.log_ratio[l] + observations.iter().map(|&j| s.bernoulli[l * n + j]).sum::<f64>();
+                s.weights[l] = s.log_ratio[l]
+                    + observations
+                        .iter()
+                        .map(|&j| s.bernoulli[l * n + j])
+                        .sum::<f64>();
             }
             let top = s.weights.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             let sum: f64 = s.weights.iter().map(|a| (a - top).exp()).sum();
@@ -330,7 +408,11 @@ impl Glmm {
                     }
                 }
                 g_u[l] += omega * s.dx_du[l] * d_x;
-                for ((gm, d), dx) in g_theta[p..p + 5].iter_mut().zip(s.d_mix[l]).zip(s.dx_dmix[l]) {
+                for ((gm, d), dx) in g_theta[p..p + 5]
+                    .iter_mut()
+                    .zip(s.d_mix[l])
+                    .zip(s.dx_dmix[l])
+                {
                     *gm += omega * (d + d_x * dx);
                 }
             }
@@ -438,8 +520,15 @@ impl LogDensity for Glmm {
         self.theta_dim() + self.subjects * self.samples
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
-        bnn_sampler::for_each_row(self.dim(), positions, values, gradients, |x, g| Ok(self.point(x, g)))
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        bnn_sampler::for_each_row(self.dim(), positions, values, gradients, |x, g| {
+            Ok(self.point(x, g))
+        })
     }
 }
 
@@ -452,27 +541,65 @@ mod tests {
     #[test]
     fn gradient_matches_finite_differences() {
         let cases = [
-            (GlmmEstimator::PerSubject, GlmmPrior::Report, GlmmProposal::Fixed),
-            (GlmmEstimator::PerObservation, GlmmPrior::Report, GlmmProposal::Fixed),
-            (GlmmEstimator::PerSubject, GlmmPrior::WeaklyInformative, GlmmProposal::Fixed),
-            (GlmmEstimator::PerSubject, GlmmPrior::WeaklyInformative, GlmmProposal::Mixture),
-            (GlmmEstimator::PerObservation, GlmmPrior::Report, GlmmProposal::Mixture),
+            (
+                GlmmEstimator::PerSubject,
+                GlmmPrior::Report,
+                GlmmProposal::Fixed,
+            ),
+            (
+                GlmmEstimator::PerObservation,
+                GlmmPrior::Report,
+                GlmmProposal::Fixed,
+            ),
+            (
+                GlmmEstimator::PerSubject,
+                GlmmPrior::WeaklyInformative,
+                GlmmProposal::Fixed,
+            ),
+            (
+                GlmmEstimator::PerSubject,
+                GlmmPrior::WeaklyInformative,
+                GlmmProposal::Mixture,
+            ),
+            (
+                GlmmEstimator::PerObservation,
+                GlmmPrior::Report,
+                GlmmProposal::Mixture,
+            ),
         ];
         for (estimator, prior, proposal) in cases {
-            let glmm = Glmm::simulate(&GlmmTruth::default(), 6, 4, 5, estimator, 2).with_prior(prior).with_proposal(proposal);
+            let glmm = Glmm::simulate(&GlmmTruth::default(), 6, 4, 5, estimator, 2)
+                .with_prior(prior)
+                .with_proposal(proposal);
             let mut rng = ChaCha8Rng::seed_from_u64(9);
-            let mut x: Vec<f64> = GlmmTruth::default().theta().iter().map(|t| { let e: f64 = StandardNormal.sample(&mut rng); t + 0.3 * e }).collect();
-            x.extend((0..glmm.subjects * glmm.samples).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
+            let mut x: Vec<f64> = GlmmTruth::default()
+                .theta()
+                .iter()
+                .map(|t| {
+                    let e: f64 = StandardNormal.sample(&mut rng);
+                    t + 0.3 * e
+                })
+                .collect();
+            x.extend(
+                (0..glmm.subjects * glmm.samples)
+                    .map(|_| -> f64 { StandardNormal.sample(&mut rng) }),
+            );
             let mut g = vec![0.0; glmm.dim()];
             glmm.evaluate(&x, &mut g).unwrap();
-            let coordinates: Vec<usize> = (0..glmm.theta_dim()).chain([glmm.theta_dim(), glmm.theta_dim() + 7, glmm.dim() - 1]).collect();
+            let coordinates: Vec<usize> = (0..glmm.theta_dim())
+                .chain([glmm.theta_dim(), glmm.theta_dim() + 7, glmm.dim() - 1])
+                .collect();
             for i in coordinates {
                 let h = 1e-6;
                 let (mut up, mut down) = (x.clone(), x.clone());
                 up[i] += h;
                 down[i] -= h;
                 let numeric = (glmm.value(&up).unwrap() - glmm.value(&down).unwrap()) / (2.0 * h);
-                assert!((numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()), "{estimator:?} {prior:?} {proposal:?} coordinate {i}: {} vs {numeric}", g[i]);
+                assert!(
+                    (numeric - g[i]).abs() < 1e-5 * (1.0 + numeric.abs()),
+                    "{estimator:?} {prior:?} {proposal:?} coordinate {i}: {} vs {numeric}",
+                    g[i]
+                );
             }
         }
     }
@@ -483,15 +610,23 @@ mod tests {
     #[test]
     fn per_subject_estimator_is_unbiased() {
         let truth = GlmmTruth::default();
-        let narrow = GlmmTruth { lambda: [150.0, 0.5], ..GlmmTruth::default() };
-        for (proposal, at) in [(GlmmProposal::Fixed, &truth), (GlmmProposal::Mixture, &truth), (GlmmProposal::Mixture, &narrow)] {
+        let narrow = GlmmTruth {
+            lambda: [150.0, 0.5],
+            ..GlmmTruth::default()
+        };
+        for (proposal, at) in [
+            (GlmmProposal::Fixed, &truth),
+            (GlmmProposal::Mixture, &truth),
+            (GlmmProposal::Mixture, &narrow),
+        ] {
             unbiased_at(proposal, &truth, at);
         }
     }
 
     /// `E[p̂(θ)]` against quadrature, θ = `at`'s parameters, data from `truth`.
     fn unbiased_at(proposal: GlmmProposal, truth: &GlmmTruth, at: &GlmmTruth) {
-        let glmm = Glmm::simulate(truth, 1, 6, 64, GlmmEstimator::PerSubject, 4).with_proposal(proposal);
+        let glmm =
+            Glmm::simulate(truth, 1, 6, 64, GlmmEstimator::PerSubject, 4).with_proposal(proposal);
         let theta = at.theta();
         let truth = at;
         let prior = glmm.log_prior(&theta);
@@ -501,14 +636,22 @@ mod tests {
         let mut exact = 0.0;
         for c in 0..cells {
             let xv = lo + (c as f64 + 0.5) * dx;
-            let f = truth.w * (truth.lambda[0] / (2.0 * std::f64::consts::PI)).sqrt() * (-0.5 * truth.lambda[0] * (xv - truth.mu[0]).powi(2)).exp()
-                + (1.0 - truth.w) * (truth.lambda[1] / (2.0 * std::f64::consts::PI)).sqrt() * (-0.5 * truth.lambda[1] * (xv - truth.mu[1]).powi(2)).exp();
+            let f = truth.w
+                * (truth.lambda[0] / (2.0 * std::f64::consts::PI)).sqrt()
+                * (-0.5 * truth.lambda[0] * (xv - truth.mu[0]).powi(2)).exp()
+                + (1.0 - truth.w)
+                    * (truth.lambda[1] / (2.0 * std::f64::consts::PI)).sqrt()
+                    * (-0.5 * truth.lambda[1] * (xv - truth.mu[1]).powi(2)).exp();
             let mut g = 1.0;
             for j in 0..6 {
                 let row = &glmm.z[j * 8..(j + 1) * 8];
                 let eta = xv + row.iter().zip(&truth.beta).map(|(a, b)| a * b).sum::<f64>();
                 let probability = 1.0 / (1.0 + (-eta).exp());
-                g *= if glmm.y[j] > 0.5 { probability } else { 1.0 - probability };
+                g *= if glmm.y[j] > 0.5 {
+                    probability
+                } else {
+                    1.0 - probability
+                };
             }
             exact += g * f * dx;
         }
@@ -522,9 +665,13 @@ mod tests {
             estimates.push((glmm.value(&x).unwrap() - prior - u_term).exp());
         }
         let mean = estimates.iter().sum::<f64>() / draws as f64;
-        let sd = (estimates.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (draws - 1) as f64).sqrt();
+        let sd =
+            (estimates.iter().map(|e| (e - mean).powi(2)).sum::<f64>() / (draws - 1) as f64).sqrt();
         let se = sd / (draws as f64).sqrt();
-        assert!((mean - exact).abs() < 5.0 * se, "{proposal:?}: E[p̂] = {mean} ± {se}, quadrature {exact}");
+        assert!(
+            (mean - exact).abs() < 5.0 * se,
+            "{proposal:?}: E[p̂] = {mean} ± {se}, quadrature {exact}"
+        );
     }
 
     /// Why chains stuck with the report's density: where a component is narrow (λ₁ = e⁵, where
@@ -536,26 +683,46 @@ mod tests {
     fn the_mixture_density_keeps_the_estimator_tight_where_a_component_is_narrow() {
         let truth = GlmmTruth::default();
         // Data set 9's chain 0 of that study: where it froze.
-        let stuck = [0.6552, -0.5813, 0.2801, -0.2055, -0.4804, 0.5215, 0.3139, -0.2360, -0.0615, 1.7408, 4.9746, 2.6038, 1.6854];
+        let stuck = [
+            0.6552, -0.5813, 0.2801, -0.2055, -0.4804, 0.5215, 0.3139, -0.2360, -0.0615, 1.7408,
+            4.9746, 2.6038, 1.6854,
+        ];
         let spread = |proposal: GlmmProposal, theta: &[f64]| {
-            let glmm = Glmm::simulate(&truth, 200, 6, 32, GlmmEstimator::PerSubject, 9 * 7_919).with_proposal(proposal);
+            let glmm = Glmm::simulate(&truth, 200, 6, 32, GlmmEstimator::PerSubject, 9 * 7_919)
+                .with_proposal(proposal);
             let theta = theta.to_vec();
             let mut rng = ChaCha8Rng::seed_from_u64(5);
             let values: Vec<f64> = (0..40)
                 .map(|_| {
                     let mut x = theta.clone();
-                    x.extend((0..glmm.subjects * glmm.samples).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
+                    x.extend(
+                        (0..glmm.subjects * glmm.samples)
+                            .map(|_| -> f64 { StandardNormal.sample(&mut rng) }),
+                    );
                     let u_term = -0.5 * x[theta.len()..].iter().map(|v| v * v).sum::<f64>();
                     glmm.value(&x).unwrap() - glmm.log_prior(&theta) - u_term
                 })
                 .collect();
             let mean = values.iter().sum::<f64>() / values.len() as f64;
-            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len() - 1) as f64).sqrt()
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (values.len() - 1) as f64)
+                .sqrt()
         };
-        let (fixed_stuck, mixture_stuck) = (spread(GlmmProposal::Fixed, &stuck), spread(GlmmProposal::Mixture, &stuck));
-        let (fixed_truth, mixture_truth) = (spread(GlmmProposal::Fixed, &truth.theta()), spread(GlmmProposal::Mixture, &truth.theta()));
+        let (fixed_stuck, mixture_stuck) = (
+            spread(GlmmProposal::Fixed, &stuck),
+            spread(GlmmProposal::Mixture, &stuck),
+        );
+        let (fixed_truth, mixture_truth) = (
+            spread(GlmmProposal::Fixed, &truth.theta()),
+            spread(GlmmProposal::Mixture, &truth.theta()),
+        );
         eprintln!("sd of log p̂ over u: fixed {fixed_stuck:.2} (narrow) / {fixed_truth:.2} (truth); mixture {mixture_stuck:.2} / {mixture_truth:.2}");
-        assert!(fixed_stuck > 3.0 * mixture_stuck, "fixed {fixed_stuck} vs mixture {mixture_stuck} at the narrow component");
-        assert!(mixture_stuck < 1.5 && mixture_truth < 1.5, "mixture: {mixture_stuck} / {mixture_truth}");
+        assert!(
+            fixed_stuck > 3.0 * mixture_stuck,
+            "fixed {fixed_stuck} vs mixture {mixture_stuck} at the narrow component"
+        );
+        assert!(
+            mixture_stuck < 1.5 && mixture_truth < 1.5,
+            "mixture: {mixture_stuck} / {mixture_truth}"
+        );
     }
 }

@@ -43,7 +43,14 @@ pub struct SubjectHnnConfig {
 
 impl Default for SubjectHnnConfig {
     fn default() -> Self {
-        Self { hidden_width: 64, hidden_layers: 2, steps: 3000, batch_size: 512, learning_rate: 2e-3, seed: 0 }
+        Self {
+            hidden_width: 64,
+            hidden_layers: 2,
+            steps: 3000,
+            batch_size: 512,
+            learning_rate: 2e-3,
+            seed: 0,
+        }
     }
 }
 
@@ -76,16 +83,23 @@ impl Rows {
     fn new(glmm: &Glmm, states: &[Vec<f64>], width: usize) -> Self {
         let (k, n) = (glmm.theta_dim(), glmm.samples);
         let outputs = k + n;
-        let mut rows = Rows { inputs: Vec::new(), targets: Vec::new(), width, outputs };
+        let mut rows = Rows {
+            inputs: Vec::new(),
+            targets: Vec::new(),
+            width,
+            outputs,
+        };
         let (mut g_theta, mut g_u) = (vec![0.0; k], vec![0.0; n]);
         for x in states {
             for i in 0..glmm.subjects {
                 g_theta.iter_mut().for_each(|v| *v = 0.0);
                 glmm.subject_log_estimate(x, i, &mut g_theta, &mut g_u);
                 let start = rows.inputs.len();
-                rows.inputs.extend(subject_input(glmm, x, i).map(|v| v as f32));
+                rows.inputs
+                    .extend(subject_input(glmm, x, i).map(|v| v as f32));
                 rows.inputs.resize(start + width, 0.0);
-                rows.targets.extend(g_theta.iter().chain(&g_u).map(|&v| v as f32));
+                rows.targets
+                    .extend(g_theta.iter().chain(&g_u).map(|&v| v as f32));
             }
         }
         rows
@@ -97,10 +111,20 @@ impl Rows {
 
     fn batch(&self, rows: &[usize], device: &Device) -> (Tensor<2>, Tensor<2>) {
         let gather = |values: &[f32], width: usize| -> Tensor<2> {
-            let picked: Vec<f32> = rows.iter().flat_map(|&r| &values[r * width..(r + 1) * width]).copied().collect();
-            Tensor::from_data(TensorData::new(picked, [rows.len(), width]), (device, DType::F32))
+            let picked: Vec<f32> = rows
+                .iter()
+                .flat_map(|&r| &values[r * width..(r + 1) * width])
+                .copied()
+                .collect();
+            Tensor::from_data(
+                TensorData::new(picked, [rows.len(), width]),
+                (device, DType::F32),
+            )
         };
-        (gather(&self.inputs, self.width), gather(&self.targets, self.outputs))
+        (
+            gather(&self.inputs, self.width),
+            gather(&self.targets, self.outputs),
+        )
     }
 
     /// `Σ ‖∇s − target‖²` and `Σ ‖target‖²` over all rows (no autodiff).
@@ -109,7 +133,11 @@ impl Rows {
         let (mut error, mut norm) = (0.0, 0.0);
         for chunk in all.chunks(4096) {
             let (x, target) = self.batch(chunk, device);
-            error += scalar(residual(network, x, target.clone(), self.outputs).square().sum());
+            error += scalar(
+                residual(network, x, target.clone(), self.outputs)
+                    .square()
+                    .sum(),
+            );
             norm += scalar(target.square().sum());
         }
         (error, norm)
@@ -119,7 +147,11 @@ impl Rows {
 /// The subject's inputs: θ, `u_i`, then its data.
 fn subject_input<'a>(glmm: &'a Glmm, x: &'a [f64], i: usize) -> impl Iterator<Item = f64> + 'a {
     let (k, n) = (glmm.theta_dim(), glmm.samples);
-    x[..k].iter().chain(&x[k + i * n..k + (i + 1) * n]).copied().chain(glmm.subject_data(i))
+    x[..k]
+        .iter()
+        .chain(&x[k + i * n..k + (i + 1) * n])
+        .copied()
+        .chain(glmm.subject_data(i))
 }
 
 /// `∇_{θ, u_i} s_φ − target`, `[rows, outputs]`.
@@ -135,7 +167,12 @@ impl SubjectHnn {
     /// Trains on every subject's term at each of `states` (points `[θ, u]` of a true-gradient
     /// chain); the last fifth of the states is held out for the reported error.
     pub fn train(glmm: &Glmm, states: &[Vec<f64>], config: &SubjectHnnConfig) -> Result<Self> {
-        if states.len() < 5 || config.steps == 0 || config.batch_size == 0 || config.hidden_width == 0 || config.hidden_layers == 0 {
+        if states.len() < 5
+            || config.steps == 0
+            || config.batch_size == 0
+            || config.hidden_width == 0
+            || config.hidden_layers == 0
+        {
             bail!("the subject HNN needs at least 5 states, a step, a batch and a hidden layer");
         }
         let started = std::time::Instant::now();
@@ -167,7 +204,10 @@ impl SubjectHnn {
             let (x, target) = train.batch(&order[cursor..end], &device);
             let rows = end - cursor;
             cursor = end;
-            let loss = residual(&model, x, target, train.outputs).square().sum().div_scalar(rows as f64);
+            let loss = residual(&model, x, target, train.outputs)
+                .square()
+                .sum()
+                .div_scalar(rows as f64);
             let grads = GradientsParams::from_grads(loss.backward(), &model);
             model = optimizer.step(config.learning_rate, model, grads);
         }
@@ -225,7 +265,11 @@ pub struct HnnDensity<'a> {
 
 impl<'a> HnnDensity<'a> {
     pub fn new(glmm: &'a Glmm, hnn: &'a SubjectHnn) -> Self {
-        Self { glmm, hnn, true_values: AtomicU64::new(0) }
+        Self {
+            glmm,
+            hnn,
+            true_values: AtomicU64::new(0),
+        }
     }
 }
 
@@ -234,7 +278,12 @@ impl LogDensity for HnnDensity<'_> {
         self.glmm.dim()
     }
 
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         bnn_sampler::for_each_row(self.dim(), positions, values, gradients, |x, g| {
             self.true_values.fetch_add(1, Ordering::Relaxed);
             self.hnn.gradient(self.glmm, x, g);
@@ -254,8 +303,17 @@ mod tests {
         let truth = GlmmTruth::default().theta();
         (0..count)
             .map(|_| {
-                let mut x: Vec<f64> = truth.iter().map(|t| { let e: f64 = StandardNormal.sample(&mut rng); t + 0.2 * e }).collect();
-                x.extend((0..glmm.dim() - truth.len()).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
+                let mut x: Vec<f64> = truth
+                    .iter()
+                    .map(|t| {
+                        let e: f64 = StandardNormal.sample(&mut rng);
+                        t + 0.2 * e
+                    })
+                    .collect();
+                x.extend(
+                    (0..glmm.dim() - truth.len())
+                        .map(|_| -> f64 { StandardNormal.sample(&mut rng) }),
+                );
                 x
             })
             .collect()
@@ -269,10 +327,12 @@ mod tests {
         let (k, n) = (glmm.theta_dim(), glmm.samples);
         let mut g = vec![0.0; glmm.dim()];
         let mut value = [0.0];
-        glmm.log_density_and_gradient(x, &mut value, &mut g).unwrap();
+        glmm.log_density_and_gradient(x, &mut value, &mut g)
+            .unwrap();
         let mut sum_g = vec![0.0; glmm.dim()];
         glmm.log_prior_gradient(&x[..k], &mut sum_g[..k]);
-        let mut sum = -0.5 * x[..k].iter().map(|t| t * t).sum::<f64>() / 100.0 - 0.5 * x[k..].iter().map(|u| u * u).sum::<f64>();
+        let mut sum = -0.5 * x[..k].iter().map(|t| t * t).sum::<f64>() / 100.0
+            - 0.5 * x[k..].iter().map(|u| u * u).sum::<f64>();
         for i in 0..glmm.subjects {
             let (g_theta, g_u) = sum_g.split_at_mut(k);
             sum += glmm.subject_log_estimate(x, i, g_theta, &mut g_u[i * n..(i + 1) * n]);
@@ -280,7 +340,11 @@ mod tests {
         for (gu, u) in sum_g[k..].iter_mut().zip(&x[k..]) {
             *gu -= u;
         }
-        assert!((sum - value[0]).abs() < 1e-9 * value[0].abs().max(1.0), "{sum} vs {}", value[0]);
+        assert!(
+            (sum - value[0]).abs() < 1e-9 * value[0].abs().max(1.0),
+            "{sum} vs {}",
+            value[0]
+        );
         for (a, b) in sum_g.iter().zip(&g) {
             assert!((a - b).abs() < 1e-9 * b.abs().max(1.0), "{a} vs {b}");
         }
@@ -288,8 +352,20 @@ mod tests {
 
     #[test]
     fn the_network_fits_its_rows_and_the_density_pairs_the_true_value_with_its_gradient() {
-        let glmm = Glmm::simulate(&GlmmTruth::default(), 12, 4, 6, GlmmEstimator::PerSubject, 5);
-        let config = SubjectHnnConfig { hidden_width: 32, steps: 400, batch_size: 128, ..SubjectHnnConfig::default() };
+        let glmm = Glmm::simulate(
+            &GlmmTruth::default(),
+            12,
+            4,
+            6,
+            GlmmEstimator::PerSubject,
+            5,
+        );
+        let config = SubjectHnnConfig {
+            hidden_width: 32,
+            steps: 400,
+            batch_size: 128,
+            ..SubjectHnnConfig::default()
+        };
         let hnn = SubjectHnn::train(&glmm, &states(&glmm, 40, 2), &config).unwrap();
         // At this toy size the fit does not generalize (the held-out error is reported, not
         // asserted); it must fit its training rows.
@@ -303,7 +379,9 @@ mod tests {
         let x = &states(&glmm, 1, 9)[0];
         let density = HnnDensity::new(&glmm, &hnn);
         let (mut value, mut g) = ([0.0], vec![0.0; glmm.dim()]);
-        density.log_density_and_gradient(x, &mut value, &mut g).unwrap();
+        density
+            .log_density_and_gradient(x, &mut value, &mut g)
+            .unwrap();
         assert_eq!(value[0], glmm.log_density_value(x));
         let mut direct = vec![0.0; glmm.dim()];
         hnn.gradient(&glmm, x, &mut direct);

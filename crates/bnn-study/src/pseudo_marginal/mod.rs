@@ -26,9 +26,9 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::describe_cpu;
 use crate::fixed_step_chains::Progress;
 use crate::worker_pool::run_jobs;
-use crate::describe_cpu;
 pub use chain::{run_pm_chain, summarize_theta, PmChainOutput, PmChainSettings, PmChainStart};
 pub use glmm::{theta_names, Glmm, GlmmEstimator, GlmmPrior, GlmmProposal, GlmmTruth};
 pub use hnn::{HnnDensity, SubjectHnn, SubjectHnnConfig};
@@ -159,26 +159,64 @@ pub struct PmGlmmReport {
 
 /// Runs every (estimator, data set) chain and writes `runs.csv`, `pm_glmm.md` and trace SVGs
 /// into `out` (new or empty).
-pub fn run_pm_glmm(config: &PmGlmmConfig, out: &Path, progress: &dyn Progress, stop: &AtomicBool) -> Result<PmGlmmReport> {
-    if config.estimators.is_empty() || config.datasets == 0 || config.chains == 0 || config.subjects == 0 || config.observations == 0 || config.samples == 0 || config.draws < 10 {
+pub fn run_pm_glmm(
+    config: &PmGlmmConfig,
+    out: &Path,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<PmGlmmReport> {
+    if config.estimators.is_empty()
+        || config.datasets == 0
+        || config.chains == 0
+        || config.subjects == 0
+        || config.observations == 0
+        || config.samples == 0
+        || config.draws < 10
+    {
         bail!("the study needs an estimator, a data set, a chain, subjects, observations, importance samples and at least 10 draws");
     }
     if config.proposal == GlmmProposal::Mixture && config.samples < 2 {
         bail!("the mixture importance density draws alternate samples from the two components: it needs at least 2 samples per subject");
     }
-    if out.exists() && out.read_dir().map(|mut d| d.next().is_some()).unwrap_or(true) {
-        bail!("{} is not empty; the study writes into a new or empty folder", out.display());
+    if out.exists()
+        && out
+            .read_dir()
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        bail!(
+            "{} is not empty; the study writes into a new or empty folder",
+            out.display()
+        );
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let jobs: Vec<(GlmmEstimator, usize, usize)> =
-        config.estimators.iter().flat_map(|&e| (config.first_dataset..config.first_dataset + config.datasets).flat_map(move |d| (0..config.chains).map(move |c| (e, d, c)))).collect();
-    let hnn_jobs = if config.hnn.is_some() { jobs.iter().filter(|(e, _, _)| *e == GlmmEstimator::PerSubject).count() } else { 0 };
-    let transitions = jobs.len() * (config.warmup + config.draws) + hnn_jobs * (config.hnn_warmup + config.draws);
-    progress.stage("pseudo-marginal GLMM: transitions", transitions as u64);
-    let runs: Vec<PmRun> = run_jobs(&jobs, config.workers, stop, |&(estimator, dataset, chain)| run_chain(config, estimator, dataset, chain, progress, stop))?
-        .into_iter()
-        .flatten()
+    let jobs: Vec<(GlmmEstimator, usize, usize)> = config
+        .estimators
+        .iter()
+        .flat_map(|&e| {
+            (config.first_dataset..config.first_dataset + config.datasets)
+                .flat_map(move |d| (0..config.chains).map(move |c| (e, d, c)))
+        })
         .collect();
+    let hnn_jobs = if config.hnn.is_some() {
+        jobs.iter()
+            .filter(|(e, _, _)| *e == GlmmEstimator::PerSubject)
+            .count()
+    } else {
+        0
+    };
+    let transitions =
+        jobs.len() * (config.warmup + config.draws) + hnn_jobs * (config.hnn_warmup + config.draws);
+    progress.stage("pseudo-marginal GLMM: transitions", transitions as u64);
+    let runs: Vec<PmRun> = run_jobs(
+        &jobs,
+        config.workers,
+        stop,
+        |&(estimator, dataset, chain)| run_chain(config, estimator, dataset, chain, progress, stop),
+    )?
+    .into_iter()
+    .flatten()
+    .collect();
     let mut files = vec![write_runs_csv(out, &runs)?];
     files.extend(write_traces(out, &runs)?);
     files.push(write_markdown(out, config, &runs)?);
@@ -187,20 +225,52 @@ pub fn run_pm_glmm(config: &PmGlmmConfig, out: &Path, progress: &dyn Progress, s
 
 /// One data set's chain (number `chain_index`) with true gradients, and with HNN gradients from
 /// the same post-warmup state when the config asks for it.
-fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, chain_index: usize, progress: &dyn Progress, stop: &AtomicBool) -> Result<Vec<PmRun>> {
+fn run_chain(
+    config: &PmGlmmConfig,
+    estimator: GlmmEstimator,
+    dataset: usize,
+    chain_index: usize,
+    progress: &dyn Progress,
+    stop: &AtomicBool,
+) -> Result<Vec<PmRun>> {
     let truth = GlmmTruth::default();
-    let target = Glmm::simulate(&truth, config.subjects, config.observations, config.samples, estimator, config.seed.wrapping_add(dataset as u64 * 7_919))
-        .with_prior(config.prior)
-        .with_proposal(config.proposal);
+    let target = Glmm::simulate(
+        &truth,
+        config.subjects,
+        config.observations,
+        config.samples,
+        estimator,
+        config.seed.wrapping_add(dataset as u64 * 7_919),
+    )
+    .with_prior(config.prior)
+    .with_proposal(config.proposal);
     let (k, dim) = (target.theta_dim(), target.dim());
     // Chain 0: θ at the prior's centre (μ₂ = μ₁ + 1, an even mixture); later chains: θ ~ N(0, I).
     // u from its N(0, I). (Chain 0's streams are those of the one-chain study before `chains`.)
-    let mut rng = ChaCha8Rng::seed_from_u64(config.seed.wrapping_add(dataset as u64).wrapping_add(1_000_003 * chain_index as u64));
-    let mut start: Vec<f64> = (0..k).map(|_| if chain_index == 0 { 0.0 } else { StandardNormal.sample(&mut rng) }).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(
+        config
+            .seed
+            .wrapping_add(dataset as u64)
+            .wrapping_add(1_000_003 * chain_index as u64),
+    );
+    let mut start: Vec<f64> = (0..k)
+        .map(|_| {
+            if chain_index == 0 {
+                0.0
+            } else {
+                StandardNormal.sample(&mut rng)
+            }
+        })
+        .collect();
     start.extend((0..dim - k).map(|_| -> f64 { StandardNormal.sample(&mut rng) }));
-    let stream = dataset + 1000 * usize::from(estimator == GlmmEstimator::PerObservation) + 100_000 * chain_index;
+    let stream = dataset
+        + 1000 * usize::from(estimator == GlmmEstimator::PerObservation)
+        + 100_000 * chain_index;
     let mut chain = chain_rng(config.seed.wrapping_add(17), stream);
-    let hnn = config.hnn.as_ref().filter(|_| estimator == GlmmEstimator::PerSubject);
+    let hnn = config
+        .hnn
+        .as_ref()
+        .filter(|_| estimator == GlmmEstimator::PerSubject);
     let settings = PmChainSettings {
         warmup: config.warmup,
         draws: config.draws,
@@ -209,7 +279,16 @@ fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, ch
         // The HNN's training states: the warmup's second half, at most 100 of them.
         training_states: if hnn.is_some() { 100 } else { 0 },
     };
-    let output = run_pm_chain(&target, k, PmChainStart::Fresh(start), settings, &mut chain, progress, stop).with_context(|| estimator.name())?;
+    let output = run_pm_chain(
+        &target,
+        k,
+        PmChainStart::Fresh(start),
+        settings,
+        &mut chain,
+        progress,
+        stop,
+    )
+    .with_context(|| estimator.name())?;
     let mut runs = vec![PmRun {
         estimator,
         sampler: "true gradients",
@@ -228,7 +307,19 @@ fn run_chain(config: &PmGlmmConfig, estimator: GlmmEstimator, dataset: usize, ch
         seconds: output.sampling_seconds,
     }];
     if let (Some(hnn_config), Some(state)) = (hnn, output.after_warmup) {
-        runs.push(run_hnn_chain(config, hnn_config, &target, &output.training_states, state, output.step_size, &output.metric, dataset, chain_index, progress, stop)?);
+        runs.push(run_hnn_chain(
+            config,
+            hnn_config,
+            &target,
+            &output.training_states,
+            state,
+            output.step_size,
+            &output.metric,
+            dataset,
+            chain_index,
+            progress,
+            stop,
+        )?);
     }
     Ok(runs)
 }
@@ -250,7 +341,14 @@ fn run_hnn_chain(
     stop: &AtomicBool,
 ) -> Result<PmRun> {
     let k = target.theta_dim();
-    let hnn = SubjectHnn::train(target, training_states, &SubjectHnnConfig { seed: hnn_config.seed.wrapping_add(dataset as u64), ..hnn_config.clone() })?;
+    let hnn = SubjectHnn::train(
+        target,
+        training_states,
+        &SubjectHnnConfig {
+            seed: hnn_config.seed.wrapping_add(dataset as u64),
+            ..hnn_config.clone()
+        },
+    )?;
     let density = HnnDensity::new(target, &hnn);
     let settings = PmChainSettings {
         warmup: config.hnn_warmup,
@@ -259,9 +357,17 @@ fn run_hnn_chain(
         target_accept: config.target_accept,
         training_states: 0,
     };
-    let start = PmChainStart::Continue { position: start.position, step_size, metric: metric.clone() };
-    let mut chain = chain_rng(config.seed.wrapping_add(29), dataset + 100_000 * chain_index);
-    let output = run_pm_chain(&density, k, start, settings, &mut chain, progress, stop).context("the HNN chain")?;
+    let start = PmChainStart::Continue {
+        position: start.position,
+        step_size,
+        metric: metric.clone(),
+    };
+    let mut chain = chain_rng(
+        config.seed.wrapping_add(29),
+        dataset + 100_000 * chain_index,
+    );
+    let output = run_pm_chain(&density, k, start, settings, &mut chain, progress, stop)
+        .context("the HNN chain")?;
     Ok(PmRun {
         estimator: GlmmEstimator::PerSubject,
         sampler: "HNN gradients",
@@ -285,17 +391,53 @@ fn run_hnn_chain(
 fn write_runs_csv(out: &Path, runs: &[PmRun]) -> Result<PathBuf> {
     let path = out.join("runs.csv");
     let mut w = csv::Writer::from_path(&path)?;
-    w.write_record(["estimator", "sampler", "dataset", "chain", "parameter", "truth", "mean", "sd", "q05", "q95", "covered", "rhat"])?;
+    w.write_record([
+        "estimator",
+        "sampler",
+        "dataset",
+        "chain",
+        "parameter",
+        "truth",
+        "mean",
+        "sd",
+        "q05",
+        "q95",
+        "covered",
+        "rhat",
+    ])?;
     let groups = pooled_groups(runs);
     let rows = runs
         .iter()
-        .map(|run| (run.estimator, run.sampler, run.dataset, run.chain.to_string(), run.summary(), vec![f64::NAN; run.truth.len()], &run.truth))
+        .map(|run| {
+            (
+                run.estimator,
+                run.sampler,
+                run.dataset,
+                run.chain.to_string(),
+                run.summary(),
+                vec![f64::NAN; run.truth.len()],
+                &run.truth,
+            )
+        })
         .chain(groups.iter().filter(|g| g.chains.len() > 1).map(|g| {
             let first = g.chains[0];
-            (first.estimator, first.sampler, first.dataset, "pooled".to_string(), g.summary(), g.rhat(), &first.truth)
+            (
+                first.estimator,
+                first.sampler,
+                first.dataset,
+                "pooled".to_string(),
+                g.summary(),
+                g.rhat(),
+                &first.truth,
+            )
         }));
     for (estimator, sampler, dataset, chain, summary, rhat, truth) in rows {
-        for (((name, s), t), r) in theta_names(truth.len() - 5).iter().zip(summary).zip(truth).zip(rhat) {
+        for (((name, s), t), r) in theta_names(truth.len() - 5)
+            .iter()
+            .zip(summary)
+            .zip(truth)
+            .zip(rhat)
+        {
             w.write_record([
                 estimator.name().to_string(),
                 sampler.to_string(),
@@ -308,7 +450,11 @@ fn write_runs_csv(out: &Path, runs: &[PmRun]) -> Result<PathBuf> {
                 format!("{:.4}", s[2]),
                 format!("{:.4}", s[3]),
                 u8::from(s[2] <= *t && *t <= s[3]).to_string(),
-                if r.is_nan() { String::new() } else { format!("{r:.3}") },
+                if r.is_nan() {
+                    String::new()
+                } else {
+                    format!("{r:.3}")
+                },
             ])?;
         }
     }
@@ -319,27 +465,57 @@ fn write_runs_csv(out: &Path, runs: &[PmRun]) -> Result<PathBuf> {
 /// Traces of log λ₁ and log λ₂ per run (where the report saw the drift).
 fn write_traces(out: &Path, runs: &[PmRun]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
-    let Some(first) = runs.first() else { return Ok(files) };
+    let Some(first) = runs.first() else {
+        return Ok(files);
+    };
     let p = first.truth.len() - 5;
     for (offset, name) in [(2, "log_lambda1"), (3, "log_lambda2")] {
         let series = runs
             .iter()
             .enumerate()
             .map(|(slot, run)| Series {
-                label: format!("{}{} data {} chain {}", run.estimator.name(), if run.hnn_relative_error.is_some() { " HNN" } else { "" }, run.dataset, run.chain),
-                points: run.theta.iter().enumerate().map(|(i, t)| (i as f64, t[p + offset])).collect(),
+                label: format!(
+                    "{}{} data {} chain {}",
+                    run.estimator.name(),
+                    if run.hnn_relative_error.is_some() {
+                        " HNN"
+                    } else {
+                        ""
+                    },
+                    run.dataset,
+                    run.chain
+                ),
+                points: run
+                    .theta
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (i as f64, t[p + offset]))
+                    .collect(),
                 colour: slot,
                 dashed: run.estimator == GlmmEstimator::PerObservation,
                 ..Series::default()
             })
             .collect();
-        files.push(write_trace(out, &format!("GLMM: {name} after warmup (truth {:.2})", first.truth[p + offset]), name, series)?);
+        files.push(write_trace(
+            out,
+            &format!(
+                "GLMM: {name} after warmup (truth {:.2})",
+                first.truth[p + offset]
+            ),
+            name,
+            series,
+        )?);
     }
     Ok(files)
 }
 
 /// `trace_<name>.svg` in `out`: the draws of one parameter per run, against the draw index.
-pub(crate) fn write_trace(out: &Path, title: &str, name: &str, series: Vec<Series>) -> Result<PathBuf> {
+pub(crate) fn write_trace(
+    out: &Path,
+    title: &str,
+    name: &str,
+    series: Vec<Series>,
+) -> Result<PathBuf> {
     let chart = LineChart {
         title: title.into(),
         x_label: "draw".into(),
@@ -362,27 +538,46 @@ struct PooledRuns<'a> {
 impl PooledRuns<'_> {
     /// Per θ coordinate over every chain's draws: mean, sd, 5% and 95% quantiles.
     fn summary(&self) -> Vec<[f64; 4]> {
-        let draws: Vec<Vec<f64>> = self.chains.iter().flat_map(|r| r.theta.iter().cloned()).collect();
+        let draws: Vec<Vec<f64>> = self
+            .chains
+            .iter()
+            .flat_map(|r| r.theta.iter().cloned())
+            .collect();
         summarize_theta(&draws, self.chains[0].truth.len())
     }
 
     fn covered(&self) -> usize {
-        self.summary().iter().zip(&self.chains[0].truth).filter(|(s, t)| s[2] <= **t && **t <= s[3]).count()
+        self.summary()
+            .iter()
+            .zip(&self.chains[0].truth)
+            .filter(|(s, t)| s[2] <= **t && **t <= s[3])
+            .count()
     }
 
     /// Per θ coordinate, R-hat over the chains (NaN for one chain).
     fn rhat(&self) -> Vec<f64> {
         (0..self.chains[0].truth.len())
-            .map(|k| if self.chains.len() < 2 { f64::NAN } else { bnn_diagnostics::rhat(&self.coordinate(k)) })
+            .map(|k| {
+                if self.chains.len() < 2 {
+                    f64::NAN
+                } else {
+                    bnn_diagnostics::rhat(&self.coordinate(k))
+                }
+            })
             .collect()
     }
 
     fn min_ess(&self) -> f64 {
-        (0..self.chains[0].truth.len()).map(|k| bnn_diagnostics::ess_bulk(&self.coordinate(k))).fold(f64::INFINITY, f64::min)
+        (0..self.chains[0].truth.len())
+            .map(|k| bnn_diagnostics::ess_bulk(&self.coordinate(k)))
+            .fold(f64::INFINITY, f64::min)
     }
 
     fn coordinate(&self, k: usize) -> Vec<Vec<f64>> {
-        self.chains.iter().map(|r| r.theta.iter().map(|t| t[k]).collect()).collect()
+        self.chains
+            .iter()
+            .map(|r| r.theta.iter().map(|t| t[k]).collect())
+            .collect()
     }
 }
 
@@ -390,7 +585,11 @@ impl PooledRuns<'_> {
 fn pooled_groups(runs: &[PmRun]) -> Vec<PooledRuns<'_>> {
     let mut groups: Vec<PooledRuns> = Vec::new();
     for run in runs {
-        match groups.iter_mut().find(|g| g.chains[0].estimator == run.estimator && g.chains[0].sampler == run.sampler && g.chains[0].dataset == run.dataset) {
+        match groups.iter_mut().find(|g| {
+            g.chains[0].estimator == run.estimator
+                && g.chains[0].sampler == run.sampler
+                && g.chains[0].dataset == run.dataset
+        }) {
             Some(g) => g.chains.push(run),
             None => groups.push(PooledRuns { chains: vec![run] }),
         }
@@ -415,12 +614,18 @@ fn proposal_description(proposal: GlmmProposal) -> &'static str {
 fn write_markdown(out: &Path, config: &PmGlmmConfig, runs: &[PmRun]) -> Result<PathBuf> {
     let mut md = String::new();
     let truth = GlmmTruth::default();
-    let _ = writeln!(md, "# Pseudo-marginal NUTS on the GLMM of the HNN report: our runs\n");
+    let _ = writeln!(
+        md,
+        "# Pseudo-marginal NUTS on the GLMM of the HNN report: our runs\n"
+    );
     let _ = writeln!(md, "Machine: {}. T = {} subjects × n = {} observations, p = {} covariates, N = {} importance samples per subject (u ∈ R^{}) from {}; truth β = {:?}, μ = {:?}, λ = {:?}, w = {} (ours; covariates N(0, 1)). Prior: {}. {} chain(s) per (estimator, data set): {} warmup (dual averaging to {}, θ's diagonal metric from the middle half) + {} draws, tree depth ≤ {}.\n",
         describe_cpu(), config.subjects, config.observations, truth.beta.len(), config.samples, config.subjects * config.samples, proposal_description(config.proposal), truth.beta, truth.mu, truth.lambda, truth.w,
         prior_description(config.prior), config.chains, config.warmup, config.target_accept, config.draws, config.max_tree_depth);
     let _ = writeln!(md, "| estimator | gradients by | data set | chain | θ in 90% interval | log λ₁ mean (sd), truth {:.2} | log λ₂ mean (sd), truth {:.2} | logit w mean (sd), truth {:.2} | min ESS (θ) | true gradients in sampling | true gradients per ESS | true evaluations per ESS | divergent | accept | ε | sampling seconds |", truth.lambda[0].ln(), truth.lambda[1].ln(), (truth.w / (1.0 - truth.w)).ln());
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        md,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for run in runs {
         let s = run.summary();
         let p = run.truth.len() - 5;
@@ -442,20 +647,42 @@ fn write_markdown(out: &Path, config: &PmGlmmConfig, runs: &[PmRun]) -> Result<P
         }
     }
     for estimator in &config.estimators {
-        let chosen: Vec<&PooledRuns> = groups.iter().filter(|g| g.chains[0].estimator == *estimator && g.chains[0].hnn_relative_error.is_none()).collect();
-        let (covered, total) = chosen.iter().fold((0, 0), |(c, t), g| (c + g.covered(), t + g.chains[0].truth.len()));
+        let chosen: Vec<&PooledRuns> = groups
+            .iter()
+            .filter(|g| {
+                g.chains[0].estimator == *estimator && g.chains[0].hnn_relative_error.is_none()
+            })
+            .collect();
+        let (covered, total) = chosen.iter().fold((0, 0), |(c, t), g| {
+            (c + g.covered(), t + g.chains[0].truth.len())
+        });
         if total > 0 {
-            let pooled = if config.chains > 1 { format!(" (pooled over {} chains each)", config.chains) } else { String::new() };
+            let pooled = if config.chains > 1 {
+                format!(" (pooled over {} chains each)", config.chains)
+            } else {
+                String::new()
+            };
             let _ = writeln!(md, "\n{}: {covered} of {total} θ coordinates in their 90% interval ({:.0}%) over {} data sets{pooled}.", estimator.name(), 100.0 * covered as f64 / total as f64, chosen.len());
         }
     }
-    let hnn_runs: Vec<&PmRun> = runs.iter().filter(|r| r.hnn_relative_error.is_some()).collect();
+    let hnn_runs: Vec<&PmRun> = runs
+        .iter()
+        .filter(|r| r.hnn_relative_error.is_some())
+        .collect();
     if !hnn_runs.is_empty() {
         let _ = writeln!(md, "\nHNN gradients (`--hnn`): one sine network (L-HNN style, one output) shared by all subjects reads θ, the subject's u_i and its data and is trained so that its input gradient matches the subject's term of ∇ log p̂ (the estimator is a sum over subjects); the states of the warmup's second half are its training set (one true gradient each, counted above as true gradients). The HNN chain starts where the true-gradient chain's warmup ended, adapts ε for {} more iterations on the surrogate, then samples: NUTS weights every leaf by the true log π (one true value per leaf, no true gradient), so its draws are exact whatever the network's error.\n", config.hnn_warmup);
         let _ = writeln!(md, "| data set | training states | held-out relative error of ∇ | training seconds | true values in sampling |");
         let _ = writeln!(md, "|---|---|---|---|---|");
         for run in hnn_runs {
-            let _ = writeln!(md, "| {} | {} | {:.3} | {:.0} | {} |", run.dataset, run.training_gradients, run.hnn_relative_error.unwrap_or(f64::NAN), run.training_seconds, run.true_values);
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.3} | {:.0} | {} |",
+                run.dataset,
+                run.training_gradients,
+                run.hnn_relative_error.unwrap_or(f64::NAN),
+                run.training_seconds,
+                run.true_values
+            );
         }
     }
     let _ = writeln!(md, "\nThe per-observation estimator is the report's (a separate importance-sampling average for every observation, with the subject's random-effect draws shared across them): it is unbiased for a model where each observation has its own random effect, so the data's only information on the mixture's spread — how a subject's observations agree — never reaches λ. The per-subject estimator is the model's. Files: `runs.csv` (every θ coordinate: mean, sd, 90% interval, covered), `trace_log_lambda*.svg`.");

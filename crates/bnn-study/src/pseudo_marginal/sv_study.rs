@@ -215,8 +215,16 @@ fn run_chain(
         target_accept: config.target_accept,
         training_states: 0,
     };
-    let output = run_pm_chain(&target, k, PmChainStart::Fresh(start), settings, &mut chain, progress, stop)
-        .with_context(|| format!("data set {dataset}"))?;
+    let output = run_pm_chain(
+        &target,
+        k,
+        PmChainStart::Fresh(start),
+        settings,
+        &mut chain,
+        progress,
+        stop,
+    )
+    .with_context(|| format!("data set {dataset}"))?;
     Ok(SvRun {
         dataset,
         theta: output.theta,
@@ -290,7 +298,12 @@ fn write_traces(out: &Path, runs: &[SvRun]) -> Result<Vec<PathBuf>> {
                 ..Series::default()
             })
             .collect();
-        files.push(super::write_trace(out, &format!("SV: {name} after warmup (truth {value})"), name, series)?);
+        files.push(super::write_trace(
+            out,
+            &format!("SV: {name} after warmup (truth {value})"),
+            name,
+            series,
+        )?);
     }
     Ok(files)
 }

@@ -13,7 +13,12 @@ impl LogDensity for StandardNormal {
     fn dim(&self) -> usize {
         self.0
     }
-    fn log_density_and_gradient(&self, positions: &[f64], values: &mut [f64], gradients: &mut [f64]) -> Result<(), LogDensityError> {
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
         for_each_row(self.0, positions, values, gradients, |q, g| {
             for (g, q) in g.iter_mut().zip(q) {
                 *g = -q;
@@ -30,8 +35,17 @@ pub fn uniform(len: usize, scale: f64, seed: u64) -> Vec<f64> {
 }
 
 /// A `[rows, cols]` tensor of `dtype` from host values.
-pub fn tensor(values: &[f64], rows: usize, cols: usize, device: &Device, dtype: DType) -> Tensor<2> {
-    Tensor::from_data(TensorData::new(values.to_vec(), [rows, cols]).convert_dtype(dtype), (device, dtype))
+pub fn tensor(
+    values: &[f64],
+    rows: usize,
+    cols: usize,
+    device: &Device,
+    dtype: DType,
+) -> Tensor<2> {
+    Tensor::from_data(
+        TensorData::new(values.to_vec(), [rows, cols]).convert_dtype(dtype),
+        (device, dtype),
+    )
 }
 
 pub fn host<const D: usize>(t: Tensor<D>) -> Vec<f64> {
