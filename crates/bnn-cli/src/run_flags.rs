@@ -234,7 +234,9 @@ impl RunFlags {
     /// was given, section, key)`: flags that are present, and keys of the `--config` file.
     fn explicit_ensemble_settings(&self) -> Result<Vec<(String, &'static str, &'static str)>> {
         let f = self;
-        let flags: [(&str, &str, &str, bool); 19] = [
+        // The MILE recipe sets the validation split and the training settings it names.
+        let by_recipe = f.mile || f.preset.is_some();
+        let flags: [(&str, &str, &str, bool); 20] = [
             ("--dataset", "data", "dataset", f.dataset.is_some()),
             ("--split-seed", "data", "split_seed", f.split_seed.is_some()),
             (
@@ -247,7 +249,7 @@ impl RunFlags {
                 "--validation-fraction",
                 "data",
                 "validation_fraction",
-                f.validation_fraction.is_some() || f.mile || f.preset.is_some(),
+                f.validation_fraction.is_some() || by_recipe,
             ),
             (
                 "--standardize",
@@ -287,31 +289,37 @@ impl RunFlags {
                 "--epochs",
                 "ensemble",
                 "epochs",
-                f.epochs.is_some() || f.mile || f.preset.is_some(),
+                f.epochs.is_some() || by_recipe,
             ),
             (
                 "--learning-rate",
                 "ensemble",
                 "learning_rate",
-                f.learning_rate.is_some() || f.mile || f.preset.is_some(),
+                f.learning_rate.is_some() || by_recipe,
             ),
             (
                 "--weight-decay",
                 "ensemble",
                 "weight_decay",
-                f.weight_decay.is_some() || f.mile || f.preset.is_some(),
+                f.weight_decay.is_some() || by_recipe,
             ),
             (
                 "--batch-size",
                 "ensemble",
                 "batch_size",
-                f.batch_size.is_some() || f.mile || f.preset.is_some(),
+                f.batch_size.is_some() || by_recipe,
             ),
             (
                 "--patience",
                 "ensemble",
                 "patience",
-                f.patience.is_some() || f.mile || f.preset.is_some(),
+                f.patience.is_some() || by_recipe,
+            ),
+            (
+                "--decoupled-weight-decay",
+                "ensemble",
+                "decoupled_weight_decay",
+                f.decoupled_weight_decay.is_some() || by_recipe,
             ),
             ("--seed", "sampler", "seed", f.seed.is_some()),
         ];
@@ -327,19 +335,11 @@ impl RunFlags {
             .filter(|(.., set)| *set)
             .map(|&(flag, section, key, _)| (format!("{flag}{recipe}"), section, key))
             .collect();
-        if f.decoupled_weight_decay.is_some() || f.mile || f.preset.is_some() {
-            explicit.push((
-                format!("--decoupled-weight-decay{recipe}"),
-                "ensemble",
-                "decoupled_weight_decay",
-            ));
-        }
         if let Some(path) = &self.config {
             for (section, key) in RunConfig::keys_in_toml_file(path)? {
                 let known = flags
                     .iter()
                     .map(|&(_, s, k, _)| (s, k))
-                    .chain([("ensemble", "decoupled_weight_decay")])
                     .find(|&(s, k)| s == section && k == key);
                 if let Some((section, key)) = known {
                     explicit.push((
