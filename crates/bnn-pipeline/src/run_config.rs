@@ -734,6 +734,28 @@ impl RunConfig {
 mod tests {
     use super::*;
 
+    /// `Algorithm` names the registered samplers the command line offers, by the names the
+    /// sampler crate gives them, and each builds the settings of that sampler.
+    #[test]
+    fn every_algorithm_is_a_registered_sampler_of_the_same_name() {
+        for algorithm in [
+            Algorithm::Nuts,
+            Algorithm::Hmc,
+            Algorithm::Rwm,
+            Algorithm::Mclmc,
+            Algorithm::Mams,
+            Algorithm::Msd,
+        ] {
+            let name = serde_json::to_string(&algorithm).unwrap();
+            let settings = SamplerSection::new()
+                .with_algorithm(algorithm)
+                .sampler_config(None)
+                .algorithm;
+            assert_eq!(name.trim_matches('"'), settings.name());
+            assert!(AlgorithmConfig::NAMES.contains(&settings.name()));
+        }
+    }
+
     #[test]
     fn impossible_settings_are_errors() {
         let s = SamplerSection::new();

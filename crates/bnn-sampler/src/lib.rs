@@ -17,11 +17,14 @@
 //!   HMC, MCLMC and MAMS also as `BatchKernel`s);
 //! - `adaptation/`: `TunedParams`, the `Tuner` seam, Stan's windowed warmup with its pieces and
 //!   the microcanonical samplers' tuners;
+//! - `sampler_settings`: the `SamplerSettings` trait every registered sampler's config
+//!   implements (validation, defaults, budget, warmup, statistics columns, how its chains run);
 //! - `sampler`: runs chains (threaded or batched) and hands draws to a `DrawSink`, with the
-//!   kernel an `AlgorithmConfig` names (`algorithm_config`) or one built by the caller
+//!   kernel an `AlgorithmConfig` names (the list in `kernels/mod.rs`) or one built by the caller
 //!   (`Sampler::run_kernel`: surrogate NUTS, pseudo-marginal NUTS and HMC).
 //!
-//! A new sampler is a file in `kernels/` composed from these parts (see `kernels`).
+//! A new sampler is a file in `kernels/` composed from these parts plus one line in the list of
+//! samplers in `kernels/mod.rs` (see `kernels`).
 //!
 //! ```no_run
 //! use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
@@ -50,6 +53,7 @@ pub mod metric;
 pub mod overhead;
 mod phase_point;
 pub mod sampler;
+pub mod sampler_settings;
 pub mod summation;
 mod trajectory;
 
@@ -63,7 +67,7 @@ pub use adaptation::window_schedule::WindowSchedule;
 pub use adaptation::{TunedParams, Tuner};
 pub use chain::{chain_rng, ChainRng, ChainStart, ChainState};
 pub use draw_sink::{ChainDraws, CollectedDraws, Draw, DrawSink, SinkError};
-pub use draw_stats::DrawStats;
+pub use draw_stats::{kernel_stat, DrawStats, KernelStats, StatColumn, StatKind};
 pub use dynamics::pseudo_marginal::{PseudoMarginalLeapfrog, PseudoMarginalScheme};
 pub use dynamics::surrogate::{
     ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog,
@@ -75,10 +79,11 @@ pub use kernels::{
     msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry,
     KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, MetricAt, Msd, MsdConfig, MsdInfo,
     MsdParams, MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, RiemannianDensity,
-    StepParams, SurrogateNuts, SurrogateNutsConfig,
+    StepParams, SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
 };
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use metric::{DenseMetric, DiagonalMassMatrix, Metric};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
 pub use sampler::{AlgorithmConfig, RunStatus, Sampler, SamplerConfig};
+pub use sampler_settings::{Budget, ChainRunner, SamplerSettings};
 pub use trajectory::uturn;

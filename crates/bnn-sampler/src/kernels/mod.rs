@@ -1,7 +1,7 @@
 //! The transition-kernel interface: `init(position) -> state`, `step(rng, state, params) -> (state, info)`.
 //!
 //! A new sampler goes here as one file: its config (`#[derive(Config)]` with documented defaults
-//! and `init`), its kernel implementing `Kernel` (and `BatchKernel` for lockstep chains, through
+//! and `init`, implementing `SamplerSettings`) and one line in the list below; its kernel implements `Kernel` (and `BatchKernel` for lockstep chains, through
 //! `dynamics::Lockstep`), built from the existing parts: an `Integrator` (`dynamics`), a `Metric`
 //! (`metric`), the NUTS `Trajectory` where it builds trees, and a `Tuner` (`adaptation`) for its
 //! warmup. What it keeps between its own transitions goes into `KernelState::carry`.
@@ -24,7 +24,25 @@ pub use msd::{
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
-pub use surrogate_nuts::{SurrogateNuts, SurrogateNutsConfig};
+pub use surrogate_nuts::{
+    SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
+};
+
+// The samplers `Sampler` runs by name (`AlgorithmConfig`); a new one is one line here.
+crate::algorithm_config::registered_samplers! {
+    /// The no-U-turn sampler.
+    Nuts(NutsConfig),
+    /// Static HMC (a fixed number of leapfrog steps).
+    Hmc(HmcConfig),
+    /// Random-walk Metropolis.
+    RandomWalk(RandomWalkConfig),
+    /// Unadjusted microcanonical Langevin Monte Carlo.
+    Mclmc(MclmcConfig),
+    /// Metropolis-adjusted microcanonical sampling.
+    Mams(MamsConfig),
+    /// Manifold stochastic dynamics: needs a density with a metric ([`LogDensity::riemannian`]).
+    Msd(MsdConfig),
+}
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};

@@ -29,8 +29,8 @@ use std::time::Instant;
 use anyhow::{bail, Context as _, Result};
 use bnn_sampler::{
     chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, DrawStats, Kernel, KernelState,
-    LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig, StepParams, SurrogateNuts,
-    SurrogateNutsConfig, TunedParams,
+    LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig, StepParams, SurrogateCounts,
+    SurrogateNuts, SurrogateNutsConfig, TunedParams,
 };
 use bnn_surrogate::{
     LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, LossRecord, TrajectoryDataConfig,
@@ -656,7 +656,8 @@ fn run_chain(
                 tuned.step_params(),
             );
             state = next;
-            run.costs.surrogate_gradients += u64::from(stats.surrogate_gradients);
+            run.costs.surrogate_gradients +=
+                u64::from(SurrogateCounts::of(&stats).surrogate_gradients);
             record(&mut run, i, &state.position, &stats);
         }
         run.step_size = tuned.step_size;
