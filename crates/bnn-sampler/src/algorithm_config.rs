@@ -1,7 +1,7 @@
 //! Which transition kernel a run's chains use, and what the runner needs to know about it before
 //! it builds one (acceptance target, default step size, whether the step-size search applies).
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 
 use crate::error::SamplerError;
 use crate::kernels::{HmcConfig, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig};
