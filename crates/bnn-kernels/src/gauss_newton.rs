@@ -19,7 +19,7 @@
 //! (Pearlmutter's R-operator through the same forward and reverse pass).
 
 use crate::likelihood::{self, HeadInput};
-use crate::metric_factor::MetricFactor;
+use crate::metric_factor::{MetricFactor, RiemannianTerms};
 use crate::mlp::{matmul_accumulate, Layout};
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
 
@@ -408,20 +408,6 @@ pub fn posterior_potential(
     }
     gradient.iter_mut().for_each(|g| *g = -*g);
     Ok((-log_density, gradient))
-}
-
-/// What a Riemannian sampler needs of the position-dependent part of its Hamiltonian,
-/// `φ(θ, p) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p`, at one point.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RiemannianTerms {
-    /// `G(θ)` factored.
-    pub metric: MetricFactor,
-    /// `G⁻¹ p`.
-    pub velocity: Vec<f64>,
-    /// `½ pᵀ G⁻¹ p`.
-    pub kinetic_energy: f64,
-    /// `∇_θ φ`: `½ tr(G⁻¹ ∂_i G) − ½ uᵀ ∂_i G u` with `u = G⁻¹p`.
-    pub gradient: Vec<f64>,
 }
 
 /// The network at one θ: outputs and output Jacobian on the training rows, what the metric and

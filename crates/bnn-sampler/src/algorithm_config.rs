@@ -8,7 +8,7 @@
 macro_rules! registered_samplers {
     ($($(#[$doc:meta])* $variant:ident($settings:ty),)+) => {
         /// Which transition kernel the chains use: one of the registered samplers.
-        #[derive(::burn::config::Config, Debug)]
+        #[derive(::bnn_config_derive::Config, Debug)]
         pub enum AlgorithmConfig {
             $($(#[$doc])* $variant($settings),)+
         }

@@ -4,7 +4,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 
 use crate::adaptation::stan_windows::WarmupConfig;
 use crate::adaptation::step_size_search::{find_reasonable_step_size, SearchRule};

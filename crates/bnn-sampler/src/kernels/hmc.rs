@@ -1,6 +1,6 @@
 //! Static-length Hamiltonian Monte Carlo, one chain or a `[C, D]` batch of chains in lockstep.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;

@@ -8,7 +8,7 @@
 //! so no flip is needed on rejection. Non-finite values or `ΔE` above `max_energy_error` end the
 //! trajectory as a divergence (rejected).
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
 use crate::adaptation::mams_tuner::MamsTuner;

@@ -10,7 +10,7 @@
 //! refreshed so the next try differs) and flagged divergent; the tuner then caps the step size
 //! at 0.8 of the failed one, as BlackJAX's MCLMC does.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 

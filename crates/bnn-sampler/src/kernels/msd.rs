@@ -19,8 +19,8 @@
 
 use std::any::Any;
 
-use bnn_kernels::{Cholesky, MetricFactor, RiemannianTerms};
-use burn::config::Config;
+use bnn_config_derive::Config;
+use bnn_numerics::{Cholesky, MetricFactor, RiemannianTerms};
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 

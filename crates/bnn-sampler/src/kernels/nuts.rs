@@ -1,6 +1,6 @@
 //! The No-U-Turn Sampler: multinomial NUTS with the generalized U-turn criterion, iterative.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;

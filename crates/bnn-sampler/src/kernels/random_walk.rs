@@ -1,6 +1,6 @@
 //! Random-walk Metropolis with a Gaussian proposal shaped by the metric and an adapted scale.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 

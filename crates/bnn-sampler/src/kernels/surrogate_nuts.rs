@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
 use crate::draw_stats::{DrawStats, KernelStats, StatColumn};

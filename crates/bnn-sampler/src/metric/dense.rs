@@ -3,7 +3,7 @@
 //! samplers (manifold stochastic dynamics evaluates `G(θ)` at each point and factors it), and a
 //! constant dense mass matrix for HMC/NUTS on its own.
 
-use bnn_kernels::Cholesky;
+use bnn_numerics::Cholesky;
 use rand::RngCore;
 use rand_distr::{Distribution, StandardNormal};
 
@@ -11,7 +11,7 @@ use crate::error::SamplerError;
 use crate::metric::Metric;
 use crate::phase_point::PhasePoint;
 
-/// `G = L Lᵀ` through [`bnn_kernels::Cholesky`].
+/// `G = L Lᵀ` through [`bnn_numerics::Cholesky`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct DenseMetric {
     cholesky: Cholesky,
