@@ -64,8 +64,8 @@ impl SamplerConfig {
         }
         if self.batched && !self.algorithm.supports_batched() {
             return Err(SamplerError::InvalidConfig(format!(
-                "batched execution is not implemented for {}",
-                self.algorithm.name()
+                "batched execution is not implemented for {} (run its chains threaded)",
+                self.algorithm.name().to_uppercase()
             )));
         }
         if let Some(step_size) = self.initial_step_size {
