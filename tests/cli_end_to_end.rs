@@ -332,7 +332,8 @@ fn bench_prints_json() {
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(report["n_params"], 1 * 50 + 50 + 50 + 1);
+    // One input: 1×50 weights, 50 biases, 50×1 weights, 1 bias.
+    assert_eq!(report["n_params"], 50 + 50 + 50 + 1);
     assert_eq!(report["gradient"], "host_kernel");
     assert!(report["cpu_one_chain_us"].as_f64().unwrap() > 0.0);
     let results = report["results"].as_array().unwrap();

@@ -500,6 +500,22 @@ impl RunFlags {
     }
 }
 
+fn parse_metric_estimate(value: &str) -> Result<MetricEstimate, String> {
+    match value {
+        "draws" => Ok(MetricEstimate::Draws),
+        "draws-and-gradients" | "draws_and_gradients" => Ok(MetricEstimate::DrawsAndGradients),
+        other => Err(format!("'{other}': expected draws or draws-and-gradients")),
+    }
+}
+
+fn parse_step_size_search(value: &str) -> Result<StepSizeSearch, String> {
+    match value {
+        "stan" => Ok(StepSizeSearch::Stan),
+        "target" => Ok(StepSizeSearch::Target),
+        other => Err(format!("'{other}': expected stan or target")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -783,21 +799,5 @@ mod tests {
         assert_eq!(config.ensemble.patience, Some(4));
         assert!(config.ensemble.decoupled_weight_decay);
         assert_eq!(config.data.validation_fraction, 0.1);
-    }
-}
-
-fn parse_metric_estimate(value: &str) -> Result<MetricEstimate, String> {
-    match value {
-        "draws" => Ok(MetricEstimate::Draws),
-        "draws-and-gradients" | "draws_and_gradients" => Ok(MetricEstimate::DrawsAndGradients),
-        other => Err(format!("'{other}': expected draws or draws-and-gradients")),
-    }
-}
-
-fn parse_step_size_search(value: &str) -> Result<StepSizeSearch, String> {
-    match value {
-        "stan" => Ok(StepSizeSearch::Stan),
-        "target" => Ok(StepSizeSearch::Target),
-        other => Err(format!("'{other}': expected stan or target")),
     }
 }

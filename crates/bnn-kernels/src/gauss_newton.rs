@@ -285,7 +285,7 @@ fn check_shapes(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> (usize, usize, u
     let d_in = spec.layers.first().map_or(0, |l| l.d_in);
     let outputs = spec.layers.last().map_or(0, |l| l.d_out);
     assert!(
-        d_in > 0 && x.len() % d_in == 0,
+        d_in > 0 && x.len().is_multiple_of(d_in),
         "x has {} values, not rows of {d_in}",
         x.len()
     );
@@ -554,7 +554,7 @@ pub fn log_det_gradient(
         for k in 0..outputs {
             for l in 0..outputs {
                 if k == l || full_m {
-                    m[k * outputs + l] = 0.5 * dot(jac.row(n, k), &solved[l]);
+                    m[k * outputs + l] = 0.5 * dot(jac.row(n, k), solved[l]);
                 }
             }
             diagonal_m[k] += m[k * outputs + k];

@@ -82,7 +82,7 @@ impl MlpKernel {
         data: KernelData<'_, R>,
         thetas: &[R],
         values: &mut [f64],
-        mut gradients: Option<&mut [R]>,
+        gradients: Option<&mut [R]>,
         workspace: &mut Workspace<R>,
     ) -> Result<(), KernelError> {
         let spec = &self.spec;
@@ -107,7 +107,6 @@ impl MlpKernel {
             ));
         }
         workspace.prepare(spec, data.rows);
-        let gradients = gradients.as_deref_mut();
         crate::simd::dispatch!(evaluate_chains(
             spec, data, thetas, values, gradients, workspace
         ));

@@ -36,7 +36,7 @@ pub(crate) fn row_dots<R: Real>(
         width - whole == 0 || width - whole == HALF,
         "row width {width}: whole chunks of 16 and at most one of 8"
     );
-    assert!(column.len() >= width && rows.len() % width == 0);
+    assert!(column.len() >= width && rows.len().is_multiple_of(width));
     let n = rows.len() / width;
     // The last row's output index must exist (the intrinsic paths write without bounds checks).
     assert!(

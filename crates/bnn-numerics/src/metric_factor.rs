@@ -37,7 +37,7 @@ impl LowRankMetric {
         {
             return Err(CholeskyError::NotPositiveDefinite { index, pivot });
         }
-        if dim == 0 || rows.len() % dim != 0 {
+        if dim == 0 || !rows.len().is_multiple_of(dim) {
             return Err(CholeskyError::Shape {
                 dim,
                 values: rows.len(),

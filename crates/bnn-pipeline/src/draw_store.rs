@@ -394,7 +394,7 @@ impl DrawSink for DrawStore<'_> {
             }
         }
         files.last_event = Some(now);
-        let keep = !draw.warmup && draw.index % self.thin == 0;
+        let keep = !draw.warmup && draw.index.is_multiple_of(self.thin);
         if draw.warmup || keep {
             let file = if draw.warmup {
                 self.dir.adaptation(draw.chain)
@@ -427,7 +427,7 @@ impl DrawSink for DrawStore<'_> {
         let finished = self.chains[slot].finished_early;
         // MCLMC's tuner holds its phase-3 positions: those checkpoints wait for the phase's end.
         let periodic = self.checkpoint_every > 0
-            && draw.state.iteration % self.checkpoint_every == 0
+            && draw.state.iteration.is_multiple_of(self.checkpoint_every)
             && !draw.state.warmup.holds_positions();
         if finished || periodic {
             self.checkpoint(draw.state)?;

@@ -99,8 +99,8 @@ impl DeiMcmc {
             .init()?;
         let density = &self.density;
         let root = self.dir.root().display();
-        if !resume && self.dir.has_checkpoints(&ids)
-            || !resume && ids.iter().any(|&c| self.dir.draws(c).exists())
+        if !resume
+            && (self.dir.has_checkpoints(&ids) || ids.iter().any(|&c| self.dir.draws(c).exists()))
         {
             bail!("{root} already holds draws; continue it with `bnn sample --resume {root}` (DeiMcmc::resume) or choose a new run directory");
         }
