@@ -276,7 +276,6 @@ impl BatchKernel for Mams {
                     energy_error,
                     chain.params.trajectory_length.unwrap_or(0.0),
                 ]),
-                ..DrawStats::default()
             });
         }
     }

@@ -303,7 +303,6 @@ impl BatchKernel for Mclmc {
                 energy: -state.log_density,
                 energy_error,
                 kernel: KernelStats::new(&[energy_error, length]),
-                ..DrawStats::default()
             });
         }
     }

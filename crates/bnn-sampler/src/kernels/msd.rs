@@ -526,7 +526,6 @@ impl Kernel for Msd {
             energy: info.energy,
             energy_error: info.energy_change,
             kernel: KernelStats::new(&[info.energy_change, info.fixed_point_iterations as f64]),
-            ..DrawStats::default()
         };
         self.potential_at = Some((
             end.position.clone(),
