@@ -18,9 +18,9 @@
 //! of `½ log det G + ½ pᵀG⁻¹p`, built from exact Hessian-vector products of the outputs
 //! (Pearlmutter's R-operator through the same forward and reverse pass).
 
+use crate::base::{matmul_accumulate, Layout};
 use crate::likelihood::{self, HeadInput};
 use crate::metric_factor::{MetricFactor, RiemannianTerms};
-use crate::mlp::{matmul_accumulate, Layout};
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
 
 /// The network outputs and their Jacobian at every input row.

@@ -17,6 +17,7 @@
 pub use bnn_numerics::{cholesky, dispatch, metric_factor, simd};
 
 mod activation;
+mod base;
 pub mod gauss_newton;
 mod likelihood;
 mod mlp;

@@ -8,7 +8,7 @@
 //! [`fold_lanes`]'s order exactly (lane l gathers columns l, l + 16, …; then l + (l + 8),
 //! l + (l + 4), l + (l + 2), 0 + 1), so every level gives the portable loop's bits (tested).
 
-use crate::mlp::fold_lanes;
+use crate::base::fold_lanes;
 use crate::real::Real;
 #[cfg(target_arch = "x86_64")]
 use std::any::TypeId;
