@@ -50,7 +50,7 @@ impl Lockstep {
                 .push(Some(s.integrator.begin(s.point, s.metric, s.step_size)));
         }
         loop {
-            let pending = |kind| self.requests.iter().any(|r| *r == Some(kind));
+            let pending = |kind| self.requests.contains(&Some(kind));
             let kinds = [
                 Evaluation::ValueAndGradient,
                 Evaluation::Value,

@@ -166,8 +166,10 @@ impl LhnnStudyConfig {
                 self.reference_draws
             );
         }
-        if !(self.step_size > 0.0 && self.step_size.is_finite())
-            || !(self.training_step_size > 0.0 && self.end_time > 0.0)
+        if !(self.step_size > 0.0
+            && self.step_size.is_finite()
+            && self.training_step_size > 0.0
+            && self.end_time > 0.0)
         {
             bail!("step sizes and the trajectories' end time must be positive");
         }
@@ -673,6 +675,8 @@ fn run_chain(
 }
 
 /// The kernels the study steps itself (the adapted NUTS runs through `Sampler`).
+// One per worker thread, so the surrogate's size in the enum costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum FixedKernel {
     Nuts(Nuts),
     Surrogate(SurrogateNuts<LhnnSurrogate>),
