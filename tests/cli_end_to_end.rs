@@ -2446,8 +2446,6 @@ fn study_table3_runs_at_toy_size() {
             out.to_str().unwrap(),
             "--datasets",
             "yacht",
-            "--splits",
-            "1",
             "--warmup",
             "6",
             "--max-depth",
@@ -2480,6 +2478,8 @@ fn study_table3_runs_at_toy_size() {
     let o = table3(
         &out,
         &[
+            "--splits",
+            "1",
             "--draws",
             "6",
             "--extra",
