@@ -2,7 +2,11 @@
 
 use anyhow::Result;
 use bnn_model::GradientPath;
-use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, RunDir, Standardize};
+use bnn_pipeline::{
+    check_mclmc_fractions, parse_hidden, Init, KernelSettings, RunConfig, RunDir, SamplerSection,
+    Standardize,
+};
+use bnn_sampler::AlgorithmConfig;
 use bnn_sampler::{MetricEstimate, SamplerSettings, StepSizeSearch};
 
 /// Whole recipes behind `--preset`.
@@ -87,9 +91,9 @@ pub struct RunFlags {
     /// override its parts; add --batched true on a GPU).
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
-    /// Transition kernel.
-    #[arg(long, value_enum)]
-    pub sampler: Option<Algorithm>,
+    /// Transition kernel: any registered sampler (config: `name` in [sampler.algorithm]).
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(AlgorithmConfig::NAMES))]
+    pub sampler: Option<String>,
     /// Chain starting points.
     #[arg(long, value_enum)]
     pub init: Option<Init>,
@@ -392,7 +396,18 @@ impl RunFlags {
     }
 
     /// `config` with every flag that is present applied on top, validated.
-    pub fn apply(&self, mut config: RunConfig) -> Result<RunConfig> {
+    pub fn apply(&self, config: RunConfig) -> Result<RunConfig> {
+        self.apply_with(config, false)
+    }
+
+    /// As [`RunFlags::apply`], but a flag for a setting the chosen sampler does not have is
+    /// passed over instead of refused: for flags given to runs of several samplers at once
+    /// (`bnn study mile --extra`).
+    pub fn apply_to_any_sampler(&self, config: RunConfig) -> Result<RunConfig> {
+        self.apply_with(config, true)
+    }
+
+    fn apply_with(&self, mut config: RunConfig, lenient: bool) -> Result<RunConfig> {
         let f = self;
         if f.mile {
             config = config.with_mile();
@@ -435,7 +450,13 @@ impl RunFlags {
             e.patience = f.patience;
         }
         let s = &mut config.sampler;
-        set(&mut s.algorithm, &f.sampler);
+        if let Some(name) = &f.sampler {
+            // Another sampler starts from its own defaults; the same one keeps the file's settings.
+            if s.algorithm.name() != name {
+                s.algorithm =
+                    KernelSettings::named(name).map_err(|e| anyhow::anyhow!("--sampler: {e}"))?;
+            }
+        }
         set(&mut s.init, &f.init);
         if f.init_from.is_some() {
             s.init_from = f.init_from.clone();
@@ -448,38 +469,10 @@ impl RunFlags {
         }
         set(&mut s.warmup, &f.warmup);
         set(&mut s.draws, &f.draws);
-        if f.target_accept.is_some() {
-            s.target_accept = f.target_accept;
-        }
-        set(&mut s.max_depth, &f.max_depth);
-        set(&mut s.leapfrog_steps, &f.leapfrog_steps);
         if f.step_size.is_some() {
             s.step_size = f.step_size;
         }
-        if f.trajectory_length.is_some() {
-            s.trajectory_length = f.trajectory_length;
-        }
-        set(&mut s.energy_variance_start, &f.energy_variance_start);
-        set(&mut s.energy_variance_end, &f.energy_variance_end);
-        if let Some(text) = &f.tune_fractions {
-            s.tune_fractions = Some(text
-                .split(',')
-                .map(|part| part.trim().parse::<f64>().map_err(|_| anyhow::anyhow!("--tune-fractions: '{part}' is not a number (expected e.g. 0.8,0.1,0.1)")))
-                .collect::<Result<_>>()?);
-        }
-        set(&mut s.trajectory_length_factor, &f.trajectory_length_factor);
-        if f.diagonal_preconditioning.is_some() {
-            s.diagonal_preconditioning = f.diagonal_preconditioning;
-        }
-        if f.persistence.is_some() {
-            s.persistence = f.persistence;
-        }
-        set(&mut s.frozen_metric, &f.frozen_metric);
-        set(&mut s.fixed_point_tolerance, &f.fixed_point_tolerance);
-        set(
-            &mut s.max_fixed_point_iterations,
-            &f.max_fixed_point_iterations,
-        );
+        f.apply_sampler_settings(s, lenient)?;
         set(&mut s.adapt, &f.adapt);
         set(&mut s.thin, &f.thin);
         set(&mut s.seed, &f.seed);
@@ -497,6 +490,130 @@ impl RunFlags {
         set(&mut config.runtime.gradient, &f.gradient);
         config.validate()?;
         Ok(config)
+    }
+}
+
+impl RunFlags {
+    /// The flags for the chosen sampler's own settings (`[sampler.algorithm]`), each refused,
+    /// naming the flag, where that sampler has no such setting (unless `lenient`).
+    fn apply_sampler_settings(&self, s: &mut SamplerSection, lenient: bool) -> Result<()> {
+        use toml::Value;
+        let f = self;
+        let int = |v: usize| Value::Integer(v as i64);
+        let mut settings: Vec<(&str, &str, Value)> = Vec::new();
+        settings.extend(
+            f.target_accept
+                .map(|v| ("--target-accept", "target_accept", Value::Float(v))),
+        );
+        settings.extend(
+            f.max_depth
+                .map(|v| ("--max-depth", "max_tree_depth", int(v))),
+        );
+        settings.extend(
+            f.leapfrog_steps
+                .map(|v| ("--num-steps", "num_steps", int(v))),
+        );
+        settings.extend(f.trajectory_length.map(|v| {
+            (
+                "--trajectory-length",
+                "initial_trajectory_length",
+                Value::Float(v),
+            )
+        }));
+        settings.extend(f.energy_variance_start.map(|v| {
+            (
+                "--energy-variance-start",
+                "energy_variance_start",
+                Value::Float(v),
+            )
+        }));
+        settings.extend(f.energy_variance_end.map(|v| {
+            (
+                "--energy-variance-end",
+                "energy_variance_end",
+                Value::Float(v),
+            )
+        }));
+        settings.extend(f.trajectory_length_factor.map(|v| {
+            (
+                "--trajectory-length-factor",
+                "trajectory_length_factor",
+                Value::Float(v),
+            )
+        }));
+        settings.extend(f.diagonal_preconditioning.map(|v| {
+            (
+                "--diagonal-preconditioning",
+                "diagonal_preconditioning",
+                Value::Boolean(v),
+            )
+        }));
+        settings.extend(
+            f.persistence
+                .map(|v| ("--persistence", "persistence", Value::Float(v))),
+        );
+        settings.extend(
+            f.frozen_metric
+                .map(|v| ("--frozen-metric", "frozen_metric", Value::Boolean(v))),
+        );
+        settings.extend(f.fixed_point_tolerance.map(|v| {
+            (
+                "--fixed-point-tolerance",
+                "fixed_point_tolerance",
+                Value::Float(v),
+            )
+        }));
+        settings.extend(f.max_fixed_point_iterations.map(|v| {
+            (
+                "--max-fixed-point-iterations",
+                "max_fixed_point_iterations",
+                int(v),
+            )
+        }));
+        if let Some(text) = &f.tune_fractions {
+            let fractions: Vec<f64> = text
+                .split(',')
+                .map(|part| part.trim().parse::<f64>().map_err(|_| anyhow::anyhow!("--tune-fractions: '{part}' is not a number (expected e.g. 0.8,0.1,0.1)")))
+                .collect::<Result<_>>()?;
+            if s.algorithm.has("phase1_fraction") {
+                // MCLMC's three shares; its settings hold the first two (the third is the rest).
+                check_mclmc_fractions(&fractions)?;
+                settings.push((
+                    "--tune-fractions",
+                    "phase1_fraction",
+                    Value::Float(fractions[0]),
+                ));
+                settings.push((
+                    "--tune-fractions",
+                    "phase2_fraction",
+                    Value::Float(fractions[1]),
+                ));
+            } else {
+                let list = fractions.into_iter().map(Value::Float).collect();
+                settings.push(("--tune-fractions", "tune_fractions", Value::Array(list)));
+            }
+        }
+        for (flag, key, value) in settings {
+            if lenient && !s.algorithm.has(key) {
+                continue;
+            }
+            s.algorithm
+                .set(key, value.clone())
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+            // A fixed-step run takes exactly L steps, however many (the kernel's default cap is 1024).
+            if key == "num_steps" && s.algorithm.has("max_num_steps") {
+                let cap = s
+                    .algorithm
+                    .get("max_num_steps")
+                    .and_then(|v| v.as_integer())
+                    .unwrap_or(0);
+                let steps = value.as_integer().unwrap_or(0);
+                s.algorithm
+                    .set("max_num_steps", Value::Integer(cap.max(steps)))
+                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -602,7 +719,7 @@ mod tests {
     #[test]
     fn fixed_step_hmc_flags_reach_the_sampler() {
         let flags = RunFlags {
-            sampler: Some(bnn_pipeline::Algorithm::Hmc),
+            sampler: Some("hmc".into()),
             step_size: Some(0.001),
             leapfrog_steps: Some(200),
             adapt: Some(false),
@@ -634,7 +751,7 @@ mod tests {
             (s.warmup, s.draws, s.thin)
         };
         let mclmc = |flags: RunFlags| RunFlags {
-            sampler: Some(Algorithm::Mclmc),
+            sampler: Some("mclmc".into()),
             ..flags
         };
         assert_eq!(
@@ -675,7 +792,7 @@ mod tests {
         }
         .resolve()
         .unwrap();
-        assert_eq!(config.sampler.algorithm, Algorithm::Mclmc);
+        assert_eq!(config.sampler.algorithm.name(), "mclmc");
         assert_eq!(
             (
                 config.sampler.warmup,
@@ -686,13 +803,13 @@ mod tests {
         );
         assert_eq!(config.ensemble.batch_size, Some(32));
         let flags = RunFlags {
-            sampler: Some(Algorithm::Mclmc),
+            sampler: Some("mclmc".into()),
             tune_fractions: Some("0.5,0.3".into()),
             ..RunFlags::default()
         };
         assert!(flags.resolve().is_err(), "two phase shares are refused");
         let flags = RunFlags {
-            sampler: Some(Algorithm::Mclmc),
+            sampler: Some("mclmc".into()),
             tune_fractions: Some("0.5,0.3,0.2".into()),
             energy_variance_end: Some(0.01),
             ..RunFlags::default()
@@ -717,13 +834,13 @@ mod tests {
             other => panic!("expected MCLMC, got {other:?}"),
         }
         let flags = RunFlags {
-            sampler: Some(Algorithm::Mclmc),
+            sampler: Some("mclmc".into()),
             target_accept: Some(0.8),
             ..RunFlags::default()
         };
         assert!(flags.resolve().is_err(), "MCLMC has no acceptance target");
         let flags = RunFlags {
-            sampler: Some(Algorithm::Mams),
+            sampler: Some("mams".into()),
             target_accept: Some(0.8),
             tune_fractions: Some("0.25,0.25,0.25,0.25".into()),
             ..RunFlags::default()
@@ -742,7 +859,7 @@ mod tests {
             other => panic!("expected MAMS, got {other:?}"),
         }
         let flags = RunFlags {
-            sampler: Some(Algorithm::Mams),
+            sampler: Some("mams".into()),
             tune_fractions: Some("0.5,0.5".into()),
             ..RunFlags::default()
         };

@@ -1,5 +1,6 @@
 //! Reading `run.toml`/`config.toml`: keys left out keep their defaults, an unknown key names file, line and the valid keys.
 
+use crate::legacy_config::{LegacySamplerSection, LEGACY_KEYS};
 use crate::run_config::RunConfig;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
@@ -54,7 +55,31 @@ impl RunConfig {
                 "data" => config.data = context.merge(&defaults.data, &entries)?,
                 "model" => config.model = context.merge(&defaults.model, &entries)?,
                 "ensemble" => config.ensemble = context.merge(&defaults.ensemble, &entries)?,
-                "sampler" => config.sampler = context.merge(&defaults.sampler, &entries)?,
+                "sampler" => {
+                    let legacy = entries
+                        .iter()
+                        .find(|(key, ..)| LEGACY_KEYS.iter().any(|(old, _)| old == key));
+                    config.sampler = match legacy {
+                        None => context.merge(&defaults.sampler, &entries)?,
+                        Some((key, _, span)) => {
+                            if let Some((_, toml::Value::Table(_), _)) =
+                                entries.iter().find(|(k, ..)| k == "algorithm")
+                            {
+                                let now = LEGACY_KEYS.iter().find(|(old, _)| old == key);
+                                bail!(
+                                    "{}: `{key}` in [sampler] is the old flat form; with [sampler.algorithm] \
+                                     it is {} there",
+                                    at(span.clone()),
+                                    now.map_or("a key", |(_, new)| new)
+                                );
+                            }
+                            context
+                                .merge(&LegacySamplerSection::new(), &entries)?
+                                .into_current()
+                                .map_err(|e| anyhow!("{}: {e}", at(span.clone())))?
+                        }
+                    }
+                }
                 "runtime" => config.runtime = context.merge(&defaults.runtime, &entries)?,
                 other => bail!(
                     "{}: unknown section [{other}]; valid sections: {}",
@@ -138,7 +163,12 @@ impl<F: Fn(Option<std::ops::Range<usize>>) -> String> SectionContext<'_, F> {
 
 /// A `toml_edit` value as a `toml` value, through its TOML text.
 fn toml_value(item: &Item) -> Result<toml::Value> {
-    let text = format!("value = {}", item.to_string().trim());
+    // A nested table (`[sampler.algorithm]`) is written as an inline one first.
+    let value = item
+        .clone()
+        .into_value()
+        .map_err(|_| anyhow!("not a value"))?;
+    let text = format!("value = {}", value.to_string().trim());
     let mut table: toml::Table = toml::from_str(&text).map_err(|e| anyhow!("{}", e.message()))?;
     table.remove("value").ok_or_else(|| anyhow!("not a value"))
 }
@@ -217,7 +247,7 @@ mod tests {
             ("[sampler]\ndraws = 3\n[smapler]\nseed = 1\n", "config f: line 3: unknown section [smapler]; valid sections: data, model, ensemble, sampler, runtime"),
             ("draws = 3\n", "config f: line 1: `draws` must be a section"),
             ("[sampler]\nseed = 1\ndraws = \"many\"\n", "config f: line 3: `draws` in [sampler]: invalid type: string \"many\""),
-            ("[sampler]\nalgorithm = \"gibbs\"\n", "config f: line 2: `algorithm` in [sampler]: unknown variant `gibbs`"),
+            ("[sampler]\nalgorithm = \"gibbs\"\n", "config f: line 2: `algorithm` in [sampler]: unknown sampler `gibbs`; the samplers are nuts, hmc"),
             ("[model]\nhidden = [16,\n", "config f: line 3: invalid array; expected `]`"),
         ];
         for (text, expected) in cases {

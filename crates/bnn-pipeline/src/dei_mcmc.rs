@@ -4,7 +4,7 @@ use crate::evaluation::Evaluation;
 use crate::predictions::Predictions;
 use crate::prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
 use crate::progress::{Progress, Silent};
-use crate::run_config::{Algorithm, Init, RunConfig};
+use crate::run_config::{Init, RunConfig};
 use crate::run_diagnostics::RunDiagnostics;
 use crate::run_dir::{write_json, RunDir};
 use crate::sampling::Sampling;
@@ -13,6 +13,7 @@ use crate::trained_ensemble::TrainedEnsemble;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_data::Dataset;
 use bnn_model::{AutodiffLogDensity, BnnConfig, MlpPosterior, ParameterLayout, Posterior};
+use bnn_sampler::{MsdConfig, SamplerSettings};
 use burn::tensor::{DType, Device};
 use serde_json::json;
 use std::path::PathBuf;
@@ -120,8 +121,9 @@ impl DeiMcmc {
         let posterior = MlpPosterior::new(bnn.clone(), &data.train, &device, DType::F32)?
             .with_gradient_path(config.runtime.gradient);
         let layout = posterior.layout().clone();
-        let riemannian = match config.sampler.algorithm {
-            Algorithm::Msd => Some(
+        // Only MSD asks the density for its metric.
+        let riemannian = match config.sampler.algorithm.name() {
+            MsdConfig::NAME => Some(
                 posterior
                     .riemannian_density()
                     .map_err(|e| anyhow!("MSD needs the built-in MLP's metric: {e}"))?,

@@ -7,7 +7,7 @@ use crate::posterior_pass::{
 };
 use crate::predictions::Predictions;
 use crate::progress::{ProgressEvent, Stage};
-use crate::run_config::{Algorithm, Init};
+use crate::run_config::Init;
 use crate::run_dir::{write_atomic, write_json};
 use anyhow::{anyhow, Result};
 use bnn_diagnostics::serialize_non_finite;
@@ -49,7 +49,8 @@ pub struct RunSummary {
     pub n_valid: Option<usize>,
     pub n_test: usize,
     pub n_params: usize,
-    pub sampler: Algorithm,
+    /// The registered sampler's name.
+    pub sampler: String,
     pub init: Init,
     pub chains: usize,
     pub members: Option<usize>,
@@ -214,7 +215,7 @@ impl DeiMcmc {
             n_valid: self.data.valid.as_ref().map(|v| v.rows),
             n_test: test.rows,
             n_params: self.layout.dim(),
-            sampler: config.sampler.algorithm,
+            sampler: config.sampler.algorithm.name().to_string(),
             init: config.sampler.init,
             chains: config.chains(),
             members: members.as_ref().map(|m| m.len()),

@@ -20,6 +20,8 @@ mod draw_reader;
 mod draw_store;
 mod early_stop;
 mod evaluation;
+mod kernel_settings;
+mod legacy_config;
 mod linear_baseline;
 mod map_ensemble;
 mod merge;
@@ -40,6 +42,11 @@ pub use config_file::SECTIONS;
 pub use dei_mcmc::{DeiMcmc, RunOutcome, RunReport};
 pub use draw_store::{cmdstan_names, ChainSampling, Checkpoint};
 pub use evaluation::{CalibrationPoint, Evaluation, RunSummary, TargetSummary};
+pub use kernel_settings::{
+    kernel_setting_name, samplers_with, KernelSettings, MCLMC_START_TRAJECTORY_LENGTH,
+    SETTING_FLAGS,
+};
+pub use legacy_config::check_mclmc_fractions;
 pub use linear_baseline::{LinearBaseline, LinearMetrics};
 pub use map_ensemble::{MapEnsemble, MapEnsembleConfig};
 pub use merge::{merge_shards, ShardSet};
@@ -49,8 +56,8 @@ pub use predictions::Predictions;
 pub use prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
 pub use progress::{ChainIteration, Progress, ProgressEvent, Silent, Stage};
 pub use run_config::{
-    Algorithm, DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection,
-    SamplerSection, SamplingIdentity, Standardize,
+    DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection, SamplerSection,
+    SamplingIdentity, Standardize,
 };
 pub use run_diagnostics::{
     AcceptanceDrift, GroupSummary, RunDiagnostics, SamplerWarnings, CRHAT_WARN, ESS_WARN, RHAT_WARN,

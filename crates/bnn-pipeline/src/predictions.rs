@@ -27,7 +27,7 @@ impl DeiMcmc {
             &self.data.test,
             self.config.chains(),
             s.kept_draws(),
-            s.max_depth,
+            s.max_tree_depth().unwrap_or(0),
             s.seed,
         )
     }

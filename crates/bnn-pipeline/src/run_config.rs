@@ -1,39 +1,16 @@
 //! The configuration of a run: one Burn `Config` per `run.toml` section, kept as each run directory's `config.toml`.
 
+use crate::kernel_settings::{kernel_setting_name, KernelSettings};
 use crate::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
 use bnn_sampler::{
-    AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MetricEstimate, MsdConfig, NutsConfig,
-    RandomWalkConfig, SamplerConfig, StepSizeSearch, WarmupConfig,
+    MclmcConfig, MetricEstimate, RandomWalkConfig, SamplerConfig, SamplerSettings, StepSizeSearch,
+    WarmupConfig,
 };
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-
-/// Transition kernel. A new sampler is a new variant here and an arm in
-/// [`SamplerSection::sampler_config`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
-#[serde(rename_all = "lowercase")]
-pub enum Algorithm {
-    /// No-U-turn sampler (multinomial, generalized U-turn criterion).
-    Nuts,
-    /// Hamiltonian Monte Carlo with a fixed number of leapfrog steps.
-    Hmc,
-    /// Random-walk Metropolis (a baseline).
-    Rwm,
-    /// Microcanonical Langevin Monte Carlo (unadjusted; MILE's sampler): one isokinetic
-    /// McLachlan step (two gradients) per iteration, ε and L tuned in the warmup.
-    Mclmc,
-    /// Metropolis-adjusted microcanonical sampler (MAMS): MCLMC's dynamics with a Metropolis
-    /// test (exact draws), ε by dual averaging, diagonal preconditioner and L tuned in warmup.
-    Mams,
-    /// Manifold stochastic dynamics (Zlochin & Baram): one generalized leapfrog step per
-    /// iteration under the Bayesian Gauss–Newton metric, Horowitz momentum persistence, a
-    /// Metropolis test; ε by dual averaging.
-    Msd,
-}
 
 /// Where the chains start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,11 +161,13 @@ impl EnsembleSection {
     }
 }
 
-/// `[sampler]`: the kernel, its budget and where the chains start.
+/// `[sampler]`: the kernel and its own settings (`[sampler.algorithm]`), the budget, where the
+/// chains start and how the warmup adapts.
 #[derive(Config, Debug, PartialEq)]
 pub struct SamplerSection {
-    #[config(default = "Algorithm::Nuts")]
-    pub algorithm: Algorithm,
+    /// The registered sampler and its settings; see [`KernelSettings`].
+    #[config(default = "KernelSettings::default()")]
+    pub algorithm: KernelSettings,
     #[config(default = "Init::Ensemble")]
     pub init: Init,
     /// The pre-trained network of `init = "single"` (safetensors).
@@ -199,48 +178,10 @@ pub struct SamplerSection {
     pub warmup: usize,
     #[config(default = 1000)]
     pub draws: usize,
-    /// Absent: 0.8 for NUTS/HMC, 0.234 for random-walk Metropolis.
-    pub target_accept: Option<f64>,
-    #[config(default = 10)]
-    pub max_depth: usize,
-    /// HMC: leapfrog steps per transition (`--num-steps`).
-    #[config(default = 32)]
-    pub leapfrog_steps: usize,
     /// Step size ε. With `adapt = false` every chain keeps it; otherwise the warmup starts its
     /// search from it. Absent: the heuristic search from 1 (MCLMC's tuner starts from 0.005,
     /// MAMS's from 0.2 √D).
     pub step_size: Option<f64>,
-    /// MCLMC: the decoherence length L the warmup starts from (kept with `adapt = false`).
-    /// Absent: 1 (`MCLMC_START_TRAJECTORY_LENGTH`; BlackJAX and MILE start from max(√D, 15)).
-    pub trajectory_length: Option<f64>,
-    /// MCLMC: target variance of the energy change per dimension at the warmup's start, falling
-    /// linearly to `energy_variance_end` over its phases 1 and 2 (MILE's code: 5e-4 → 1e-4).
-    #[config(default = 5e-4)]
-    pub energy_variance_start: f64,
-    #[config(default = 1e-4)]
-    pub energy_variance_end: f64,
-    /// MCLMC: shares of the warmup in phases 1 (ε), 2 (ε and L from the variances) and 3 (L from
-    /// the ESS), summing to 1; absent: 0.8, 0.1, 0.1. MAMS: four shares (ε; ε and variances; ε
-    /// under the new preconditioner; L from the ESS); absent: 0.3, 0.2, 0.3, 0.2.
-    pub tune_fractions: Option<Vec<f64>>,
-    /// MSD: `cos α` of the momentum refresh (0: a fresh momentum every iteration). Absent: 0.95.
-    pub persistence: Option<f64>,
-    /// MSD: Zlochin & Baram's cheap integrator (metric frozen within the step; approximate,
-    /// biased) instead of the exact generalized leapfrog.
-    #[config(default = false)]
-    pub frozen_metric: bool,
-    /// MSD: convergence tolerance of the implicit steps' fixed-point iterations.
-    #[config(default = 1e-9)]
-    pub fixed_point_tolerance: f64,
-    /// MSD: fixed-point iterations per implicit equation before a step counts as divergent.
-    #[config(default = 100)]
-    pub max_fixed_point_iterations: usize,
-    /// MCLMC and MAMS: the last warmup phase sets L = factor · (ε or L) · mean(steps / ESS).
-    #[config(default = 0.4)]
-    pub trajectory_length_factor: f64,
-    /// MCLMC and MAMS: precondition the dynamics with the warmup positions' standard deviations
-    /// (BlackJAX's option; MILE runs without). Absent: on.
-    pub diagonal_preconditioning: Option<bool>,
     /// Adapt the step size and the diagonal metric during warmup. `false`: fixed-step sampling
     /// with `step_size` and the identity metric, the warmup iterations a discarded burn-in.
     #[config(default = true)]
@@ -273,94 +214,9 @@ pub struct SamplerSection {
     pub metric_estimate: MetricEstimate,
 }
 
-/// MCLMC's starting decoherence length for BNN posteriors. BlackJAX's and MILE's `max(√D, 15)`
-/// (20 on yacht's 418 parameters) keeps the velocity for thousands of warmup steps, so a chain
-/// that the first, too large steps heat cools slowly: yacht split 2's chains 3 and 9 fell from
-/// log density 238 / 255 to −126 / −174 within 200 steps and ended the 50,000-step warmup near
-/// 400 / 320; with `L = 1` (the velocity refreshed every few hundred steps) the same chains were
-/// back above 290 after 200 steps and ended near 590 / 610, where NUTS's chains sit. Phase 2
-/// replaces it with the measured size anyway (see `crates/bnn-study/results/mile/README.md`).
-pub const MCLMC_START_TRAJECTORY_LENGTH: f64 = 1.0;
-
 impl SamplerSection {
     /// The sampler this section describes, with `threads` worker threads (`None`: all cores).
     pub fn sampler_config(&self, threads: Option<usize>) -> SamplerConfig {
-        let target = self.target_accept;
-        let algorithm: AlgorithmConfig = match self.algorithm {
-            Algorithm::Nuts => {
-                let c = NutsConfig::new().with_max_tree_depth(self.max_depth as u32);
-                match target {
-                    Some(t) => c.with_target_accept(t),
-                    None => c,
-                }
-                .into()
-            }
-            Algorithm::Hmc => {
-                // A fixed-step run takes exactly L steps, however many (the kernel's default cap is 1024).
-                let c = HmcConfig::new()
-                    .with_num_steps(self.leapfrog_steps)
-                    .with_max_num_steps(self.leapfrog_steps.max(1024));
-                match target {
-                    Some(t) => c.with_target_accept(t),
-                    None => c,
-                }
-                .into()
-            }
-            Algorithm::Rwm => match target {
-                Some(t) => RandomWalkConfig::new().with_target_accept(t),
-                None => RandomWalkConfig::new(),
-            }
-            .into(),
-            Algorithm::Mclmc => {
-                let defaults = MclmcConfig::new();
-                let fraction = |i: usize, default: f64| {
-                    self.tune_fractions
-                        .as_ref()
-                        .map_or(default, |f| f.get(i).copied().unwrap_or(0.0))
-                };
-                MclmcConfig::new()
-                    .with_initial_trajectory_length(Some(
-                        self.trajectory_length
-                            .unwrap_or(MCLMC_START_TRAJECTORY_LENGTH),
-                    ))
-                    .with_energy_variance_start(self.energy_variance_start)
-                    .with_energy_variance_end(self.energy_variance_end)
-                    .with_phase1_fraction(fraction(0, defaults.phase1_fraction))
-                    .with_phase2_fraction(fraction(1, defaults.phase2_fraction))
-                    .with_trajectory_length_factor(self.trajectory_length_factor)
-                    .with_diagonal_preconditioning(self.diagonal_preconditioning.unwrap_or(true))
-                    .into()
-            }
-            Algorithm::Mams => {
-                let mut c =
-                    MamsConfig::new().with_trajectory_length_factor(self.trajectory_length_factor);
-                if let Some(precondition) = self.diagonal_preconditioning {
-                    c = c.with_diagonal_preconditioning(precondition);
-                }
-                if let Some(fractions) = &self.tune_fractions {
-                    c = c.with_tune_fractions(fractions.clone());
-                }
-                match target {
-                    Some(t) => c.with_target_accept(t),
-                    None => c,
-                }
-                .into()
-            }
-            Algorithm::Msd => {
-                let mut c = MsdConfig::new()
-                    .with_frozen_metric(self.frozen_metric)
-                    .with_fixed_point_tolerance(self.fixed_point_tolerance)
-                    .with_max_fixed_point_iterations(self.max_fixed_point_iterations);
-                if let Some(persistence) = self.persistence {
-                    c = c.with_persistence(persistence);
-                }
-                match target {
-                    Some(t) => c.with_target_accept(t),
-                    None => c,
-                }
-                .into()
-            }
-        };
         let warmup = if self.adapt {
             WarmupConfig::new()
                 .with_step_size_search(self.step_size_search)
@@ -370,7 +226,7 @@ impl SamplerSection {
                 .with_adapt_step_size(false)
                 .with_adapt_metric(false)
         };
-        SamplerConfig::new(algorithm)
+        SamplerConfig::new(self.algorithm.0.clone())
             .with_warmup(warmup)
             .with_num_warmup(self.warmup)
             .with_num_draws(self.draws)
@@ -378,6 +234,14 @@ impl SamplerSection {
             .with_threads(threads)
             .with_batched(self.batched)
             .with_initial_step_size(self.step_size)
+    }
+
+    /// NUTS's tree depth cap, for a sampler that builds trees (`None` for the others).
+    pub fn max_tree_depth(&self) -> Option<usize> {
+        self.algorithm
+            .get("max_tree_depth")
+            .and_then(|v| v.as_integer())
+            .map(|d| d as usize)
     }
 
     /// Draws kept per chain: `draws / thin`, rounded up.
@@ -455,7 +319,7 @@ impl RunConfig {
     pub fn with_mile_sampling(mut self) -> Self {
         self.sampler = self
             .sampler
-            .with_algorithm(Algorithm::Mclmc)
+            .with_algorithm(KernelSettings::named(MclmcConfig::NAME).expect("MCLMC is registered"))
             .with_warmup(50_000)
             .with_draws(10_000)
             .with_thin(10)
@@ -463,34 +327,32 @@ impl RunConfig {
         self
     }
 
-    /// Every number-valued setting as `(config key, value)`; the flag is the key with dashes.
-    fn float_settings(&self) -> Vec<(&'static str, f64)> {
+    /// Every number-valued setting as `(how to name it, value)`: the flag and config key, or
+    /// for a setting of the sampler's own the flag that sets it (if one does) and its key in
+    /// `[sampler.algorithm]`.
+    fn float_settings(&self) -> Vec<(String, f64)> {
         let (d, e, s) = (&self.data, &self.ensemble, &self.sampler);
-        let mut settings = vec![
+        let named = |key: &str| format!("--{} (config key `{key}`)", key.replace('_', "-"));
+        let mut settings: Vec<(String, f64)> = [
             ("test_fraction", d.test_fraction),
             ("validation_fraction", d.validation_fraction),
             ("learning_rate", e.learning_rate),
             ("weight_decay", e.weight_decay),
-            ("energy_variance_start", s.energy_variance_start),
-            ("energy_variance_end", s.energy_variance_end),
-            ("fixed_point_tolerance", s.fixed_point_tolerance),
-            ("trajectory_length_factor", s.trajectory_length_factor),
             ("early_stop_tolerance", s.early_stop_tolerance),
-        ];
-        for (key, value) in [
-            ("target_accept", s.target_accept),
-            ("step_size", s.step_size),
-            ("trajectory_length", s.trajectory_length),
-            ("persistence", s.persistence),
-        ] {
-            settings.extend(value.map(|v| (key, v)));
+        ]
+        .into_iter()
+        .chain(s.step_size.map(|v| ("step_size", v)))
+        .map(|(key, v)| (named(key), v))
+        .collect();
+        for (key, value) in s.algorithm.table() {
+            let values = match value {
+                toml::Value::Float(v) => vec![v],
+                toml::Value::Array(items) => items.iter().filter_map(|i| i.as_float()).collect(),
+                _ => Vec::new(),
+            };
+            let name = kernel_setting_name(&key);
+            settings.extend(values.into_iter().map(|v| (name.clone(), v)));
         }
-        settings.extend(
-            s.tune_fractions
-                .iter()
-                .flatten()
-                .map(|&v| ("tune_fractions", v)),
-        );
         settings
     }
 
@@ -500,15 +362,12 @@ impl RunConfig {
     pub fn validate(&self) -> Result<()> {
         // NaN and infinities first, by name: NaN passes `!(x < 0)`-style range checks, and a NaN
         // in config.toml would make the run directory unequal to itself.
-        if let Some((key, value)) = self
+        if let Some((name, value)) = self
             .float_settings()
             .into_iter()
             .find(|(_, v)| !v.is_finite())
         {
-            bail!(
-                "--{} (config key `{key}`) must be a finite number, got {value}",
-                key.replace('_', "-")
-            );
+            bail!("{name} must be a finite number, got {value}");
         }
         let d = &self.data;
         if !(d.test_fraction > 0.0 && d.test_fraction < 1.0) {
@@ -557,62 +416,38 @@ impl RunConfig {
                 bail!("--step-size (config key `step_size`) must be positive and finite, got {step_size}");
             }
         }
-        if let Some(target) = s.target_accept {
+        let setting = |key: &str| s.algorithm.get(key);
+        if let Some(target) = setting("target_accept").and_then(|v| v.as_float()) {
             if !(target > 0.0 && target < 1.0) {
                 bail!(
-                    "--target-accept (config key `target_accept`) must lie in (0, 1), got {target}"
+                    "{} must lie in (0, 1), got {target}",
+                    kernel_setting_name("target_accept")
                 );
             }
         }
-        if s.algorithm == Algorithm::Nuts && !(1..=30).contains(&s.max_depth) {
-            bail!(
-                "--max-depth (config key `max_depth`) must lie in 1..=30, got {}",
-                s.max_depth
-            );
+        if let Some(depth) = setting("max_tree_depth").and_then(|v| v.as_integer()) {
+            if !(1..=30).contains(&depth) {
+                bail!(
+                    "{} must lie in 1..=30, got {depth}",
+                    kernel_setting_name("max_tree_depth")
+                );
+            }
         }
-        if s.algorithm == Algorithm::Hmc && s.leapfrog_steps == 0 {
-            bail!(
-                "--num-steps / --leapfrog-steps (config key `leapfrog_steps`) must be at least 1"
-            );
+        if setting("num_steps").and_then(|v| v.as_integer()) == Some(0) {
+            bail!("{} must be at least 1", kernel_setting_name("num_steps"));
         }
+        let name = s.algorithm.name();
         if s.adapt && s.warmup == 0 {
             bail!(
-                "--warmup 0 leaves {:?} unadapted (its step size would stay at its starting value and most draws diverge or are rejected); \
-                 give --warmup > 0, or sample with a fixed step: --adapt false --step-size <ε>",
-                s.algorithm
+                "--warmup 0 leaves {name} unadapted (its step size would stay at its starting value and most draws diverge or are rejected); \
+                 give --warmup > 0, or sample with a fixed step: --adapt false --step-size <ε>"
             );
         }
-        if !s.adapt && s.step_size.is_none() && s.algorithm != Algorithm::Rwm {
+        if !s.adapt && s.step_size.is_none() && name != RandomWalkConfig::NAME {
             bail!("adapt = false keeps the step size fixed, so it needs one: give --step-size (config key step_size)");
         }
-        if let (Algorithm::Mclmc, Some(fractions)) = (s.algorithm, &s.tune_fractions) {
-            let sum: f64 = fractions.iter().sum();
-            if fractions.len() != 3
-                || fractions.iter().any(|f| !(0.0..=1.0).contains(f))
-                || (sum - 1.0).abs() > 1e-9
-            {
-                bail!("--tune-fractions (config key `tune_fractions`) must be three shares in [0, 1] summing to 1 (phases 1, 2, 3 of the MCLMC warmup), got {fractions:?}");
-            }
-        }
-        if matches!(s.algorithm, Algorithm::Mclmc | Algorithm::Mams) {
-            if s.algorithm == Algorithm::Mclmc && s.target_accept.is_some() {
-                bail!("--target-accept (config key `target_accept`): MCLMC has no acceptance target; its warmup aims at an energy-error variance (--energy-variance-start/--energy-variance-end)");
-            }
-            if let Some(length) = s.trajectory_length {
-                if !(length > 0.0 && length.is_finite()) {
-                    bail!("--trajectory-length (config key `trajectory_length`) must be positive and finite, got {length}");
-                }
-            }
-        }
-        if s.algorithm == Algorithm::Msd {
-            if s.batched {
-                bail!("--batched true (config key `batched`): MSD runs its chains on threads, not batched (each step solves with its own chain's metric)");
-            }
-        } else if s.persistence.is_some() || s.frozen_metric {
-            bail!("--persistence and --frozen-metric (config keys `persistence`, `frozen_metric`) are MSD's settings (--sampler msd), not {:?}'s", s.algorithm);
-        }
-        if s.algorithm == Algorithm::Rwm && s.batched {
-            bail!("--batched true (config key `batched`): random-walk Metropolis runs its chains on threads, not batched");
+        if s.batched && !s.algorithm.0.supports_batched() {
+            bail!("--batched true (config key `batched`): {name} runs its chains on threads, not batched");
         }
         // The sampler crate's own checks, for every kernel (before: only MCLMC, MAMS and MSD,
         // so a bad NUTS or HMC setting was refused after the ensemble had been trained).
@@ -733,26 +568,38 @@ impl RunConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bnn_sampler::{MamsConfig, MsdConfig, NutsConfig};
 
-    /// `Algorithm` names the registered samplers the command line offers, by the names the
-    /// sampler crate gives them, and each builds the settings of that sampler.
+    fn nuts(f: impl Fn(NutsConfig) -> NutsConfig) -> KernelSettings {
+        f(NutsConfig::new()).into()
+    }
+
+    fn mclmc(f: impl Fn(MclmcConfig) -> MclmcConfig) -> KernelSettings {
+        f(MclmcConfig::new()).into()
+    }
+
+    fn mams(f: impl Fn(MamsConfig) -> MamsConfig) -> KernelSettings {
+        f(MamsConfig::new()).into()
+    }
+
+    fn msd(f: impl Fn(MsdConfig) -> MsdConfig) -> KernelSettings {
+        f(MsdConfig::new()).into()
+    }
+
+    /// Every registered sampler is a sampler of the run config by its own name.
     #[test]
-    fn every_algorithm_is_a_registered_sampler_of_the_same_name() {
-        for algorithm in [
-            Algorithm::Nuts,
-            Algorithm::Hmc,
-            Algorithm::Rwm,
-            Algorithm::Mclmc,
-            Algorithm::Mams,
-            Algorithm::Msd,
-        ] {
-            let name = serde_json::to_string(&algorithm).unwrap();
-            let settings = SamplerSection::new()
-                .with_algorithm(algorithm)
-                .sampler_config(None)
-                .algorithm;
-            assert_eq!(name.trim_matches('"'), settings.name());
-            assert!(AlgorithmConfig::NAMES.contains(&settings.name()));
+    fn every_registered_sampler_is_a_sampler_of_the_run_config() {
+        for &name in bnn_sampler::AlgorithmConfig::NAMES {
+            let section =
+                SamplerSection::new().with_algorithm(KernelSettings::named(name).unwrap());
+            assert_eq!(section.sampler_config(None).algorithm.name(), name);
+            let config = RunConfig::new().with_sampler(section);
+            let text = config.to_toml().unwrap();
+            assert!(
+                text.contains(&format!("[sampler.algorithm]\nname = \"{name}\"")),
+                "{text}"
+            );
+            assert_eq!(RunConfig::from_toml_str(&text, "written").unwrap(), config);
         }
     }
 
@@ -766,20 +613,13 @@ mod tests {
             RunConfig::new().with_sampler(s.clone().with_init(Init::Single)),
             RunConfig::new().with_model(ModelSection::new().with_activation("swish2".into())),
             RunConfig::new().with_runtime(RuntimeSection::new().with_device("tpu".into())),
-            RunConfig::new().with_sampler(
-                s.clone()
-                    .with_algorithm(Algorithm::Msd)
-                    .with_persistence(Some(1.5)),
-            ),
-            RunConfig::new().with_sampler(
-                s.clone()
-                    .with_algorithm(Algorithm::Msd)
-                    .with_fixed_point_tolerance(0.0),
-            ),
             RunConfig::new()
-                .with_sampler(s.clone().with_algorithm(Algorithm::Msd).with_batched(true)),
-            RunConfig::new().with_sampler(s.clone().with_persistence(Some(0.9))),
-            RunConfig::new().with_sampler(s.clone().with_frozen_metric(true)),
+                .with_sampler(s.clone().with_algorithm(msd(|c| c.with_persistence(1.5)))),
+            RunConfig::new().with_sampler(
+                s.clone()
+                    .with_algorithm(msd(|c| c.with_fixed_point_tolerance(0.0))),
+            ),
+            RunConfig::new().with_sampler(s.clone().with_algorithm(msd(|c| c)).with_batched(true)),
         ] {
             assert!(config.validate().is_err(), "{config:?}");
         }
@@ -787,9 +627,7 @@ mod tests {
         RunConfig::new()
             .with_sampler(
                 s.clone()
-                    .with_algorithm(Algorithm::Msd)
-                    .with_persistence(Some(0.5))
-                    .with_frozen_metric(true),
+                    .with_algorithm(msd(|c| c.with_persistence(0.5).with_frozen_metric(true))),
             )
             .validate()
             .unwrap();
@@ -817,11 +655,17 @@ mod tests {
                 "--test-fraction",
             ),
             (
-                RunConfig::new().with_sampler(s.clone().with_target_accept(Some(f64::NAN))),
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_algorithm(nuts(|c| c.with_target_accept(f64::NAN))),
+                ),
                 "--target-accept",
             ),
             (
-                RunConfig::new().with_sampler(s.clone().with_energy_variance_start(f64::NAN)),
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_algorithm(mclmc(|c| c.with_energy_variance_start(f64::NAN))),
+                ),
                 "--energy-variance-start",
             ),
             (
@@ -830,11 +674,9 @@ mod tests {
                 "--early-stop-tolerance",
             ),
             (
-                RunConfig::new().with_sampler(
-                    s.clone()
-                        .with_algorithm(Algorithm::Mclmc)
-                        .with_tune_fractions(Some(vec![0.8, f64::NAN, 0.1])),
-                ),
+                RunConfig::new().with_sampler(s.clone().with_algorithm(mams(|c| {
+                    c.with_tune_fractions(vec![0.3, f64::NAN, 0.3, 0.2])
+                }))),
                 "--tune-fractions",
             ),
         ] {
@@ -847,30 +689,35 @@ mod tests {
         // Ranges, by flag, before any work: the sampler's own checks for every kernel.
         for (config, flag) in [
             (
-                RunConfig::new().with_sampler(s.clone().with_target_accept(Some(1.5))),
-                "--target-accept",
-            ),
-            (
                 RunConfig::new().with_sampler(
                     s.clone()
-                        .with_algorithm(Algorithm::Rwm)
-                        .with_target_accept(Some(1.5)),
+                        .with_algorithm(nuts(|c| c.with_target_accept(1.5))),
                 ),
                 "--target-accept",
             ),
             (
-                RunConfig::new().with_sampler(s.clone().with_max_depth(0)),
-                "--max-depth",
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_algorithm(RandomWalkConfig::new().with_target_accept(1.5).into()),
+                ),
+                "--target-accept",
             ),
             (
-                RunConfig::new().with_sampler(s.clone().with_max_depth(40)),
+                RunConfig::new()
+                    .with_sampler(s.clone().with_algorithm(nuts(|c| c.with_max_tree_depth(0)))),
                 "--max-depth",
             ),
             (
                 RunConfig::new().with_sampler(
                     s.clone()
-                        .with_algorithm(Algorithm::Hmc)
-                        .with_leapfrog_steps(0),
+                        .with_algorithm(nuts(|c| c.with_max_tree_depth(40))),
+                ),
+                "--max-depth",
+            ),
+            (
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_algorithm(bnn_sampler::HmcConfig::new().with_num_steps(0).into()),
                 ),
                 "--num-steps",
             ),
@@ -914,8 +761,7 @@ mod tests {
     #[test]
     fn the_sampler_section_builds_its_sampler() {
         let section = SamplerSection::new()
-            .with_algorithm(Algorithm::Hmc)
-            .with_target_accept(Some(0.6))
+            .with_algorithm(bnn_sampler::HmcConfig::new().with_target_accept(0.6).into())
             .with_warmup(7);
         let sampler = section.sampler_config(Some(1));
         assert_eq!(sampler.num_warmup, 7);

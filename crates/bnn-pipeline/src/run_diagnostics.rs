@@ -1,6 +1,6 @@
 //! Convergence diagnostics of a run's draws or a long-format CSV, with the chains that never moved.
 
-use crate::run_config::{Algorithm, RunConfig};
+use crate::run_config::RunConfig;
 use crate::run_dir::{write_atomic, RunDir};
 use crate::stored_chains::{check_draw_count, unequal_lengths_reason};
 use anyhow::{anyhow, bail, Context, Result};
@@ -148,8 +148,7 @@ impl RunDiagnostics {
         sampler.max_depth = RunDir::new(dir)
             .load_config()
             .ok()
-            .filter(|c| c.sampler.algorithm == Algorithm::Nuts)
-            .map(|c| c.sampler.max_depth);
+            .and_then(|c| c.sampler.max_tree_depth());
         let mut diagnostics = Self::of_draws(draws, Some(sampler), truncated_to, function_space)?;
         diagnostics.unequal_lengths = unequal_lengths;
         Ok(diagnostics)
@@ -353,8 +352,7 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
         max_depth: RunDir::new(dir)
             .load_config()
             .ok()
-            .filter(|c| c.sampler.algorithm == Algorithm::Nuts)
-            .map(|c| c.sampler.max_depth),
+            .and_then(|c| c.sampler.max_tree_depth()),
         ..SamplerWarnings::default()
     };
     let mut chain_transitions: Vec<Vec<(f64, bool)>> = Vec::new();

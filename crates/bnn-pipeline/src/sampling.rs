@@ -178,7 +178,7 @@ impl DeiMcmc {
             store = store.with_early_stop(early);
         }
         let message = format!(
-            "sampling {} ({} train / {} test rows, {} parameters): {} chains x ({} warmup + {} draws), {:?} from {:?} start on {}{}",
+            "sampling {} ({} train / {} test rows, {} parameters): {} chains x ({} warmup + {} draws), {} from {:?} start on {}{}",
             self.data.name,
             self.data.train.rows,
             self.data.test.rows,
@@ -186,7 +186,7 @@ impl DeiMcmc {
             chains,
             config.sampler.warmup,
             config.sampler.draws,
-            config.sampler.algorithm,
+            config.sampler.algorithm.name(),
             config.sampler.init,
             self.device_text(),
             if resume { format!(" (resuming at iterations {done:?})") } else { String::new() }

@@ -24,6 +24,20 @@ macro_rules! registered_samplers {
             pub const NAMES: &'static [&'static str] =
                 &[$(<$settings as $crate::SamplerSettings>::NAME,)+];
 
+            /// Each registered sampler's name beside the tag its settings carry when this enum
+            /// is serialized (the variant's name: `nuts` beside `Nuts`), for formats that name
+            /// the sampler by its name instead.
+            pub const TAGS: &'static [(&'static str, &'static str)] =
+                &[$((<$settings as $crate::SamplerSettings>::NAME, stringify!($variant)),)+];
+
+            /// The registered sampler called `name`, with its own default settings.
+            pub fn named(name: &str) -> Option<Self> {
+                $(if name == <$settings as $crate::SamplerSettings>::NAME {
+                    return Some(<$settings>::new().into());
+                })+
+                None
+            }
+
             /// This sampler's name (`nuts`, `mclmc`, ...).
             pub fn name(&self) -> &'static str {
                 match self {

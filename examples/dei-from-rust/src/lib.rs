@@ -15,6 +15,7 @@ use bnn_pipeline::{
     DeiMcmc, EnsembleSection, MapEnsembleConfig, ModelSection, ProgressEvent, RunConfig,
     RunOutcome, RunSummary, SamplerSection,
 };
+use bnn_sampler::NutsConfig;
 use burn::tensor::{Device, Tensor, TensorData};
 use custom_posterior::ResidualRegressor;
 use std::path::Path;
@@ -90,7 +91,7 @@ pub fn in_memory_run(
             SamplerSection::new()
                 .with_warmup(sizes.warmup)
                 .with_draws(sizes.draws)
-                .with_max_depth(6)
+                .with_algorithm(NutsConfig::new().with_max_tree_depth(6).into())
                 .with_seed(3),
         );
     let run = DeiMcmc::with_dataset(config, &dataset, dir)?.with_progress(
@@ -176,7 +177,7 @@ pub fn user_module_run(sizes: Sizes) -> Result<ModuleRun> {
     let sampler = SamplerSection::new()
         .with_warmup(sizes.warmup)
         .with_draws(sizes.draws)
-        .with_max_depth(7)
+        .with_algorithm(NutsConfig::new().with_max_tree_depth(7).into())
         .with_seed(5)
         .sampler_config(None)
         .init()?;

@@ -105,7 +105,7 @@ impl Table3Args {
             max_depth: self.max_depth,
             large_draws: self.large_draws,
             large_max_depth: self.large_max_depth,
-            extra: extra_run_flags(&self.extra)?,
+            extra: extra_run_flags(&self.extra, false)?,
         })
     }
 }
@@ -144,15 +144,16 @@ impl MileArgs {
             datasets: self.datasets.clone(),
             splits: self.splits,
             seeds: self.seeds,
-            extra: extra_run_flags(&self.extra)?,
+            extra: extra_run_flags(&self.extra, true)?,
         })
     }
 }
 
 /// `bnn run`'s flags in one string, parsed as `bnn run` parses them: a `--config` file and a
 /// recipe (`--mile`, `--preset mile`) make the config the study's settings go on, and every
-/// other flag overrides them.
-fn extra_run_flags(text: &str) -> Result<ExtraRunFlags> {
+/// other flag overrides them. `any_sampler`: the flags go to runs of several samplers, and a
+/// sampler's setting (`--max-depth`, `--trajectory-length`) reaches only those that have it.
+fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
     #[derive(clap::Parser, Debug)]
     #[command(name = "--extra", no_binary_name = true)]
     struct Extra {
@@ -179,7 +180,12 @@ fn extra_run_flags(text: &str) -> Result<ExtraRunFlags> {
     Ok(ExtraRunFlags {
         base,
         apply: Box::new(move |config: bnn_pipeline::RunConfig| {
-            others.apply(config).context("--extra")
+            if any_sampler {
+                others.apply_to_any_sampler(config)
+            } else {
+                others.apply(config)
+            }
+            .context("--extra")
         }),
         words,
     })

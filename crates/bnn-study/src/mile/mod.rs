@@ -24,7 +24,8 @@ use crate::dei_runs::{
     RunsProgress,
 };
 use anyhow::{bail, Context as _, Result};
-use bnn_pipeline::{Algorithm, RunConfig, RunDir};
+use bnn_pipeline::{KernelSettings, RunConfig, RunDir};
+use bnn_sampler::{MclmcConfig, NutsConfig, SamplerSettings};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -55,12 +56,13 @@ impl MileSampler {
         let s = &mut config.sampler;
         match self {
             MileSampler::DeiNuts => {
+                s.algorithm = NutsConfig::new().with_max_tree_depth(10).into();
                 s.warmup = 100;
                 s.draws = 1000;
-                s.max_depth = 10;
             }
             MileSampler::Mile => {
-                s.algorithm = Algorithm::Mclmc;
+                s.algorithm =
+                    KernelSettings::named(MclmcConfig::NAME).expect("MCLMC is registered");
                 s.warmup = 50_000;
                 s.draws = 10_000;
                 s.thin = 10;

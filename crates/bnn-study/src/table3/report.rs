@@ -46,7 +46,7 @@ pub fn read_run(dataset: &str, split: u64, dir: &Path) -> Result<Table3Run> {
         budget: Budget {
             warmup: s.warmup,
             draws: s.draws,
-            max_depth: s.max_depth,
+            max_depth: s.max_tree_depth().unwrap_or(0),
         },
         chains,
     })

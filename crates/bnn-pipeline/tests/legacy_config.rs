@@ -1,0 +1,129 @@
+//! Run directories written before the sampler's settings moved to `[sampler.algorithm]`: their
+//! `config.toml` (the fixtures are real ones, written by `bnn run` at commit 72a92a6) reads as
+//! the sampler those runs built, and is written back in the current shape.
+
+use bnn_pipeline::RunConfig;
+use bnn_sampler::{
+    AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig,
+};
+use std::path::Path;
+
+fn fixture(name: &str) -> RunConfig {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(format!("legacy-{name}.toml"));
+    RunConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+}
+
+#[test]
+fn old_flat_sampler_sections_read_as_the_sampler_they_ran() {
+    // What the flags of each fixture's run built (`--num-steps 7`; `--tune-fractions
+    // 0.6,0.3,0.1 --trajectory-length 2`; `--target-accept 0.85`; `--persistence 0.8`).
+    let expected: [(&str, AlgorithmConfig); 6] = [
+        ("nuts", NutsConfig::new().with_max_tree_depth(10).into()),
+        (
+            "hmc",
+            HmcConfig::new()
+                .with_num_steps(7)
+                .with_max_num_steps(1024)
+                .into(),
+        ),
+        (
+            "mclmc",
+            MclmcConfig::new()
+                .with_initial_trajectory_length(Some(2.0))
+                .with_phase1_fraction(0.6)
+                .with_phase2_fraction(0.3)
+                .with_diagonal_preconditioning(true)
+                .into(),
+        ),
+        ("mams", MamsConfig::new().with_target_accept(0.85).into()),
+        ("msd", MsdConfig::new().with_persistence(0.8).into()),
+        ("rwm", RandomWalkConfig::new().into()),
+    ];
+    for (name, algorithm) in expected {
+        let config = fixture(name);
+        config.validate().unwrap();
+        assert_eq!(config.sampler.algorithm.name(), name);
+        assert_eq!(
+            config.sampler.sampler_config(None).algorithm.to_string(),
+            algorithm.to_string(),
+            "{name}"
+        );
+        assert_eq!((config.sampler.warmup, config.sampler.draws), (60, 40));
+        // Written back in the current shape, it reads as the same config.
+        let text = config.to_toml().unwrap();
+        assert!(
+            text.contains(&format!("[sampler.algorithm]\nname = \"{name}\"")),
+            "{text}"
+        );
+        assert!(!text.contains("max_depth"), "{text}");
+        assert_eq!(RunConfig::from_toml_str(&text, "written").unwrap(), config);
+    }
+}
+
+#[test]
+fn old_and_new_shapes_are_not_mixed_and_old_refusals_stand() {
+    let mixed = "[sampler]\nmax_depth = 12\n\n[sampler.algorithm]\nname = \"nuts\"\n";
+    let message = format!(
+        "{:#}",
+        RunConfig::from_toml_str(mixed, "run.toml").unwrap_err()
+    );
+    assert!(
+        message.contains("`max_depth` in [sampler] is the old flat form")
+            && message.contains("max_tree_depth (nuts)"),
+        "{message}"
+    );
+    for (text, expected) in [
+        (
+            "[sampler]\nalgorithm = \"mclmc\"\ntarget_accept = 0.8\n",
+            "MCLMC has no acceptance target",
+        ),
+        (
+            "[sampler]\nalgorithm = \"nuts\"\npersistence = 0.8\n",
+            "MSD's settings",
+        ),
+        (
+            "[sampler]\nalgorithm = \"gibbs\"\nmax_depth = 3\n",
+            "unknown sampler `gibbs`",
+        ),
+    ] {
+        let message = format!("{:#}", RunConfig::from_toml_str(text, "f").unwrap_err());
+        assert!(message.contains(expected), "{text:?}: {message}");
+    }
+    // A flat key alone still works (it is read the old way).
+    let config = RunConfig::from_toml_str("[sampler]\nmax_depth = 7\n", "f").unwrap();
+    assert_eq!(config.sampler.max_tree_depth(), Some(7));
+}
+
+#[test]
+fn the_nested_table_names_its_errors() {
+    let config = RunConfig::from_toml_str(
+        "[sampler.algorithm]\nname = \"mclmc\"\nenergy_variance_end = 2e-4\n",
+        "run.toml",
+    )
+    .unwrap();
+    match config.sampler.algorithm.0 {
+        AlgorithmConfig::Mclmc(c) => {
+            assert_eq!(c.energy_variance_end, 2e-4);
+            // A BNN run's MCLMC defaults, not the kernel's.
+            assert_eq!(c.initial_trajectory_length, Some(1.0));
+            assert!(c.diagonal_preconditioning);
+        }
+        other => panic!("{other:?}"),
+    }
+    for (text, expected) in [
+        (
+            "[sampler.algorithm]\nname = \"nuts\"\npersistence = 0.5\n",
+            "nuts has no setting `persistence` (msd has it)",
+        ),
+        ("[sampler.algorithm]\nmax_tree_depth = 5\n", "needs `name`"),
+        (
+            "[sampler.algorithm]\nname = \"nuts\"\nmax_tree_depth = \"deep\"\n",
+            "`max_tree_depth`",
+        ),
+    ] {
+        let message = format!("{:#}", RunConfig::from_toml_str(text, "f").unwrap_err());
+        assert!(message.contains(expected), "{text:?}: {message}");
+    }
+}
