@@ -332,7 +332,8 @@ fn bench_prints_json() {
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    assert_eq!(report["n_params"], 1 * 50 + 50 + 50 + 1);
+    // One input: 1×50 weights, 50 biases, 50×1 weights, 1 bias.
+    assert_eq!(report["n_params"], 50 + 50 + 50 + 1);
     assert_eq!(report["gradient"], "host_kernel");
     assert!(report["cpu_one_chain_us"].as_f64().unwrap() > 0.0);
     let results = report["results"].as_array().unwrap();
@@ -448,7 +449,7 @@ fn run_with_too_few_draws_to_diagnose_is_refused_before_any_work() {
 
 #[test]
 fn data_split_writes_the_rows_a_run_sampled() {
-    // Another tool (examples/benchmarks/e2e_numpyro.py) samples the same problem from these
+    // Another tool (bench/e2e_numpyro.py) samples the same problem from these
     // files: every row of the data set once, standardized with the training split's statistics.
     let dir = temp_dir("split");
     let run = dir.join("run");
@@ -2420,53 +2421,80 @@ fn csv_target_columns_pick_several_targets_by_name() {
     assert!(stderr(&o).contains("listed twice"), "{}", stderr(&o));
 }
 
-/// The Table 3 example (`crates/bnn-cli/examples/table3.rs`) at toy size on yacht: it runs `bnn
-/// run` with the paper's settings and a tiny budget, writes both tables with the budget each run
-/// had, reuses a finished run (saying so when its budget differs) and refuses bad flags.
+/// `bnn study table3` at toy size on yacht: one whole run with the paper's settings and a tiny
+/// budget, both tables with the budget each run had, a finished run reused (named when its
+/// budget differs), and bad flags refused by name with nothing written.
 #[test]
-fn table3_example_at_toy_size() {
-    if bnn_data::require_data_dir("table3_example_at_toy_size").is_none() {
-        return;
+fn study_table3_runs_at_toy_size() {
+    let o = bnn(&["study", "table3", "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for flag in [
+        "--large-draws",
+        "--large-max-depth",
+        "--datasets",
+        "--extra",
+    ] {
+        assert!(stdout(&o).contains(flag), "{}", stdout(&o));
     }
-    // `cargo test` builds the examples beside the binary: target/<profile>/examples/table3.
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bnn"));
-    let example = bin.parent().unwrap().join("examples").join("table3");
-    assert!(
-        example.is_file(),
-        "{} was not built (cargo test builds examples)",
-        example.display()
-    );
-    let dir = temp_dir("table3");
+    let dir = temp_dir("study-table3");
     let out = dir.join("t3");
-    let table3 = |extra: &[&str]| {
+    let table3 = |out: &Path, extra: &[&str]| {
         let mut args = vec![
+            "study",
+            "table3",
             "--out",
             out.to_str().unwrap(),
             "--datasets",
             "yacht",
-            "--splits",
-            "1",
             "--warmup",
             "6",
             "--max-depth",
             "3",
         ];
         args.extend(extra);
-        Command::new(&example)
-            .args(&args)
-            .output()
-            .expect("the table3 example runs")
+        bnn(&args)
     };
-    let o = table3(&["--draws", "6", "--extra", "--epochs 40"]);
+    // Refused before anything is written, naming the flag; exit code nonzero.
+    for (args, message) in [
+        (vec!["--draws", "many"], "--draws"),
+        (
+            vec!["--datasets", "mnist"],
+            "--datasets: mnist is not in Table 3",
+        ),
+        (vec!["--large-draws"], "--large-draws"),
+        (vec!["--splits", "0"], "--splits must be at least 1"),
+        (vec!["--draws", "2"], "at least 4"),
+        (vec!["--extra", "--epochs many"], "--extra"),
+        (vec!["--extra", "--out elsewhere"], "--extra"),
+    ] {
+        let o = table3(&out, &args);
+        assert!(!o.status.success(), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
+    }
+    if bnn_data::require_data_dir("study_table3_runs_at_toy_size").is_none() {
+        return;
+    }
+    let o = table3(
+        &out,
+        &[
+            "--splits",
+            "1",
+            "--draws",
+            "6",
+            "--extra",
+            "--epochs 40 --chains 2 --members 2",
+        ],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("== yacht split 0: bnn run"),
+        stderr(&o).contains("== yacht split 0 (run 1 of 1): 6 + 6, depth 3"),
         "{}",
         stderr(&o)
     );
     let table = std::fs::read_to_string(out.join("table3.md")).unwrap();
-    assert_eq!(table, stdout(&o));
-    // The dataset row: budget, the paper's numbers beside ours, divergences counted over 12 × 6 draws.
+    assert!(stdout(&o).starts_with(&table), "{}", stdout(&o));
+    // The dataset row: budget, the paper's numbers beside ours, divergences counted over 2 × 6 draws.
     let row = table
         .lines()
         .find(|l| l.starts_with("| yacht | 1 |"))
@@ -2475,8 +2503,12 @@ fn table3_example_at_toy_size() {
         row.contains("| 6 + 6, depth 3 |")
             && row.contains("| 3.08 |")
             && row.contains("| 2.55 |")
-            && row.contains(" of 72 ("),
+            && row.contains(" of 12 ("),
         "{row}"
+    );
+    assert!(
+        table.contains("extra flags `--epochs 40 --chains 2 --members 2`"),
+        "{table}"
     );
     let run = table
         .lines()
@@ -2492,8 +2524,21 @@ fn table3_example_at_toy_size() {
         run.contains(&format!("| {lppd} |")),
         "{run} lacks the summary's LPPD {lppd}"
     );
+    // The run is the one `bnn run` makes with the paper's settings: split seed = chain seed.
+    let config = std::fs::read_to_string(out.join("yacht-split0").join("config.toml")).unwrap();
+    // The TOML writer may break arrays over lines: compare without whitespace.
+    let compact: String = config.chars().filter(|c| !c.is_whitespace()).collect();
+    for setting in [
+        "hidden=[16,16",
+        "activation=\"relu\"",
+        "prior=\"normal:1\"",
+        "standardize=\"full\"",
+    ] {
+        assert!(compact.contains(setting), "{setting} not in {config}");
+    }
+    assert_eq!(json(&out.join("study.json"))["status"], "finished");
     // Asked again with another budget: the finished run is reused, named, and keeps its own budget.
-    let o = table3(&["--draws", "8"]);
+    let o = table3(&out, &["--draws", "8"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("== yacht"), "{}", stderr(&o));
     assert!(
@@ -2503,13 +2548,83 @@ fn table3_example_at_toy_size() {
         stderr(&o)
     );
     assert!(stdout(&o).contains("| 6 + 6, depth 3 |"), "{}", stdout(&o));
+}
+
+/// `bnn study mile` at toy size on yacht: DEI-NUTS and MCLMC from the same members (the second
+/// chain seed copies the first run's members), the table, and refusals.
+#[test]
+fn study_mile_runs_at_toy_size() {
+    let o = bnn(&["study", "mile", "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("--seeds"), "{}", stdout(&o));
+    let dir = temp_dir("study-mile");
+    let out = dir.join("mile");
     for (args, message) in [
-        (vec!["--draws", "many"], "--draws takes a whole number"),
-        (vec!["--datasets", "mnist"], "mnist is not in Table 3"),
-        (vec!["--large-draws"], "--large-draws needs a value"),
+        (vec!["--seeds", "0"], "--seeds takes a positive number"),
+        (vec!["--datasets", "no-such-set"], "--datasets: no-such-set"),
+        (vec!["--extra", "--sampler gibbs"], "--extra"),
     ] {
-        let o = table3(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let mut all = vec!["study", "mile", "--out", out.to_str().unwrap()];
+        all.extend(args.iter());
+        let o = bnn(&all);
+        assert!(!o.status.success(), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(message), "{args:?}: {}", stderr(&o));
+        assert!(!out.exists(), "{args:?} wrote {}", out.display());
     }
+    if bnn_data::require_data_dir("study_mile_runs_at_toy_size").is_none() {
+        return;
+    }
+    // Both samplers' budgets shrunk through --extra (it overrides the study's settings).
+    let o = bnn(&[
+        "study",
+        "mile",
+        "--out",
+        out.to_str().unwrap(),
+        "--datasets",
+        "yacht",
+        "--splits",
+        "1",
+        "--seeds",
+        "2",
+        "--extra",
+        "--epochs 40 --members 2 --chains 2 --warmup 40 --draws 20 --thin 2 --max-depth 3",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("== yacht split 0 chain seed 100, mile (run 4 of 4)"),
+        "{}",
+        stderr(&o)
+    );
+    let table = std::fs::read_to_string(out.join("mile.md")).unwrap();
+    assert!(stdout(&o).starts_with(&table), "{}", stdout(&o));
+    assert!(table.contains("| yacht | 1 × 2 |"), "{table}");
+    let split = out.join("yacht-split0");
+    for run in ["dei-nuts", "mile", "seed1/dei-nuts", "seed1/mile"] {
+        assert!(split.join(run).join("summary.json").is_file(), "{run}");
+    }
+    let config = std::fs::read_to_string(split.join("seed1/mile/config.toml")).unwrap();
+    assert!(
+        config.contains("algorithm = \"mclmc\"") && config.contains("seed = 100"),
+        "{config}"
+    );
+    // The second seed sampled from the first run's members.
+    assert_eq!(
+        std::fs::read(split.join("mile/ensemble/members.json")).unwrap(),
+        std::fs::read(split.join("seed1/mile/ensemble/members.json")).unwrap()
+    );
+    // Again: every run is reused, nothing runs.
+    let o = bnn(&[
+        "study",
+        "mile",
+        "--out",
+        out.to_str().unwrap(),
+        "--datasets",
+        "yacht",
+        "--splits",
+        "1",
+        "--seeds",
+        "2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("=="), "{}", stderr(&o));
 }

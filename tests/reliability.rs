@@ -371,7 +371,8 @@ fn merge_refuses_damaged_shards_before_writing_and_is_whole_or_absent() {
     let text = String::from_utf8(draws_bytes.clone()).unwrap();
     let fifty: String = text.lines().take(51).map(|l| format!("{l}\n")).collect();
     let mid_row = &text[..text.len() - 7];
-    let damages: Vec<(&str, Box<dyn Fn() + '_>, &str)> = vec![
+    type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>, &'a str);
+    let damages: Vec<Damage<'_>> = vec![
         (
             "cut to 50 draws",
             Box::new(|| std::fs::write(&draws, &fifty).unwrap()),

@@ -47,7 +47,7 @@ enum Command {
     Run(commands::run::RunArgs),
     /// SVG plots of a run: traces, cumulative LPPD, calibration, predictive bands, warmup.
     Plot(commands::plot::PlotArgs),
-    /// Reproduce a paper's experiments: `bnn study dinh` (Dinh et al. 2024, Table 2, Figures 1-3).
+    /// Reproduce a paper's experiments: `bnn study dinh` (Dinh et al. 2024, Table 2, Figures 1-3), `bnn study table3` (Sommer et al. 2024), `bnn study mile`, ...
     #[command(subcommand)]
     Study(commands::study::StudyCommand),
     /// Join the shard directories of a cluster run (`--shard i/n`) into one run, checked, then predict, evaluate and diagnose it.

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use bnn_model::GradientPath;
 use bnn_pipeline::{parse_hidden, Algorithm, Init, RunConfig, RunDir, Standardize};
-use bnn_sampler::{MetricEstimate, StepSizeSearch};
+use bnn_sampler::{MetricEstimate, SamplerSettings, StepSizeSearch};
 
 /// Whole recipes behind `--preset`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,10 +99,10 @@ pub struct RunFlags {
     /// Number of chains (default: one per ensemble member).
     #[arg(long)]
     pub chains: Option<usize>,
-    /// Warmup (adaptation) iterations per chain [default: 100].
+    /// Warmup (adaptation) iterations per chain [default: the sampler's budget: 100; MCLMC 50000].
     #[arg(long)]
     pub warmup: Option<usize>,
-    /// Draws per chain [default: 1000].
+    /// Sampling iterations per chain [default: the sampler's budget: 1000; MCLMC 10000].
     #[arg(long)]
     pub draws: Option<usize>,
     /// Target acceptance statistic (≈0.45 suits ReLU nets, whose leapfrog error is first order).
@@ -165,7 +165,7 @@ pub struct RunFlags {
     /// warmup iterations are a discarded burn-in). Needs --step-size for HMC and NUTS [default: true].
     #[arg(long)]
     pub adapt: Option<bool>,
-    /// Keep every k-th draw.
+    /// Keep every k-th draw [default: the sampler's budget: 1; MCLMC 10].
     #[arg(long)]
     pub thin: Option<usize>,
     /// Seed of the members' initializations and of the chains' random streams.
@@ -353,13 +353,42 @@ impl RunFlags {
         Ok(explicit)
     }
 
-    /// Defaults, then `--config`, then the flags.
+    /// Defaults, then `--config`, then the flags. A budget (warmup, draws, thin) that neither
+    /// a flag, the file nor `--preset` sets is the chosen sampler's own default
+    /// (`SamplerSettings::default_budget`: MCLMC runs at MILE's, the others at DEI-MCMC's).
     pub fn resolve(&self) -> Result<RunConfig> {
-        let base = match &self.config {
-            Some(path) => RunConfig::from_toml_file(path)?,
-            None => RunConfig::new(),
+        let (base, file_keys) = match &self.config {
+            Some(path) => (
+                RunConfig::from_toml_file(path)?,
+                RunConfig::keys_in_toml_file(path)?,
+            ),
+            None => (RunConfig::new(), Vec::new()),
         };
-        self.apply(base)
+        let mut config = self.apply(base)?;
+        if self.preset.is_none() {
+            let budget = config
+                .sampler
+                .sampler_config(None)
+                .algorithm
+                .default_budget();
+            let in_file = |key: &str| {
+                file_keys
+                    .iter()
+                    .any(|(section, k)| section == "sampler" && k == key)
+            };
+            let s = &mut config.sampler;
+            for (value, flag, key, default) in [
+                (&mut s.warmup, self.warmup, "warmup", budget.warmup),
+                (&mut s.draws, self.draws, "draws", budget.draws),
+                (&mut s.thin, self.thin, "thin", budget.thin),
+            ] {
+                if flag.is_none() && !in_file(key) {
+                    *value = default;
+                }
+            }
+            config.validate()?;
+        }
+        Ok(config)
     }
 
     /// `config` with every flag that is present applied on top, validated.
@@ -471,6 +500,22 @@ impl RunFlags {
     }
 }
 
+fn parse_metric_estimate(value: &str) -> Result<MetricEstimate, String> {
+    match value {
+        "draws" => Ok(MetricEstimate::Draws),
+        "draws-and-gradients" | "draws_and_gradients" => Ok(MetricEstimate::DrawsAndGradients),
+        other => Err(format!("'{other}': expected draws or draws-and-gradients")),
+    }
+}
+
+fn parse_step_size_search(value: &str) -> Result<StepSizeSearch, String> {
+    match value {
+        "stan" => Ok(StepSizeSearch::Stan),
+        "target" => Ok(StepSizeSearch::Target),
+        other => Err(format!("'{other}': expected stan or target")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,6 +624,45 @@ mod tests {
             adaptive.warmup.adapt_step_size
                 && adaptive.warmup.adapt_metric
                 && adaptive.initial_step_size.is_none()
+        );
+    }
+
+    #[test]
+    fn a_sampler_named_alone_runs_at_its_own_budget() {
+        let budget = |flags: RunFlags| {
+            let s = flags.resolve().unwrap().sampler;
+            (s.warmup, s.draws, s.thin)
+        };
+        let mclmc = |flags: RunFlags| RunFlags {
+            sampler: Some(Algorithm::Mclmc),
+            ..flags
+        };
+        assert_eq!(
+            budget(RunFlags::default()),
+            (100, 1000, 1),
+            "NUTS: DEI-MCMC's"
+        );
+        assert_eq!(
+            budget(mclmc(RunFlags::default())),
+            (50_000, 10_000, 10),
+            "MILE's"
+        );
+        let given = RunFlags {
+            warmup: Some(500),
+            ..RunFlags::default()
+        };
+        assert_eq!(budget(mclmc(given)), (500, 10_000, 10), "a flag wins");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.toml");
+        std::fs::write(&file, "[sampler]\nalgorithm = \"mclmc\"\ndraws = 300\n").unwrap();
+        let from_file = RunFlags {
+            config: Some(file),
+            ..RunFlags::default()
+        };
+        assert_eq!(
+            budget(from_file),
+            (50_000, 300, 10),
+            "a key of the file wins"
         );
     }
 
@@ -715,21 +799,5 @@ mod tests {
         assert_eq!(config.ensemble.patience, Some(4));
         assert!(config.ensemble.decoupled_weight_decay);
         assert_eq!(config.data.validation_fraction, 0.1);
-    }
-}
-
-fn parse_metric_estimate(value: &str) -> Result<MetricEstimate, String> {
-    match value {
-        "draws" => Ok(MetricEstimate::Draws),
-        "draws-and-gradients" | "draws_and_gradients" => Ok(MetricEstimate::DrawsAndGradients),
-        other => Err(format!("'{other}': expected draws or draws-and-gradients")),
-    }
-}
-
-fn parse_step_size_search(value: &str) -> Result<StepSizeSearch, String> {
-    match value {
-        "stan" => Ok(StepSizeSearch::Stan),
-        "target" => Ok(StepSizeSearch::Target),
-        other => Err(format!("'{other}': expected stan or target")),
     }
 }

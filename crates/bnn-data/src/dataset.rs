@@ -36,7 +36,7 @@ impl Dataset {
                 "needs at least one feature and one target (got {n_features} and {n_targets})"
             )));
         }
-        if x.len() % n_features != 0 || y.len() % n_targets != 0 {
+        if !x.len().is_multiple_of(n_features) || !y.len().is_multiple_of(n_targets) {
             return Err(invalid(format!(
                 "{} x values are not whole rows of {n_features} features, or {} y values not whole rows of {n_targets} targets",
                 x.len(),

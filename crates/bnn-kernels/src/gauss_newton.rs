@@ -18,9 +18,9 @@
 //! of `½ log det G + ½ pᵀG⁻¹p`, built from exact Hessian-vector products of the outputs
 //! (Pearlmutter's R-operator through the same forward and reverse pass).
 
+use crate::base::{matmul_accumulate, Layout};
 use crate::likelihood::{self, HeadInput};
-use crate::metric_factor::MetricFactor;
-use crate::mlp::{matmul_accumulate, Layout};
+use crate::metric_factor::{MetricFactor, RiemannianTerms};
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
 
 /// The network outputs and their Jacobian at every input row.
@@ -285,7 +285,7 @@ fn check_shapes(spec: &KernelSpec, x: &[f64], theta: &[f64]) -> (usize, usize, u
     let d_in = spec.layers.first().map_or(0, |l| l.d_in);
     let outputs = spec.layers.last().map_or(0, |l| l.d_out);
     assert!(
-        d_in > 0 && x.len() % d_in == 0,
+        d_in > 0 && x.len().is_multiple_of(d_in),
         "x has {} values, not rows of {d_in}",
         x.len()
     );
@@ -408,20 +408,6 @@ pub fn posterior_potential(
     }
     gradient.iter_mut().for_each(|g| *g = -*g);
     Ok((-log_density, gradient))
-}
-
-/// What a Riemannian sampler needs of the position-dependent part of its Hamiltonian,
-/// `φ(θ, p) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p`, at one point.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RiemannianTerms {
-    /// `G(θ)` factored.
-    pub metric: MetricFactor,
-    /// `G⁻¹ p`.
-    pub velocity: Vec<f64>,
-    /// `½ pᵀ G⁻¹ p`.
-    pub kinetic_energy: f64,
-    /// `∇_θ φ`: `½ tr(G⁻¹ ∂_i G) − ½ uᵀ ∂_i G u` with `u = G⁻¹p`.
-    pub gradient: Vec<f64>,
 }
 
 /// The network at one θ: outputs and output Jacobian on the training rows, what the metric and
@@ -568,7 +554,7 @@ pub fn log_det_gradient(
         for k in 0..outputs {
             for l in 0..outputs {
                 if k == l || full_m {
-                    m[k * outputs + l] = 0.5 * dot(jac.row(n, k), &solved[l]);
+                    m[k * outputs + l] = 0.5 * dot(jac.row(n, k), solved[l]);
                 }
             }
             diagonal_m[k] += m[k * outputs + k];

@@ -12,27 +12,28 @@
 //! The kernels know nothing about Burn: `bnn-model` wraps them as a backend-extension operation
 //! with a handwritten backward, so the gradient still flows through Burn's autodiff.
 
+// The Cholesky, the metric factor and the SIMD dispatch live in `bnn-numerics` (the sampler
+// needs them without the MLP kernels); re-exported here under their old paths.
+pub use bnn_numerics::{cholesky, dispatch, metric_factor, simd};
+
 mod activation;
-pub mod cholesky;
+mod base;
 pub mod gauss_newton;
 mod likelihood;
-pub mod metric_factor;
 mod mlp;
 mod narrow_layers;
 mod one_hidden_layer;
 mod prior_terms;
 mod real;
 mod row_dots;
-pub mod simd;
 mod spec;
 pub mod vector_math;
 
-pub use cholesky::{Cholesky, CholeskyError};
+pub use bnn_numerics::{Cholesky, CholeskyError, LowRankMetric, MetricFactor, RiemannianTerms};
 pub use gauss_newton::{
     gauss_newton_metric, kinetic_gradient, log_det_gradient, output_jacobian, posterior_potential,
-    riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint, RiemannianTerms,
+    riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint,
 };
-pub use metric_factor::{LowRankMetric, MetricFactor};
 pub use mlp::{KernelData, MlpKernel, Workspace};
 pub use real::Real;
 /// The instruction set the kernels run at in this process (`avx512`, `avx2_fma`, `portable`).

@@ -370,10 +370,10 @@ fn sum_lanes<R: Real>(v: &[R; ROWS]) -> R {
         half[l] = v[l] + v[l + 8];
     }
     for l in 0..4 {
-        half[l] = half[l] + half[l + 4];
+        half[l] += half[l + 4];
     }
     for l in 0..2 {
-        half[l] = half[l] + half[l + 2];
+        half[l] += half[l + 2];
     }
     half[0] + half[1]
 }

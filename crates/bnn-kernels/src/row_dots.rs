@@ -8,7 +8,7 @@
 //! [`fold_lanes`]'s order exactly (lane l gathers columns l, l + 16, …; then l + (l + 8),
 //! l + (l + 4), l + (l + 2), 0 + 1), so every level gives the portable loop's bits (tested).
 
-use crate::mlp::fold_lanes;
+use crate::base::fold_lanes;
 use crate::real::Real;
 #[cfg(target_arch = "x86_64")]
 use std::any::TypeId;
@@ -36,7 +36,7 @@ pub(crate) fn row_dots<R: Real>(
         width - whole == 0 || width - whole == HALF,
         "row width {width}: whole chunks of 16 and at most one of 8"
     );
-    assert!(column.len() >= width && rows.len() % width == 0);
+    assert!(column.len() >= width && rows.len().is_multiple_of(width));
     let n = rows.len() / width;
     // The last row's output index must exist (the intrinsic paths write without bounds checks).
     assert!(

@@ -207,6 +207,9 @@ fn gradient_columns(p: usize, #[comptime] plan: NetworkPlan) -> (u32, u32) {
 /// θ `[C, P]` → log density `[C]` (and ∂/∂θ `[C, P]`), one cube of R threads per chain.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
+// CubeCL code: `if comptime![..]` is resolved when the kernel is expanded, so it stays its own
+// `if`, and the runtime row-block count is written out rather than with `div_ceil`.
+#[allow(clippy::collapsible_if, clippy::manual_div_ceil)]
 fn network_kernel<F: Float>(
     theta: &[F],
     x: &[F],

@@ -132,7 +132,7 @@ impl PredictiveAccumulator {
             .map(|i| self.log_lik_max[i] + self.log_lik_scaled_sum[i].ln() - s.ln())
             .sum::<f64>()
             / nf;
-        let k = if n == 0 { 0 } else { self.moment_sum.len() / n };
+        let k = self.moment_sum.len().checked_div(n).unwrap_or(0);
         let (mut sq_err, mut correct) = (0.0, 0usize);
         // Squared errors per target column; the joint RMSE pools them.
         let mut sq_per_target = vec![0.0; self.y_cols];

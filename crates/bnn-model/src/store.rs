@@ -123,7 +123,7 @@ fn sorted_header(bytes: &[u8]) -> Result<Vec<u8>, String> {
     let value: serde_json::Value = serde_json::from_slice(header).map_err(|e| e.to_string())?;
     let mut text = String::new();
     write_sorted(&value, &mut text);
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(' ');
     }
     let mut out = Vec::with_capacity(8 + text.len() + bytes.len() - 8 - length);

@@ -59,7 +59,7 @@ fn precision_and_shift(
     layout: &bnn_model::ParameterLayout,
 ) -> ([[f64; 3]; 3], [f64; 3]) {
     // Column of the design matrix for each flat coordinate.
-    let mut feature_of = vec![0usize; 3];
+    let mut feature_of = [0usize; 3];
     for entry in &layout.entries {
         for (k, d) in entry.range().enumerate() {
             feature_of[d] = if entry.name.ends_with("bias") { 2 } else { k };
@@ -266,7 +266,7 @@ fn the_riemannian_potential_is_the_posteriors_log_density_for_every_head_and_pri
             .with_hidden(vec![4])
             .with_activation(Activation::Tanh)
             .with_n_targets(targets)
-            .with_likelihood(likelihood.clone())
+            .with_likelihood(likelihood)
             .with_prior(PriorSpec::uniform(prior));
         let data = if classification {
             &labels

@@ -1,8 +1,8 @@
 //! Reads a chain's draws file back row by row (streaming: memory O(D) per row), checking the
 //! header against the model's layout and naming file and line on any malformed value.
 
-use crate::draw_store::STAT_COLUMNS;
 use anyhow::{bail, Context, Result};
+use bnn_sampler::DrawStats;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
@@ -42,8 +42,8 @@ pub fn for_each_stored_draw(
         .iter()
         .take_while(|name| name.ends_with("__"))
         .count()
-        .max(STAT_COLUMNS.len());
-    if columns != stat_columns + dim || !header.starts_with(STAT_COLUMNS[0]) {
+        .max(DrawStats::COLUMNS.len());
+    if columns != stat_columns + dim || !header.starts_with(DrawStats::COLUMNS[0]) {
         bail!(
             "{}: header has {columns} columns, expected {stat_columns} statistics + {dim} parameters of this run's model",
             path.display(),

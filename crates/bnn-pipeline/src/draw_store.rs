@@ -14,51 +14,12 @@ use crate::progress::{ChainIteration, Progress, ProgressEvent};
 use crate::run_dir::{write_atomic, RunDir};
 use anyhow::{bail, Context, Result};
 use bnn_model::ParameterLayout;
-use bnn_sampler::{ChainState, Draw, DrawSink, SinkError};
+use bnn_sampler::{ChainState, Draw, DrawSink, DrawStats, SinkError, StatColumn, StatKind};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
-
-/// Sampler statistics columns, CmdStan's names.
-pub const STAT_COLUMNS: [&str; 7] = [
-    "lp__",
-    "accept_stat__",
-    "stepsize__",
-    "treedepth__",
-    "n_leapfrog__",
-    "divergent__",
-    "energy__",
-];
-
-/// The statistics MCLMC and MAMS runs add after `STAT_COLUMNS`: the transition's energy change
-/// (what MCLMC's tuner controls, MAMS's Metropolis test uses) and the decoherence length L.
-pub const MCLMC_STAT_COLUMNS: [&str; 2] = ["energy_change__", "trajectory_length__"];
-
-/// The statistics MSD runs add after `STAT_COLUMNS`: the transition's energy change (its
-/// Metropolis test's ΔH) and the fixed-point iterations of its implicit steps.
-pub const MSD_STAT_COLUMNS: [&str; 2] = ["energy_change__", "fixed_point_iterations__"];
-
-/// Which sampler-specific statistics follow CmdStan's seven in the draws files.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ExtraStats {
-    None,
-    /// MCLMC and MAMS: `MCLMC_STAT_COLUMNS`.
-    Microcanonical,
-    /// MSD: `MSD_STAT_COLUMNS`.
-    Manifold,
-}
-
-impl ExtraStats {
-    fn columns(self) -> &'static [&'static str] {
-        match self {
-            ExtraStats::None => &[],
-            ExtraStats::Microcanonical => &MCLMC_STAT_COLUMNS,
-            ExtraStats::Manifold => &MSD_STAT_COLUMNS,
-        }
-    }
-}
 
 /// Column names in CmdStan's convention (`name.i.j`, 1-based) so that `arviz.from_cmdstan`
 /// groups each weight matrix into one variable with its shape.
@@ -203,8 +164,8 @@ pub struct DrawStore<'a> {
     chains: Vec<ChainFiles>,
     checkpoint_every: usize,
     thin: usize,
-    /// Sampler-specific statistics after CmdStan's.
-    extra_stats: ExtraStats,
+    /// The kernel's own statistics (`DrawStats::kernel`), written after CmdStan's.
+    kernel_columns: &'static [StatColumn],
     early_stop: Option<EarlyStop<'a>>,
     progress: Option<&'a dyn Progress>,
     line: String,
@@ -214,8 +175,8 @@ pub struct DrawStore<'a> {
 
 impl<'a> DrawStore<'a> {
     /// Opens the files of the chains numbered `ids` (ascending: all of a run's, or one shard's);
-    /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing; `extra_stats` adds a
-    /// sampler's own statistics.
+    /// `resume[k]` is chain `ids[k]`'s checkpoint when continuing; `kernel_columns` are the
+    /// statistics the sampler declares for itself (`SamplerSettings::stat_columns`).
     pub fn open(
         dir: &RunDir,
         layout: &ParameterLayout,
@@ -223,14 +184,14 @@ impl<'a> DrawStore<'a> {
         resume: &[Option<Checkpoint>],
         checkpoint_every: usize,
         thin: usize,
-        extra_stats: ExtraStats,
+        kernel_columns: &'static [StatColumn],
     ) -> Result<Self> {
         if ids.len() != resume.len() || ids.windows(2).any(|w| w[0] >= w[1]) {
             bail!("the draw store needs one checkpoint slot per chain and ascending chain numbers");
         }
-        let mut stats = STAT_COLUMNS.join(",");
-        if extra_stats != ExtraStats::None {
-            stats = format!("{stats},{}", extra_stats.columns().join(","));
+        let mut stats = DrawStats::COLUMNS.join(",");
+        for column in kernel_columns {
+            stats = format!("{stats},{}", column.name);
         }
         let draws_header = format!("{stats},{}\n", cmdstan_names(layout).join(","));
         let adaptation_header = format!("iteration,{stats}\n");
@@ -263,7 +224,7 @@ impl<'a> DrawStore<'a> {
             chains,
             checkpoint_every,
             thin: thin.max(1),
-            extra_stats,
+            kernel_columns,
             early_stop: None,
             progress: None,
             line: String::new(),
@@ -375,18 +336,14 @@ impl<'a> DrawStore<'a> {
             u8::from(s.divergent)
         );
         push_float(line, digits, s.energy);
-        match self.extra_stats {
-            ExtraStats::None => {}
-            ExtraStats::Microcanonical => {
-                line.push(',');
-                push_float(line, digits, s.energy_error);
-                line.push(',');
-                push_float(line, digits, s.trajectory_length);
-            }
-            ExtraStats::Manifold => {
-                line.push(',');
-                push_float(line, digits, s.energy_error);
-                let _ = write!(line, ",{}", s.fixed_point_iterations);
+        for (index, column) in self.kernel_columns.iter().enumerate() {
+            let value = s.kernel.get(index);
+            line.push(',');
+            match column.kind {
+                StatKind::Real => push_float(line, digits, value),
+                StatKind::Count => {
+                    let _ = write!(line, "{}", value as u64);
+                }
             }
         }
         if draw.warmup {
@@ -437,7 +394,7 @@ impl DrawSink for DrawStore<'_> {
             }
         }
         files.last_event = Some(now);
-        let keep = !draw.warmup && draw.index % self.thin == 0;
+        let keep = !draw.warmup && draw.index.is_multiple_of(self.thin);
         if draw.warmup || keep {
             let file = if draw.warmup {
                 self.dir.adaptation(draw.chain)
@@ -470,7 +427,7 @@ impl DrawSink for DrawStore<'_> {
         let finished = self.chains[slot].finished_early;
         // MCLMC's tuner holds its phase-3 positions: those checkpoints wait for the phase's end.
         let periodic = self.checkpoint_every > 0
-            && draw.state.iteration % self.checkpoint_every == 0
+            && draw.state.iteration.is_multiple_of(self.checkpoint_every)
             && !draw.state.warmup.holds_positions();
         if finished || periodic {
             self.checkpoint(draw.state)?;

@@ -38,10 +38,7 @@ mod trained_ensemble;
 
 pub use config_file::SECTIONS;
 pub use dei_mcmc::{DeiMcmc, RunOutcome, RunReport};
-pub use draw_store::{
-    cmdstan_names, ChainSampling, Checkpoint, ExtraStats, MCLMC_STAT_COLUMNS, MSD_STAT_COLUMNS,
-    STAT_COLUMNS,
-};
+pub use draw_store::{cmdstan_names, ChainSampling, Checkpoint};
 pub use evaluation::{CalibrationPoint, Evaluation, RunSummary, TargetSummary};
 pub use linear_baseline::{LinearBaseline, LinearMetrics};
 pub use map_ensemble::{MapEnsemble, MapEnsembleConfig};

@@ -132,7 +132,7 @@ pub fn run_pass(
     let mut mean_sum = vec![0.0; values];
     let mut second_sum = vec![0.0; values];
     let mut gaussian = true;
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f_9ed1c7);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_0f9e_d1c7);
 
     let mut pooled = PredictiveAccumulator::new(&test.y, t);
     let mut per_chain = Vec::with_capacity(chains);
@@ -156,7 +156,7 @@ pub fn run_pass(
                 pooled.add_draw(&draw);
                 chain_metrics.add_draw(&draw);
                 let mut sq = 0.0;
-                let keep_sample = global_draw % stride == 0;
+                let keep_sample = global_draw.is_multiple_of(stride);
                 for (i, p) in draw.iter().enumerate() {
                     let yi = &test.y[i * t..(i + 1) * t];
                     pointwise[i] = p.log_likelihood(yi);

@@ -156,7 +156,7 @@ pub struct EnsembleSection {
     /// Adam's learning rate. 1e-2: over 3 splits of airfoil, concrete, energy and yacht, 12
     /// members × 5000 full-batch steps at 1e-2 beat 1e-3 on the deep ensemble's test LPPD and
     /// RMSE in every split (energy and yacht by +0.5 LPPD, reaching the paper's DE numbers);
-    /// `crates/bnn-cli/examples/table3.md` has the table.
+    /// `crates/bnn-study/results/table3/README.md` has the table.
     #[config(default = 1e-2)]
     pub learning_rate: f64,
     #[config(default = 1e-2)]
@@ -279,7 +279,7 @@ pub struct SamplerSection {
 /// log density 238 / 255 to −126 / −174 within 200 steps and ended the 50,000-step warmup near
 /// 400 / 320; with `L = 1` (the velocity refreshed every few hundred steps) the same chains were
 /// back above 290 after 200 steps and ended near 590 / 610, where NUTS's chains sit. Phase 2
-/// replaces it with the measured size anyway (see `crates/bnn-cli/examples/mile.md`).
+/// replaces it with the measured size anyway (see `crates/bnn-study/results/mile/README.md`).
 pub const MCLMC_START_TRAJECTORY_LENGTH: f64 = 1.0;
 
 impl SamplerSection {
@@ -733,6 +733,28 @@ impl RunConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Algorithm` names the registered samplers the command line offers, by the names the
+    /// sampler crate gives them, and each builds the settings of that sampler.
+    #[test]
+    fn every_algorithm_is_a_registered_sampler_of_the_same_name() {
+        for algorithm in [
+            Algorithm::Nuts,
+            Algorithm::Hmc,
+            Algorithm::Rwm,
+            Algorithm::Mclmc,
+            Algorithm::Mams,
+            Algorithm::Msd,
+        ] {
+            let name = serde_json::to_string(&algorithm).unwrap();
+            let settings = SamplerSection::new()
+                .with_algorithm(algorithm)
+                .sampler_config(None)
+                .algorithm;
+            assert_eq!(name.trim_matches('"'), settings.name());
+            assert!(AlgorithmConfig::NAMES.contains(&settings.name()));
+        }
+    }
 
     #[test]
     fn impossible_settings_are_errors() {

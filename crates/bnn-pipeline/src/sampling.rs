@@ -2,15 +2,15 @@
 
 use crate::dei_mcmc::DeiMcmc;
 use crate::draw_reader::for_each_stored_draw;
-use crate::draw_store::{ChainSampling, Checkpoint, DrawStore, ExtraStats};
+use crate::draw_store::{ChainSampling, Checkpoint, DrawStore};
 use crate::early_stop::EarlyStop;
 use crate::progress::{ProgressEvent, Stage};
-use crate::run_config::{Algorithm, Init};
+use crate::run_config::Init;
 use crate::run_dir::write_json;
 use crate::shard::ShardManifest;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{initial_parameters, load_parameters};
-use bnn_sampler::{ChainStart, RunStatus};
+use bnn_sampler::{ChainStart, RunStatus, SamplerSettings};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -99,8 +99,8 @@ impl DeiMcmc {
             .init()?;
         let density = &self.density;
         let root = self.dir.root().display();
-        if !resume && self.dir.has_checkpoints(&ids)
-            || !resume && ids.iter().any(|&c| self.dir.draws(c).exists())
+        if !resume
+            && (self.dir.has_checkpoints(&ids) || ids.iter().any(|&c| self.dir.draws(c).exists()))
         {
             bail!("{root} already holds draws; continue it with `bnn sample --resume {root}` (DeiMcmc::resume) or choose a new run directory");
         }
@@ -139,11 +139,6 @@ impl DeiMcmc {
         }
         let total = config.sampler.warmup + config.sampler.draws;
         let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
-        let extra_stats = match config.sampler.algorithm {
-            Algorithm::Mclmc | Algorithm::Mams => ExtraStats::Microcanonical,
-            Algorithm::Msd => ExtraStats::Manifold,
-            _ => ExtraStats::None,
-        };
         let mut store = DrawStore::open(
             &self.dir,
             &self.layout,
@@ -151,7 +146,7 @@ impl DeiMcmc {
             &resumed,
             config.sampler.checkpoint_every,
             config.sampler.thin,
-            extra_stats,
+            sampler.config().algorithm.stat_columns(),
         )?;
         if config.sampler.early_stop {
             let test = &self.data.test;

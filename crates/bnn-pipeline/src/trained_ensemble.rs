@@ -214,7 +214,7 @@ impl DeiMcmc {
             }
             .into());
         }
-        progress.records.sort_by_key(|r| member_index(r));
+        progress.records.sort_by_key(member_index);
         let seconds = progress.seconds;
         write_json(
             &self.dir.members_json(),

@@ -119,10 +119,13 @@ impl LineChart {
     }
 }
 
+/// A series' finite points, each with its index.
+type FinitePoints<'f> = dyn Fn(&Series) -> Vec<(usize, (f64, f64))> + 'f;
+
 fn draw_series<'a, 'b: 'a, X, Y>(
     chart: &mut crate::figure::Chart<'a, 'b, X, Y>,
     series: &[Series],
-    finite: &dyn Fn(&Series) -> Vec<(usize, (f64, f64))>,
+    finite: &FinitePoints<'_>,
 ) -> crate::figure::DrawResult
 where
     X: plotters::coord::ranged1d::Ranged<ValueType = f64>,

@@ -1,105 +1,95 @@
-//! Which transition kernel a run's chains use, and what the runner needs to know about it before
-//! it builds one (acceptance target, default step size, whether the step-size search applies).
+//! The macro behind the list of samplers `Sampler` runs by name (the list itself sits in
+//! `kernels/mod.rs`, beside the kernels' modules). Each entry is a settings type implementing
+//! `SamplerSettings`; what the runner, the draw files and the command line ask of a sampler goes
+//! through that trait, so adding a sampler is its file in `kernels/` and one line in the list.
 
-use burn::config::Config;
-
-use crate::error::SamplerError;
-use crate::kernels::{HmcConfig, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig};
-
-/// Which transition kernel the chains use.
-#[derive(Config, Debug)]
-pub enum AlgorithmConfig {
-    Nuts(NutsConfig),
-    Hmc(HmcConfig),
-    RandomWalk(RandomWalkConfig),
-    Mclmc(MclmcConfig),
-    Mams(MamsConfig),
-    /// Manifold stochastic dynamics: needs a density with a metric ([`LogDensity::riemannian`]).
-    Msd(MsdConfig),
-}
-
-impl AlgorithmConfig {
-    pub(crate) fn validate(&self) -> Result<(), SamplerError> {
-        match self {
-            AlgorithmConfig::Nuts(config) => config.validate(),
-            AlgorithmConfig::Hmc(config) => config.validate(),
-            AlgorithmConfig::RandomWalk(config) => config.validate(),
-            AlgorithmConfig::Mclmc(config) => config.validate(),
-            AlgorithmConfig::Mams(config) => config.validate(),
-            AlgorithmConfig::Msd(config) => config.validate(),
+/// Declares `AlgorithmConfig` (one variant per listed sampler, serialized as before), its
+/// `From` conversions, and its `SamplerSettings` impl, which hands every call to the variant.
+macro_rules! registered_samplers {
+    ($($(#[$doc:meta])* $variant:ident($settings:ty),)+) => {
+        /// Which transition kernel the chains use: one of the registered samplers.
+        #[derive(::bnn_config_derive::Config, Debug)]
+        pub enum AlgorithmConfig {
+            $($(#[$doc])* $variant($settings),)+
         }
-    }
 
-    /// The acceptance statistic the step-size adaptation aims for (MCLMC has none: its tuner
-    /// aims at an energy-error variance; a fixed-step MCLMC run ignores this).
-    pub fn target_accept(&self) -> f64 {
-        match self {
-            AlgorithmConfig::Nuts(config) => config.target_accept,
-            AlgorithmConfig::Hmc(config) => config.target_accept,
-            AlgorithmConfig::RandomWalk(config) => config.target_accept,
-            AlgorithmConfig::Mclmc(_) => 0.5,
-            AlgorithmConfig::Mams(config) => config.target_accept,
-            AlgorithmConfig::Msd(config) => config.target_accept,
+        $(impl From<$settings> for AlgorithmConfig {
+            fn from(settings: $settings) -> Self {
+                AlgorithmConfig::$variant(settings)
+            }
+        })+
+
+        impl AlgorithmConfig {
+            /// The registered samplers' names, in list order.
+            pub const NAMES: &'static [&'static str] =
+                &[$(<$settings as $crate::SamplerSettings>::NAME,)+];
+
+            /// This sampler's name (`nuts`, `mclmc`, ...).
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(AlgorithmConfig::$variant(_) => <$settings as $crate::SamplerSettings>::NAME,)+
+                }
+            }
         }
-    }
 
-    /// Whether the kernel integrates Hamiltonian dynamics (and can use the step-size heuristic).
-    pub fn uses_leapfrog(&self) -> bool {
-        // MSD's leapfrog moves under its own metric, not the diagonal one the search would use.
-        !matches!(
-            self,
-            AlgorithmConfig::RandomWalk(_)
-                | AlgorithmConfig::Mclmc(_)
-                | AlgorithmConfig::Mams(_)
-                | AlgorithmConfig::Msd(_)
-        )
-    }
+        /// Every call goes to the listed sampler's own settings.
+        impl $crate::SamplerSettings for AlgorithmConfig {
+            const NAME: &'static str = "any registered sampler";
 
-    /// The step size a chain starts from when none is given: 1 for the leapfrog kernels (then the
-    /// heuristic search), `2.38/sqrt(D)` for random-walk Metropolis.
-    pub fn default_step_size(&self, dim: usize) -> f64 {
-        match self {
-            AlgorithmConfig::RandomWalk(_) => RandomWalkConfig::default_scale(dim),
-            AlgorithmConfig::Mclmc(config) => config.initial_step_size,
-            AlgorithmConfig::Mams(_) => MamsConfig::start_parameters(dim).0,
-            AlgorithmConfig::Msd(config) => config.initial_step_size,
-            _ => 1.0,
+            fn validate(&self) -> Result<(), $crate::SamplerError> {
+                match self { $(AlgorithmConfig::$variant(s) => s.validate(),)+ }
+            }
+
+            fn target_accept(&self) -> f64 {
+                match self { $(AlgorithmConfig::$variant(s) => s.target_accept(),)+ }
+            }
+
+            fn uses_leapfrog(&self) -> bool {
+                match self { $(AlgorithmConfig::$variant(s) => s.uses_leapfrog(),)+ }
+            }
+
+            fn default_step_size(&self, dim: usize) -> f64 {
+                match self { $(AlgorithmConfig::$variant(s) => s.default_step_size(dim),)+ }
+            }
+
+            fn default_budget(&self) -> $crate::Budget {
+                match self { $(AlgorithmConfig::$variant(s) => s.default_budget(),)+ }
+            }
+
+            fn min_dim(&self) -> usize {
+                match self { $(AlgorithmConfig::$variant(s) => s.min_dim(),)+ }
+            }
+
+            fn supports_batched(&self) -> bool {
+                match self { $(AlgorithmConfig::$variant(s) => s.supports_batched(),)+ }
+            }
+
+            fn start_warmup(
+                &self,
+                warmup: &$crate::WarmupConfig,
+                num_warmup: usize,
+                dim: usize,
+                params: &mut $crate::TunedParams,
+            ) -> $crate::Tuner {
+                match self {
+                    $(AlgorithmConfig::$variant(s) => {
+                        s.start_warmup(warmup, num_warmup, dim, params)
+                    })+
+                }
+            }
+
+            fn stat_columns(&self) -> &'static [$crate::StatColumn] {
+                match self { $(AlgorithmConfig::$variant(s) => s.stat_columns(),)+ }
+            }
+
+            fn run<L: $crate::LogDensity + ?Sized>(
+                &self,
+                chains: $crate::ChainRunner<'_, L>,
+            ) -> Result<(), $crate::SamplerError> {
+                match self { $(AlgorithmConfig::$variant(s) => s.run(chains),)+ }
+            }
         }
-    }
+    };
 }
 
-impl From<NutsConfig> for AlgorithmConfig {
-    fn from(config: NutsConfig) -> Self {
-        AlgorithmConfig::Nuts(config)
-    }
-}
-
-impl From<HmcConfig> for AlgorithmConfig {
-    fn from(config: HmcConfig) -> Self {
-        AlgorithmConfig::Hmc(config)
-    }
-}
-
-impl From<MclmcConfig> for AlgorithmConfig {
-    fn from(config: MclmcConfig) -> Self {
-        AlgorithmConfig::Mclmc(config)
-    }
-}
-
-impl From<MamsConfig> for AlgorithmConfig {
-    fn from(config: MamsConfig) -> Self {
-        AlgorithmConfig::Mams(config)
-    }
-}
-
-impl From<MsdConfig> for AlgorithmConfig {
-    fn from(config: MsdConfig) -> Self {
-        AlgorithmConfig::Msd(config)
-    }
-}
-
-impl From<RandomWalkConfig> for AlgorithmConfig {
-    fn from(config: RandomWalkConfig) -> Self {
-        AlgorithmConfig::RandomWalk(config)
-    }
-}
+pub(crate) use registered_samplers;

@@ -1,8 +1,10 @@
-//! Per-draw statistics every kernel reports (the `info` of a transition).
+//! Per-draw statistics (the `info` of a transition): the fields every kernel reports, plus the
+//! statistics a kernel declares for itself as named columns.
 
 use serde::{Deserialize, Serialize};
 
-/// What one transition did. Adding a statistic means adding a field here.
+/// What one transition did: the statistics every kernel has (CmdStan's columns and the energy
+/// error), then the kernel's own in `kernel` (described by its `SamplerSettings::stat_columns`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DrawStats {
     /// `log p(q)` at the draw.
@@ -13,7 +15,7 @@ pub struct DrawStats {
     pub accept_stat: f64,
     /// Step size ε used (for random-walk Metropolis: the proposal scale multiplier).
     pub step_size: f64,
-    /// NUTS: number of completed doublings; 0 for the other kernels.
+    /// NUTS: number of completed doublings; 0 for the other kernels (CmdStan's column).
     pub tree_depth: u32,
     /// Number of leapfrog steps (gradient evaluations) taken; 0 for random-walk Metropolis.
     pub n_leapfrog: u32,
@@ -27,22 +29,94 @@ pub struct DrawStats {
     /// `log p(q) - log p(q')` (random-walk Metropolis), or MCLMC's energy change of the step
     /// (kinetic change minus the change of `log p`, whose variance its tuner controls).
     pub energy_error: f64,
-    /// MCLMC: the momentum decoherence length L the transition used; 0 for the other kernels.
+    /// The kernel's own statistics, in the order of the columns its settings declare.
     #[serde(default)]
-    pub trajectory_length: f64,
-    /// MSD: fixed-point iterations of the generalized leapfrog's two implicit equations (each
-    /// one a metric evaluation); 0 for the other kernels.
-    #[serde(default)]
-    pub fixed_point_iterations: u32,
-    /// Surrogate-gradient NUTS: true value-and-gradient evaluations of the transition (the
-    /// monitor's fallback leaves); 0 for the other kernels, whose `n_leapfrog` counts them.
-    #[serde(default)]
-    pub true_gradients: u32,
-    /// Surrogate-gradient NUTS: true value-only evaluations (one per surrogate leaf); 0 for the
-    /// other kernels.
-    #[serde(default)]
-    pub true_densities: u32,
-    /// Surrogate-gradient NUTS: evaluations of the surrogate's force; 0 for the other kernels.
-    #[serde(default)]
-    pub surrogate_gradients: u32,
+    pub kernel: KernelStats,
+}
+
+impl DrawStats {
+    /// The columns of the common statistics in the draws files, CmdStan's names and order
+    /// (`energy_error` is the kernels' business: those that report it declare it).
+    pub const COLUMNS: [&'static str; 7] = [
+        "lp__",
+        "accept_stat__",
+        "stepsize__",
+        "treedepth__",
+        "n_leapfrog__",
+        "divergent__",
+        "energy__",
+    ];
+}
+
+/// A kernel's own per-draw statistics: up to [`KernelStats::CAPACITY`] numbers whose names and
+/// kinds the kernel declares ([`StatColumn`]), so a sink writes them without knowing the kernel.
+/// Fixed capacity keeps `DrawStats` `Copy` and allocation-free on the hot path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelStats {
+    values: [f64; KernelStats::CAPACITY],
+}
+
+impl KernelStats {
+    /// The most statistics a kernel may declare.
+    pub const CAPACITY: usize = 4;
+
+    /// The values in declared-column order; the rest stay 0.
+    pub fn new(values: &[f64]) -> Self {
+        assert!(
+            values.len() <= Self::CAPACITY,
+            "a kernel declares at most {} statistics",
+            Self::CAPACITY
+        );
+        let mut stats = Self::default();
+        stats.values[..values.len()].copy_from_slice(values);
+        stats
+    }
+
+    /// The value of column `index` of the kernel's declared columns.
+    pub fn get(&self, index: usize) -> f64 {
+        self.values[index]
+    }
+}
+
+/// How a kernel statistic is written: a real number or a count (written as an integer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatKind {
+    Real,
+    Count,
+}
+
+/// One statistic a kernel adds after the common ones: its column name (CmdStan's trailing
+/// `__`), how to write it, and what it means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatColumn {
+    pub name: &'static str,
+    pub kind: StatKind,
+    pub description: &'static str,
+}
+
+impl StatColumn {
+    pub const fn real(name: &'static str, description: &'static str) -> Self {
+        Self {
+            name,
+            kind: StatKind::Real,
+            description,
+        }
+    }
+
+    pub const fn count(name: &'static str, description: &'static str) -> Self {
+        Self {
+            name,
+            kind: StatKind::Count,
+            description,
+        }
+    }
+}
+
+/// The column `name` among `columns`, read from `stats` (`None` if the kernel has no such
+/// column).
+pub fn kernel_stat(stats: &DrawStats, columns: &[StatColumn], name: &str) -> Option<f64> {
+    columns
+        .iter()
+        .position(|column| column.name == name)
+        .map(|index| stats.kernel.get(index))
 }

@@ -1,5 +1,6 @@
-//! Sampling-based inference for Bayesian neural networks: HMC, NUTS, MCLMC, MAMS and
-//! random-walk Metropolis kernels, Stan-style warmup, and a runner for many chains (threaded or batched).
+//! Sampling-based inference for Bayesian neural networks: HMC, NUTS, MCLMC, MAMS, MSD and
+//! random-walk Metropolis kernels, Stan-style warmup, and a runner for many chains (threaded or
+//! batched).
 //!
 //! Layout, a folder per kind of part:
 //! - `log_density`: the one interface a posterior implements (value and gradient, batched;
@@ -16,15 +17,19 @@
 //! - `trajectory/`: the NUTS tree (multinomial sampling, U-turn checks);
 //! - `kernels/`: NUTS, surrogate-gradient NUTS (leaves moved by a surrogate force, weighted by
 //!   the true H), static HMC, MCLMC (unadjusted microcanonical Langevin), MAMS (its
-//!   Metropolis-adjusted form), MSD (manifold stochastic dynamics), random-walk Metropolis (`init(position) -> state`, `step(rng, state, params) -> (state, info)`; NUTS,
-//!   HMC, MCLMC and MAMS also as `BatchKernel`s);
+//!   Metropolis-adjusted form), MSD (manifold stochastic dynamics), random-walk Metropolis
+//!   (`init(position) -> state`, `step(rng, state, params) -> (state, info)`; NUTS, HMC, MCLMC
+//!   and MAMS also as `BatchKernel`s);
 //! - `adaptation/`: `TunedParams`, the `Tuner` seam, Stan's windowed warmup with its pieces and
 //!   the microcanonical samplers' tuners;
+//! - `sampler_settings`: the `SamplerSettings` trait every registered sampler's config
+//!   implements (validation, defaults, budget, warmup, statistics columns, how its chains run);
 //! - `sampler`: runs chains (threaded or batched) and hands draws to a `DrawSink`, with the
-//!   kernel an `AlgorithmConfig` names (`algorithm_config`) or one built by the caller
+//!   kernel an `AlgorithmConfig` names (the list in `kernels/mod.rs`) or one built by the caller
 //!   (`Sampler::run_kernel`: surrogate NUTS, pseudo-marginal NUTS and HMC).
 //!
-//! A new sampler is a file in `kernels/` composed from these parts (see `kernels`).
+//! A new sampler is a file in `kernels/` composed from these parts plus one line in the list of
+//! samplers in `kernels/mod.rs` (see `kernels`).
 //!
 //! ```no_run
 //! use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
@@ -54,6 +59,7 @@ pub mod overhead;
 mod phase_point;
 pub mod riemannian_density;
 pub mod sampler;
+pub mod sampler_settings;
 pub mod summation;
 mod trajectory;
 
@@ -67,7 +73,7 @@ pub use adaptation::window_schedule::WindowSchedule;
 pub use adaptation::{TunedParams, Tuner};
 pub use chain::{chain_rng, ChainRng, ChainStart, ChainState};
 pub use draw_sink::{ChainDraws, CollectedDraws, Draw, DrawSink, SinkError};
-pub use draw_stats::DrawStats;
+pub use draw_stats::{kernel_stat, DrawStats, KernelStats, StatColumn, StatKind};
 pub use dynamics::pseudo_marginal::{PseudoMarginalLeapfrog, PseudoMarginalScheme};
 pub use dynamics::surrogate::{
     ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog,
@@ -80,11 +86,13 @@ pub use error::{SamplerError, StartError};
 pub use kernels::{
     msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelState,
     Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, Nuts,
-    NutsConfig, RandomWalk, RandomWalkConfig, StepParams, SurrogateNuts, SurrogateNutsConfig,
+    NutsConfig, RandomWalk, RandomWalkConfig, StepParams, SurrogateCounts, SurrogateNuts,
+    SurrogateNutsConfig, SURROGATE_NUTS_STATS,
 };
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
 pub use metric::{DiagonalMassMatrix, Metric, MetricAt};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
 pub use riemannian_density::RiemannianDensity;
 pub use sampler::{AlgorithmConfig, RunStatus, Sampler, SamplerConfig};
+pub use sampler_settings::{Budget, ChainRunner, SamplerSettings};
 pub use trajectory::uturn;

@@ -6,7 +6,7 @@
 //! log density's (`log p` and `∇ log p`, not the potential `U = −log p`), and failures are
 //! [`LogDensityError`]s, as for every other evaluation.
 
-use bnn_kernels::RiemannianTerms;
+use bnn_numerics::RiemannianTerms;
 
 use crate::log_density::LogDensityError;
 use crate::metric::MetricAt;

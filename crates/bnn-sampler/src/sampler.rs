@@ -4,21 +4,20 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 
-use crate::adaptation::mams_tuner::MamsTuner;
-use crate::adaptation::mclmc_tuner::MclmcTuner;
-use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
+use crate::adaptation::stan_windows::WarmupConfig;
 use crate::adaptation::step_size_search::{find_reasonable_step_size, SearchRule};
-use crate::adaptation::{TunedParams, Tuner};
-pub use crate::algorithm_config::AlgorithmConfig;
+use crate::adaptation::TunedParams;
 use crate::chain::{chain_rng, ChainStart, ChainState};
 use crate::draw_sink::{CollectedDraws, Draw, DrawSink};
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
-use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, MamsConfig};
+pub use crate::kernels::AlgorithmConfig;
+use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState};
 use crate::log_density::LogDensity;
 use crate::metric::DiagonalMassMatrix;
+use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
 /// A full sampler run: kernel, warmup, lengths, seed and execution.
 #[derive(Config, Debug)]
@@ -63,16 +62,11 @@ impl SamplerConfig {
                 "threads must be at least 1".into(),
             ));
         }
-        if self.batched
-            && matches!(
-                self.algorithm,
-                AlgorithmConfig::RandomWalk(_) | AlgorithmConfig::Msd(_)
-            )
-        {
-            return Err(SamplerError::InvalidConfig(
-                "batched execution is implemented for HMC, NUTS, MCLMC and MAMS, not random-walk Metropolis or MSD"
-                    .into(),
-            ));
+        if self.batched && !self.algorithm.supports_batched() {
+            return Err(SamplerError::InvalidConfig(format!(
+                "batched execution is not implemented for {} (run its chains threaded)",
+                self.algorithm.name().to_uppercase()
+            )));
         }
         if let Some(step_size) = self.initial_step_size {
             check_step_size(step_size).map_err(SamplerError::InvalidConfig)?;
@@ -182,14 +176,12 @@ impl Sampler {
             }
             None => DiagonalMassMatrix::identity(dim),
         };
-        if matches!(
-            config.algorithm,
-            AlgorithmConfig::Mclmc(_) | AlgorithmConfig::Mams(_)
-        ) && dim < 2
-        {
-            return Err(invalid(
-                "MCLMC's and MAMS's unit-speed dynamics need at least 2 dimensions".into(),
-            ));
+        let min_dim = config.algorithm.min_dim();
+        if dim < min_dim {
+            return Err(invalid(format!(
+                "{}'s dynamics need at least {min_dim} dimensions",
+                config.algorithm.name()
+            )));
         }
         let step_size = start
             .step_size
@@ -204,58 +196,10 @@ impl Sampler {
             _ => step_size,
         };
         let mut params = TunedParams::new(step_size, metric);
-        let warmup = match &config.algorithm {
-            AlgorithmConfig::Mclmc(mclmc) => {
-                params.trajectory_length = Some(mclmc.start_trajectory_length(dim));
-                if config.warmup.adapt_step_size {
-                    Tuner::Mclmc(MclmcTuner::new(mclmc, config.num_warmup, dim))
-                } else {
-                    // Fixed (ε, L): the Stan tuner with nothing to adapt counts the burn-in.
-                    Tuner::StanWindows(WarmupState::new(
-                        &config.warmup,
-                        config.num_warmup,
-                        dim,
-                        0.5,
-                        step_size,
-                    ))
-                }
-            }
-            AlgorithmConfig::Mams(mams) => {
-                params.trajectory_length = Some(MamsConfig::start_parameters(dim).1);
-                if config.warmup.adapt_step_size {
-                    Tuner::Mams(MamsTuner::new(mams, config.num_warmup, dim, step_size))
-                } else {
-                    Tuner::StanWindows(WarmupState::new(
-                        &config.warmup,
-                        config.num_warmup,
-                        dim,
-                        mams.target_accept,
-                        step_size,
-                    ))
-                }
-            }
-            // MSD moves by its own metric: only the step size adapts.
-            AlgorithmConfig::Msd(msd) => {
-                let warmup = WarmupConfig {
-                    adapt_metric: false,
-                    ..config.warmup.clone()
-                };
-                Tuner::StanWindows(WarmupState::new(
-                    &warmup,
-                    config.num_warmup,
-                    dim,
-                    msd.target_accept,
-                    step_size,
-                ))
-            }
-            algorithm => Tuner::StanWindows(WarmupState::new(
-                &config.warmup,
-                config.num_warmup,
-                dim,
-                algorithm.target_accept(),
-                step_size,
-            )),
-        };
+        let warmup =
+            config
+                .algorithm
+                .start_warmup(&config.warmup, config.num_warmup, dim, &mut params);
         Ok(ChainState {
             chain,
             iteration: 0,
@@ -279,48 +223,14 @@ impl Sampler {
     ) -> Result<RunStatus, SamplerError> {
         let dim = density.dim();
         let recorded = self.check_chains(dim, chains)?;
-        match &self.config.algorithm {
-            AlgorithmConfig::Hmc(config) if self.config.batched => {
-                self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::Nuts(config) if self.config.batched => self.run_batched(
-                density,
-                config.init_batched()?,
-                chains,
-                &recorded,
-                sink,
-                stop,
-            )?,
-            AlgorithmConfig::Nuts(config) => {
-                self.run_threaded(density, || config.init(dim), chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::Hmc(config) => {
-                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::RandomWalk(config) => {
-                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::Mclmc(config) if self.config.batched => {
-                self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::Mclmc(config) => {
-                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::Mams(config) if self.config.batched => {
-                self.run_batched(density, config.init()?, chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::Mams(config) => {
-                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
-            }
-            AlgorithmConfig::Msd(config) => {
-                if density.riemannian().is_none() {
-                    return Err(SamplerError::InvalidConfig(
-                        "MSD needs a density with a position-dependent metric (LogDensity::riemannian); the built-in MLP posterior has one".into(),
-                    ));
-                }
-                self.run_threaded(density, || config.init(), chains, &recorded, sink, stop)?
-            }
-        }
+        self.config.algorithm.run(ChainRunner {
+            sampler: self,
+            density,
+            chains,
+            recorded: &recorded,
+            sink,
+            stop,
+        })?;
         Ok(self.status(chains, sink))
     }
 
@@ -400,7 +310,7 @@ impl Sampler {
 
     /// Chains on worker threads; each worker owns one kernel (its buffers) and takes whole chains
     /// from a shared queue. A chain's draws depend only on its own stream, not on the schedule.
-    fn run_threaded<L, K, F>(
+    pub(crate) fn run_threaded<L, K, F>(
         &self,
         density: &L,
         make_kernel: F,
@@ -470,7 +380,7 @@ impl Sampler {
     /// All chains in lockstep on this thread, one `[C, D]` evaluation per leapfrog step. Each
     /// round is one transition of every chain still running, so the stop flag and the sink's
     /// `chain_finished` are seen between transitions, as in the threaded run.
-    fn run_batched<L: LogDensity + ?Sized, K: BatchKernel>(
+    pub(crate) fn run_batched<L: LogDensity + ?Sized, K: BatchKernel>(
         &self,
         density: &L,
         mut kernel: K,

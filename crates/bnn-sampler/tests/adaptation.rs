@@ -5,7 +5,7 @@ mod support;
 
 use bnn_sampler::{
     AlgorithmConfig, ChainStart, HmcConfig, NutsConfig, RandomWalkConfig, SamplerConfig,
-    WarmupConfig,
+    SamplerSettings, WarmupConfig,
 };
 use support::targets::IidGaussian;
 use support::{mean_accept, uniform_starts};

@@ -5,10 +5,11 @@
 
 mod support;
 
-use bnn_kernels::{Cholesky, MetricFactor};
+use bnn_numerics::{Cholesky, MetricFactor};
+use bnn_sampler::draw_stats::StatColumn;
 use bnn_sampler::{
     msd_transition, ChainStart, CollectedDraws, LogDensityError, MamsConfig, MclmcConfig, MetricAt,
-    MsdConfig, MsdParams, MsdState, RiemannianDensity, SamplerConfig,
+    MsdConfig, MsdParams, MsdState, RiemannianDensity, SamplerConfig, SamplerSettings,
 };
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -31,11 +32,62 @@ impl Fnv {
     }
 }
 
-fn hash_draws(draws: &CollectedDraws) -> u64 {
+/// The statistics as the hashes were recorded: `DrawStats` when each kernel statistic was a
+/// field of its own (before `DrawStats::kernel`), rebuilt from the kernel's declared columns so
+/// that its `Debug` text, and so the hash, is the recorded one whenever the numbers are.
+mod recorded {
+    use bnn_sampler::draw_stats::{kernel_stat, StatColumn};
+
+    #[derive(Debug)]
+    #[allow(dead_code)] // read through `Debug` only
+    pub struct DrawStats {
+        log_density: f64,
+        accept_stat: f64,
+        step_size: f64,
+        tree_depth: u32,
+        n_leapfrog: u32,
+        divergent: bool,
+        energy: f64,
+        energy_error: f64,
+        trajectory_length: f64,
+        fixed_point_iterations: u32,
+        true_gradients: u32,
+        true_densities: u32,
+        surrogate_gradients: u32,
+    }
+
+    impl DrawStats {
+        pub fn from(stats: &bnn_sampler::DrawStats, columns: &[StatColumn]) -> Self {
+            let column = |name| kernel_stat(stats, columns, name).unwrap_or(0.0);
+            Self {
+                log_density: stats.log_density,
+                accept_stat: stats.accept_stat,
+                step_size: stats.step_size,
+                tree_depth: stats.tree_depth,
+                n_leapfrog: stats.n_leapfrog,
+                divergent: stats.divergent,
+                energy: stats.energy,
+                energy_error: stats.energy_error,
+                trajectory_length: column("trajectory_length__"),
+                fixed_point_iterations: column("fixed_point_iterations__") as u32,
+                true_gradients: 0,
+                true_densities: 0,
+                surrogate_gradients: 0,
+            }
+        }
+    }
+}
+
+fn hash_draws(draws: &CollectedDraws, columns: &[StatColumn]) -> u64 {
     let mut hash = Fnv::new();
     for c in 0..draws.num_chains() {
         hash.add(&draws.chain(c).positions);
-        hash.add(&draws.stats(c));
+        let stats: Vec<recorded::DrawStats> = draws
+            .stats(c)
+            .iter()
+            .map(|stats| recorded::DrawStats::from(stats, columns))
+            .collect();
+        hash.add(&stats);
     }
     hash.0
 }
@@ -131,21 +183,20 @@ fn msd_kernel_hash(frozen_metric: bool) -> u64 {
     let starts: Vec<ChainStart> = (0..3)
         .map(|c| ChainStart::at(vec![0.2 * c as f64 - 0.3, 0.5, -0.1 * c as f64]))
         .collect();
-    let draws = SamplerConfig::new(
-        MsdConfig::new()
-            .with_persistence(0.8)
-            .with_frozen_metric(frozen_metric)
-            .into(),
-    )
-    .with_num_warmup(150)
-    .with_num_draws(300)
-    .with_seed(17)
-    .with_threads(Some(2))
-    .init()
-    .unwrap()
-    .sample(&ToyTarget, &starts)
-    .unwrap();
-    hash_draws(&draws)
+    let config = MsdConfig::new()
+        .with_persistence(0.8)
+        .with_frozen_metric(frozen_metric);
+    let columns = config.stat_columns();
+    let draws = SamplerConfig::new(config.into())
+        .with_num_warmup(150)
+        .with_num_draws(300)
+        .with_seed(17)
+        .with_threads(Some(2))
+        .init()
+        .unwrap()
+        .sample(&ToyTarget, &starts)
+        .unwrap();
+    hash_draws(&draws, columns)
 }
 
 fn msd_transition_hash(frozen_metric: bool) -> u64 {
@@ -168,7 +219,11 @@ fn msd_transition_hash(frozen_metric: bool) -> u64 {
     hash.0
 }
 
-fn batched_hash(config: bnn_sampler::AlgorithmConfig, batched: bool) -> u64 {
+fn batched_hash(
+    config: bnn_sampler::AlgorithmConfig,
+    columns: &[StatColumn],
+    batched: bool,
+) -> u64 {
     let target = IidGaussian::log_spaced(7);
     let starts = uniform_starts(4, 7, 1.0, 3);
     let draws = SamplerConfig::new(config)
@@ -181,7 +236,7 @@ fn batched_hash(config: bnn_sampler::AlgorithmConfig, batched: bool) -> u64 {
         .unwrap()
         .sample(&target, &starts)
         .unwrap();
-    hash_draws(&draws)
+    hash_draws(&draws, columns)
 }
 
 #[test]
@@ -193,16 +248,35 @@ fn draws_match_the_recorded_hashes() {
         ("msd transition frozen", msd_transition_hash(true)),
         (
             "mclmc batched",
-            batched_hash(MclmcConfig::new().into(), true),
+            batched_hash(
+                MclmcConfig::new().into(),
+                MclmcConfig::new().stat_columns(),
+                true,
+            ),
         ),
         (
             "mclmc threaded",
-            batched_hash(MclmcConfig::new().into(), false),
+            batched_hash(
+                MclmcConfig::new().into(),
+                MclmcConfig::new().stat_columns(),
+                false,
+            ),
         ),
-        ("mams batched", batched_hash(MamsConfig::new().into(), true)),
+        (
+            "mams batched",
+            batched_hash(
+                MamsConfig::new().into(),
+                MamsConfig::new().stat_columns(),
+                true,
+            ),
+        ),
         (
             "mams threaded",
-            batched_hash(MamsConfig::new().into(), false),
+            batched_hash(
+                MamsConfig::new().into(),
+                MamsConfig::new().stat_columns(),
+                false,
+            ),
         ),
     ];
     let recorded = [

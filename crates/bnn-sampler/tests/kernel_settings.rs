@@ -12,7 +12,7 @@ use bnn_sampler::{
     chain_rng, ChainStart, ChainState, CollectedDraws, DiagonalMassMatrix, GradientKind, HmcConfig,
     Integrator, Kernel, KernelState, LogDensity, LogDensityError, MetricEstimate, NutsConfig,
     PseudoMarginalLeapfrog, PseudoMarginalScheme, RunStatus, Sampler, SamplerConfig, SamplerError,
-    StepParams, SurrogateGradient, SurrogateNutsConfig, WarmupConfig,
+    StepParams, SurrogateCounts, SurrogateGradient, SurrogateNutsConfig, WarmupConfig,
 };
 use support::targets::IidGaussian;
 
@@ -408,6 +408,6 @@ fn surrogate_nuts_refuses_step_size_adaptation_and_runs_after_a_true_gradient_wa
         assert!(sink
             .stats(c)
             .iter()
-            .all(|s| s.step_size == *step_size && s.true_gradients == 0));
+            .all(|s| s.step_size == *step_size && SurrogateCounts::of(s).true_gradients == 0));
     }
 }

@@ -44,7 +44,7 @@ fn run(min_steps_per_length: f64) -> CollectedDraws {
 /// Each chain's tuned `L/ε` (constant over its sampling draws).
 fn steps_per_length(draws: &CollectedDraws) -> Vec<f64> {
     (0..CHAINS)
-        .map(|c| draws.stats(c)[0].trajectory_length / draws.stats(c)[0].step_size)
+        .map(|c| draws.stats(c)[0].kernel.get(1) / draws.stats(c)[0].step_size)
         .collect()
 }
 

@@ -25,6 +25,8 @@ struct Coverage {
     max_depth_seen: u32,
 }
 
+// A test helper: the settings of one oracle comparison, each named at the call.
+#[allow(clippy::too_many_arguments)]
 fn agree<L: LogDensity>(
     name: &str,
     density: &L,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bnn_sampler::{
     chain_rng, DiagonalMassMatrix, DrawStats, Kernel, KernelState, LogDensity, LogDensityError,
-    NutsConfig, StepParams, SurrogateGradient, SurrogateNutsConfig,
+    NutsConfig, StepParams, SurrogateCounts, SurrogateGradient, SurrogateNutsConfig,
 };
 use support::targets::{CorrelatedGaussian, IidGaussian};
 use support::{mcse_mean, mcse_multiplier, mcse_sd, pooled_mean, pooled_sd, Checks};
@@ -79,6 +79,11 @@ impl LogDensity for SurrogateAsDensity<'_> {
 
 /// Per chain: (draws as rows, stats) of `draws` transitions after `warmup`, fixed step size,
 /// identity metric, chains started at spread-out points.
+/// The evaluation counts surrogate NUTS records in a draw's kernel statistics.
+fn counts(stats: &DrawStats) -> SurrogateCounts {
+    SurrogateCounts::of(stats)
+}
+
 fn run_chains<K: Kernel, L: LogDensity>(
     mut kernel: impl FnMut() -> K,
     density: &L,
@@ -173,10 +178,11 @@ fn exact_mode_samples_the_true_target_with_a_wrong_isotropic_surrogate() {
     let stats: Vec<&DrawStats> = runs.iter().flat_map(|(_, s)| s).collect();
     assert!(stats
         .iter()
-        .all(|s| s.true_gradients == 0 && s.true_densities == s.n_leapfrog));
-    assert!(stats.iter().all(
-        |s| s.surrogate_gradients >= s.n_leapfrog && s.surrogate_gradients <= s.n_leapfrog + 2
-    ));
+        .all(|s| counts(s).true_gradients == 0 && counts(s).true_densities == s.n_leapfrog));
+    assert!(stats
+        .iter()
+        .all(|s| counts(s).surrogate_gradients >= s.n_leapfrog
+            && counts(s).surrogate_gradients <= s.n_leapfrog + 2));
 
     let wrong = run_chains(
         exact_kernel(dim, &surrogate),
@@ -262,9 +268,7 @@ fn a_perfect_surrogate_reproduces_nuts_draw_for_draw() {
         300,
     );
     let without_counts = |s: &DrawStats| DrawStats {
-        true_gradients: 0,
-        true_densities: 0,
-        surrogate_gradients: 0,
+        kernel: Default::default(),
         ..*s
     };
     for ((plain, surrogate), monitored) in nuts.iter().zip(&exact).zip(&adaptive) {
@@ -273,7 +277,11 @@ fn a_perfect_surrogate_reproduces_nuts_draw_for_draw() {
         for ((a, b), c) in plain.1.iter().zip(&surrogate.1).zip(&monitored.1) {
             assert_eq!(*a, without_counts(b));
             assert_eq!(*a, without_counts(c));
-            assert_eq!(c.true_gradients, 0, "no fallback with a perfect surrogate");
+            assert_eq!(
+                counts(c).true_gradients,
+                0,
+                "no fallback with a perfect surrogate"
+            );
         }
     }
 }
@@ -312,8 +320,9 @@ fn adaptive_mode_falls_back_and_cools_down() {
         state = next;
         stats.push(s);
     }
-    let fell_back = |s: &DrawStats| s.true_densities > 0 && s.true_gradients > 0;
-    let on_true_only = |s: &DrawStats| s.true_densities == 0 && s.true_gradients > s.n_leapfrog;
+    let fell_back = |s: &DrawStats| counts(s).true_densities > 0 && counts(s).true_gradients > 0;
+    let on_true_only =
+        |s: &DrawStats| counts(s).true_densities == 0 && counts(s).true_gradients > s.n_leapfrog;
     let fallbacks: Vec<usize> = (0..stats.len()).filter(|&i| fell_back(&stats[i])).collect();
     assert!(
         fallbacks.len() > 5,
@@ -334,12 +343,15 @@ fn adaptive_mode_falls_back_and_cools_down() {
             );
         }
         assert!(
-            stats[i + cooldown as usize + 1].true_densities > 0,
+            counts(&stats[i + cooldown as usize + 1]).true_densities > 0,
             "the surrogate is tried again after the cool-down"
         );
     }
     // Every transition that neither fell back nor cooled down used the surrogate alone.
-    let counted: u64 = stats.iter().map(|s| u64::from(s.true_gradients)).sum();
+    let counted: u64 = stats
+        .iter()
+        .map(|s| u64::from(counts(s).true_gradients))
+        .sum();
     assert_eq!(counted, kernel.counts().gradients);
 }
 

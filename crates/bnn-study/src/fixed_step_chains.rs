@@ -264,7 +264,7 @@ fn run_block(
     let config = BnnConfig::new(1)
         .with_hidden(network.hidden.clone())
         .with_activation(network.activation)
-        .with_likelihood(settings.likelihood.clone())
+        .with_likelihood(settings.likelihood)
         .with_prior(settings.prior.clone());
     let posterior = MlpPosterior::new(config, &settings.data, &settings.device, settings.dtype)
         .with_context(|| {

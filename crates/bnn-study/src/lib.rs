@@ -12,14 +12,22 @@
 //! - [`pseudo_marginal`]: pseudo-marginal NUTS on the GLMM of the HNN report, with the report's
 //!   likelihood estimator and with the model's, on simulated data (why λ drifted).
 //! - [`fixed_step_chains`]: the engine under it, many fixed-step HMC chains in lockstep blocks.
+//! - [`table3`]: Sommer et al. 2024's Table 3, DEI-MCMC against the deep ensemble on six UCI
+//!   sets, beside the paper's numbers.
+//! - [`mile`]: MILE (Sommer et al. 2025's MCLMC) against DEI-NUTS from the same members.
+//! - [`dei_runs`]: whole DEI-MCMC runs (what `bnn run` does) as a study's steps, reused once
+//!   finished.
 
+pub mod dei_runs;
 pub mod dinh;
 pub mod fixed_step_chains;
 pub mod lhnn;
 mod machine;
 mod mean_se;
+pub mod mile;
 pub mod pseudo_marginal;
 pub mod robot_arm;
+pub mod table3;
 mod worker_pool;
 
 pub use fixed_step_chains::{

@@ -274,7 +274,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 .map_err(|_| anyhow!("--chains: '{s}' is not a count"))
         })
         .collect::<Result<_>>()?;
-    if chains.iter().any(|&c| c == 0) || args.evals == 0 || args.repeats == 0 {
+    if chains.contains(&0) || args.evals == 0 || args.repeats == 0 {
         bail!("--chains, --evals and --repeats must be positive");
     }
     let data = prepare(args.problem.dataset(), &Preparation::default())?;

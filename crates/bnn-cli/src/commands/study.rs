@@ -1,16 +1,21 @@
 //! `bnn study <name>`: reproductions of the papers' experiments (library: bnn-study), with a
 //! progress bar and the paper's numbers beside ours.
 
+use crate::progress_bars::ProgressBars;
+use crate::run_flags::RunFlags;
 use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
+use bnn_study::dei_runs::{ExtraRunFlags, RunsProgress};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
 use bnn_study::lhnn::{run_lhnn_study, Benchmark, LhnnSampler, LhnnStudyConfig};
+use bnn_study::mile::{run_mile, MileConfig};
 use bnn_study::pseudo_marginal::{
     run_pm_glmm, run_pm_sv, GlmmEstimator, GlmmPrior, GlmmProposal, PmGlmmConfig, PmSvConfig,
     SubjectHnnConfig,
 };
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
+use bnn_study::table3::{run_table3, Table3Config};
 use bnn_study::{Progress, StartPoint};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -40,6 +45,157 @@ pub enum StudyCommand {
     /// prior-path importance-sampling likelihood, on simulated returns: coverage of the truth,
     /// cost, and the variance of log p̂ that decides the sampler's efficiency.
     PmSv(PmSvArgs),
+    /// Sommer et al. 2024, Table 3: DEI-MCMC against the deep ensemble on six UCI sets, one
+    /// whole run per dataset and split at the paper's settings, tables beside the paper's
+    /// numbers. Finished runs in --out are reused; a stopped one continues.
+    Table3(Table3Args),
+    /// MILE (Sommer et al. 2025, MCLMC) against DEI-NUTS from the same deep-ensemble members:
+    /// predictive quality, time and gradients. Finished runs in --out are reused.
+    Mile(MileArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct Table3Args {
+    /// Output folder: one run directory per dataset and split (finished ones are reused),
+    /// table3.md, study.json.
+    #[arg(long, default_value = "runs/table3")]
+    pub out: PathBuf,
+    /// Splits (split seeds 0..N) of airfoil, concrete, energy and yacht.
+    #[arg(long, default_value_t = 3)]
+    pub splits: u64,
+    /// Splits of the large sets (bikesharing, protein).
+    #[arg(long, default_value_t = 1)]
+    pub large_splits: u64,
+    /// NUTS draws per chain.
+    #[arg(long, default_value_t = 1000)]
+    pub draws: usize,
+    /// NUTS warmup iterations per chain.
+    #[arg(long, default_value_t = 100)]
+    pub warmup: usize,
+    /// NUTS maximum tree depth.
+    #[arg(long, default_value_t = 10)]
+    pub max_depth: usize,
+    /// Draws per chain on the large sets [default: --draws].
+    #[arg(long)]
+    pub large_draws: Option<usize>,
+    /// Maximum tree depth on the large sets [default: --max-depth].
+    #[arg(long)]
+    pub large_max_depth: Option<usize>,
+    /// Datasets, each one of Table 3's.
+    #[arg(
+        long,
+        default_value = "airfoil,bikesharing,concrete,energy,protein,yacht",
+        value_delimiter = ','
+    )]
+    pub datasets: Vec<String>,
+    /// `bnn run` flags for every run, in one string (e.g. "--epochs 5000 --threads 2"); they
+    /// override the study's settings.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub extra: String,
+}
+
+impl Table3Args {
+    fn config(&self) -> Result<Table3Config> {
+        Ok(Table3Config {
+            datasets: self.datasets.clone(),
+            splits: self.splits,
+            large_splits: self.large_splits,
+            warmup: self.warmup,
+            draws: self.draws,
+            max_depth: self.max_depth,
+            large_draws: self.large_draws,
+            large_max_depth: self.large_max_depth,
+            extra: extra_run_flags(&self.extra)?,
+        })
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct MileArgs {
+    /// Output folder: `<dataset>-split<i>/{dei-nuts,mile}` run directories (finished ones are
+    /// reused), mile.md, study.json.
+    #[arg(long, default_value = "runs/mile")]
+    pub out: PathBuf,
+    /// Splits (split seeds 0..N).
+    #[arg(long, default_value_t = 3)]
+    pub splits: u64,
+    /// Chain seeds per split (split + 100·k), both samplers from the split's same members.
+    #[arg(long, default_value_t = 1)]
+    pub seeds: u64,
+    #[arg(
+        long,
+        default_value = "airfoil,concrete,energy,yacht",
+        value_delimiter = ','
+    )]
+    pub datasets: Vec<String>,
+    /// `bnn run` flags for every run, in one string; MILE's own MCLMC settings: "--learning-rate
+    /// 0.01 --trajectory-length 20 --diagonal-preconditioning false".
+    #[arg(
+        long,
+        default_value = "--learning-rate 0.01",
+        allow_hyphen_values = true
+    )]
+    pub extra: String,
+}
+
+impl MileArgs {
+    fn config(&self) -> Result<MileConfig> {
+        Ok(MileConfig {
+            datasets: self.datasets.clone(),
+            splits: self.splits,
+            seeds: self.seeds,
+            extra: extra_run_flags(&self.extra)?,
+        })
+    }
+}
+
+/// `bnn run`'s flags in one string, parsed as `bnn run` parses them: a `--config` file and a
+/// recipe (`--mile`, `--preset mile`) make the config the study's settings go on, and every
+/// other flag overrides them.
+fn extra_run_flags(text: &str) -> Result<ExtraRunFlags> {
+    #[derive(clap::Parser, Debug)]
+    #[command(name = "--extra", no_binary_name = true)]
+    struct Extra {
+        #[command(flatten)]
+        flags: RunFlags,
+    }
+    let words: Vec<String> = text.split_whitespace().map(String::from).collect();
+    let flags = <Extra as clap::Parser>::try_parse_from(&words)
+        .map_err(|e| anyhow::anyhow!("--extra: {}", e.render().to_string().trim()))?
+        .flags;
+    let recipe = RunFlags {
+        config: flags.config.clone(),
+        mile: flags.mile,
+        preset: flags.preset,
+        ..RunFlags::default()
+    };
+    let base = recipe.resolve().context("--extra")?;
+    let others = RunFlags {
+        config: None,
+        mile: false,
+        preset: None,
+        ..flags
+    };
+    Ok(ExtraRunFlags {
+        base,
+        apply: Box::new(move |config: bnn_pipeline::RunConfig| {
+            others.apply(config).context("--extra")
+        }),
+        words,
+    })
+}
+
+/// `bnn study table3/mile`'s output on stderr: a line per run, each run's stage lines and chain
+/// bars.
+struct RunLines(Arc<ProgressBars>);
+
+impl RunsProgress for RunLines {
+    fn note(&self, line: &str) {
+        eprintln!("{line}");
+    }
+    fn run_progress(&self) -> Arc<dyn bnn_pipeline::Progress> {
+        self.0.clone()
+    }
 }
 
 #[derive(Args, Debug)]
@@ -707,6 +863,24 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
                     run.seconds
                 );
             }
+            for file in &report.files {
+                println!("wrote {}", file.display());
+            }
+            Ok(())
+        }
+        StudyCommand::Table3(args) => {
+            let progress = RunLines(Arc::new(ProgressBars::default()));
+            let report = run_table3(&args.config()?, &args.out, &progress, &stop)?;
+            print!("{}", report.table);
+            for file in &report.files {
+                println!("wrote {}", file.display());
+            }
+            Ok(())
+        }
+        StudyCommand::Mile(args) => {
+            let progress = RunLines(Arc::new(ProgressBars::default()));
+            let report = run_mile(&args.config()?, &args.out, &progress, &stop)?;
+            print!("{}", report.table);
             for file in &report.files {
                 println!("wrote {}", file.display());
             }

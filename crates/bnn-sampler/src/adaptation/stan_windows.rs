@@ -1,7 +1,7 @@
 //! Stan's windowed warmup: step-size dual averaging plus diagonal-metric estimation in windows.
 
 use crate::adaptation::step_size_search::StepSizeSearch;
-use burn::config::Config;
+use bnn_config_derive::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::adaptation::dual_averaging::DualAveraging;

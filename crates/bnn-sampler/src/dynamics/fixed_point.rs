@@ -1,7 +1,7 @@
 //! Fixed-point iteration with Anderson acceleration: the solver of the generalized leapfrog's
 //! implicit equations.
 
-use bnn_kernels::Cholesky;
+use bnn_numerics::Cholesky;
 
 use crate::log_density::LogDensityError;
 use crate::metric::riemannian::dot;

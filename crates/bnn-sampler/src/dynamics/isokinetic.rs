@@ -15,7 +15,7 @@
 ///
 /// A zero gradient leaves the velocity as it is (no direction to turn to).
 pub fn update_velocity(velocity: &mut [f64], gradient: &[f64], time: f64) -> f64 {
-    bnn_kernels::dispatch!(kick_unscaled(velocity, gradient, time, None))
+    bnn_numerics::dispatch!(kick_unscaled(velocity, gradient, time, None))
 }
 
 /// [`update_velocity`] under the force `scale ⊙ gradient` (a diagonal preconditioner's
@@ -27,7 +27,7 @@ pub fn update_velocity_scaled(
     scale: &[f64],
     time: f64,
 ) -> f64 {
-    bnn_kernels::dispatch!(kick_scaled(velocity, gradient, scale, time, None))
+    bnn_numerics::dispatch!(kick_scaled(velocity, gradient, scale, time, None))
 }
 
 /// The scaled kick followed by the drift `position += t · scale ⊙ u` with the new velocity.
@@ -39,7 +39,7 @@ pub(crate) fn update_velocity_scaled_and_drift(
     position: &mut [f64],
     t: f64,
 ) -> f64 {
-    bnn_kernels::dispatch!(kick_scaled(
+    bnn_numerics::dispatch!(kick_scaled(
         velocity,
         gradient,
         scale,
@@ -244,7 +244,7 @@ pub fn refresh_velocity(
 ) {
     let keep = (-step_size / trajectory_length).exp();
     let fresh = (1.0 - keep * keep).max(0.0).sqrt() / (velocity.len() as f64).sqrt();
-    bnn_kernels::dispatch!(mix_and_normalize(velocity, noise, keep, fresh))
+    bnn_numerics::dispatch!(mix_and_normalize(velocity, noise, keep, fresh))
 }
 
 /// The mix and its squared norm in one pass (the norm summed in [`squared_norm`]'s lanes and

@@ -132,7 +132,7 @@ impl Lockstep {
         self.requests.clear();
         self.requests.extend(walkers.iter_mut().map(W::begin));
         loop {
-            let pending = |kind| self.requests.iter().any(|r| *r == Some(kind));
+            let pending = |kind| self.requests.contains(&Some(kind));
             let kinds = [
                 Evaluation::ValueAndGradient,
                 Evaluation::Value,

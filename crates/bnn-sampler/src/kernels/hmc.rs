@@ -1,6 +1,6 @@
 //! Static-length Hamiltonian Monte Carlo, one chain or a `[C, D]` batch of chains in lockstep.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
@@ -9,6 +9,7 @@ use crate::error::SamplerError;
 use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 use crate::metric::Metric;
+use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
 /// Configuration of the HMC kernel and of its step-size adaptation target.
 #[derive(Config, Debug)]
@@ -96,6 +97,30 @@ impl HmcConfig {
             lockstep: Lockstep::default(),
             stats: Vec::with_capacity(1),
         })
+    }
+}
+
+impl SamplerSettings for HmcConfig {
+    const NAME: &'static str = "hmc";
+
+    fn validate(&self) -> Result<(), SamplerError> {
+        HmcConfig::validate(self)
+    }
+
+    fn target_accept(&self) -> f64 {
+        self.target_accept
+    }
+
+    fn supports_batched(&self) -> bool {
+        true
+    }
+
+    fn run<L: LogDensity + ?Sized>(&self, chains: ChainRunner<'_, L>) -> Result<(), SamplerError> {
+        if chains.batched() {
+            chains.lockstep(self.init()?)
+        } else {
+            chains.threaded(|| self.init())
+        }
     }
 }
 
@@ -229,8 +254,6 @@ impl<I: Integrator> Hmc<I> {
             divergent,
             energy,
             energy_error,
-            trajectory_length: 0.0,
-            fixed_point_iterations: 0,
             ..DrawStats::default()
         }
     }

@@ -8,18 +8,24 @@
 //! so no flip is needed on rejection. Non-finite values or `ΔE` above `max_energy_error` end the
 //! trajectory as a divergence (rejected).
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
+use crate::adaptation::mams_tuner::MamsTuner;
+use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
+use crate::adaptation::{TunedParams, Tuner};
 use crate::draw_stats::DrawStats;
+use crate::draw_stats::{KernelStats, StatColumn};
 use crate::dynamics::isokinetic_path::{IsokineticPath, PathStepper};
 use crate::dynamics::Lockstep;
 use crate::error::SamplerError;
 use crate::kernels::mclmc::random_direction;
+use crate::kernels::mclmc::MICROCANONICAL_STATS;
 use crate::kernels::{
     step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams,
 };
 use crate::log_density::LogDensity;
+use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
 /// Configuration of MAMS and of its warmup.
 #[derive(Config, Debug)]
@@ -115,6 +121,67 @@ impl MamsConfig {
     }
 }
 
+impl SamplerSettings for MamsConfig {
+    const NAME: &'static str = "mams";
+
+    fn validate(&self) -> Result<(), SamplerError> {
+        MamsConfig::validate(self)
+    }
+
+    fn target_accept(&self) -> f64 {
+        self.target_accept
+    }
+
+    fn uses_leapfrog(&self) -> bool {
+        false
+    }
+
+    fn default_step_size(&self, dim: usize) -> f64 {
+        Self::start_parameters(dim).0
+    }
+
+    fn min_dim(&self) -> usize {
+        2
+    }
+
+    fn supports_batched(&self) -> bool {
+        true
+    }
+
+    fn start_warmup(
+        &self,
+        warmup: &WarmupConfig,
+        num_warmup: usize,
+        dim: usize,
+        params: &mut TunedParams,
+    ) -> Tuner {
+        params.trajectory_length = Some(Self::start_parameters(dim).1);
+        if warmup.adapt_step_size {
+            Tuner::Mams(MamsTuner::new(self, num_warmup, dim, params.step_size))
+        } else {
+            Tuner::StanWindows(WarmupState::new(
+                warmup,
+                num_warmup,
+                dim,
+                self.target_accept,
+                params.step_size,
+            ))
+        }
+    }
+
+    fn stat_columns(&self) -> &'static [StatColumn] {
+        &MICROCANONICAL_STATS
+    }
+
+    fn run<L: LogDensity + ?Sized>(&self, chains: ChainRunner<'_, L>) -> Result<(), SamplerError> {
+        if chains.batched() {
+            chains.lockstep(self.init()?)
+        } else {
+            chains.threaded(|| self.init())
+        }
+    }
+}
+
 /// The MAMS kernel: scratch buffers for a batch of chains.
 #[derive(Clone, Debug)]
 pub struct Mams {
@@ -204,6 +271,7 @@ impl BatchKernel for Mams {
                 std::mem::swap(&mut state.gradient, &mut path.gradient);
                 state.log_density = path.log_density;
             }
+            let energy_error = if divergent { 0.0 } else { energy_change };
             stats.push(DrawStats {
                 log_density: state.log_density,
                 accept_stat: accept_prob,
@@ -212,10 +280,11 @@ impl BatchKernel for Mams {
                 n_leapfrog: path.evaluations as u32,
                 divergent,
                 energy: -state.log_density,
-                energy_error: if divergent { 0.0 } else { energy_change },
-                trajectory_length: chain.params.trajectory_length.unwrap_or(0.0),
-                fixed_point_iterations: 0,
-                ..DrawStats::default()
+                energy_error,
+                kernel: KernelStats::new(&[
+                    energy_error,
+                    chain.params.trajectory_length.unwrap_or(0.0),
+                ]),
             });
         }
     }

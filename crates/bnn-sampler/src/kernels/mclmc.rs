@@ -10,11 +10,15 @@
 //! refreshed so the next try differs) and flagged divergent; the tuner then caps the step size
 //! at 0.8 of the failed one, as BlackJAX's MCLMC does.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::adaptation::mclmc_tuner::MclmcTuner;
+use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
+use crate::adaptation::{TunedParams, Tuner};
 use crate::draw_stats::DrawStats;
+use crate::draw_stats::{KernelStats, StatColumn};
 use crate::dynamics::isokinetic::{normalize, refresh_velocity};
 use crate::dynamics::isokinetic_path::{IsokineticPath, PathStepper};
 use crate::dynamics::Lockstep;
@@ -23,6 +27,7 @@ use crate::kernels::{
     step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams,
 };
 use crate::log_density::LogDensity;
+use crate::sampler_settings::{Budget, ChainRunner, SamplerSettings};
 
 /// Configuration of MCLMC and of its warmup (the tuner of Robnik et al. as used by MILE).
 #[derive(Config, Debug)]
@@ -118,6 +123,92 @@ impl MclmcConfig {
     }
 }
 
+/// The columns MCLMC and MAMS add to the draws files.
+pub(crate) const MICROCANONICAL_STATS: [StatColumn; 2] = [
+    StatColumn::real(
+        "energy_change__",
+        "the transition's energy change (what MCLMC's tuner controls, MAMS's test uses)",
+    ),
+    StatColumn::real(
+        "trajectory_length__",
+        "the momentum decoherence length L of the transition",
+    ),
+];
+
+impl SamplerSettings for MclmcConfig {
+    const NAME: &'static str = "mclmc";
+
+    fn validate(&self) -> Result<(), SamplerError> {
+        MclmcConfig::validate(self)
+    }
+
+    /// MCLMC has no acceptance test: its tuner aims at an energy-error variance, and a
+    /// fixed-step run's burn-in ignores this.
+    fn target_accept(&self) -> f64 {
+        0.5
+    }
+
+    fn uses_leapfrog(&self) -> bool {
+        false
+    }
+
+    fn default_step_size(&self, _dim: usize) -> f64 {
+        self.initial_step_size
+    }
+
+    /// MILE's budget (Sommer et al. 2025): 50,000 tuning and 10,000 sampling steps, every 10th
+    /// kept.
+    fn default_budget(&self) -> Budget {
+        Budget {
+            warmup: 50_000,
+            draws: 10_000,
+            thin: 10,
+        }
+    }
+
+    fn min_dim(&self) -> usize {
+        2
+    }
+
+    fn supports_batched(&self) -> bool {
+        true
+    }
+
+    fn start_warmup(
+        &self,
+        warmup: &WarmupConfig,
+        num_warmup: usize,
+        dim: usize,
+        params: &mut TunedParams,
+    ) -> Tuner {
+        params.trajectory_length = Some(self.start_trajectory_length(dim));
+        if warmup.adapt_step_size {
+            Tuner::Mclmc(MclmcTuner::new(self, num_warmup, dim))
+        } else {
+            // Fixed (ε, L): the Stan tuner with nothing to adapt counts the burn-in.
+            Tuner::StanWindows(WarmupState::new(
+                warmup,
+                num_warmup,
+                dim,
+                self.target_accept(),
+                params.step_size,
+            ))
+        }
+    }
+
+    fn stat_columns(&self) -> &'static [StatColumn] {
+        &MICROCANONICAL_STATS
+    }
+
+    fn run<L: LogDensity + ?Sized>(&self, chains: ChainRunner<'_, L>) -> Result<(), SamplerError> {
+        if chains.batched() {
+            chains.lockstep(self.init()?)
+        } else {
+            chains.threaded(|| self.init())
+        }
+    }
+}
+
 /// The MCLMC kernel: scratch buffers for a batch of chains.
 #[derive(Clone, Debug, Default)]
 pub struct Mclmc {
@@ -209,6 +300,7 @@ impl BatchKernel for Mclmc {
             }
             refresh_velocity(&mut velocity, &self.noise, epsilon, length);
             state.momentum = Some(velocity);
+            let energy_error = if failed { 0.0 } else { energy_change };
             stats.push(DrawStats {
                 log_density: state.log_density,
                 accept_stat: if failed { 0.0 } else { 1.0 },
@@ -217,10 +309,8 @@ impl BatchKernel for Mclmc {
                 n_leapfrog: path.evaluations as u32,
                 divergent: failed,
                 energy: -state.log_density,
-                energy_error: if failed { 0.0 } else { energy_change },
-                trajectory_length: length,
-                fixed_point_iterations: 0,
-                ..DrawStats::default()
+                energy_error,
+                kernel: KernelStats::new(&[energy_error, length]),
             });
         }
     }

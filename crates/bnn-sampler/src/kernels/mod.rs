@@ -1,10 +1,11 @@
-//! The transition-kernel interface: `init(position) -> state`, `step(rng, state, params) -> (state, info)`.
+//! The transition-kernel interface: `init(position) -> state`,
+//! `step(rng, state, params) -> (state, info)`.
 //!
 //! A new sampler goes here as one file: its config (`#[derive(Config)]` with documented defaults
-//! and `init`), its kernel implementing `Kernel` (and `BatchKernel` for lockstep chains, through
-//! `dynamics::Lockstep`), built from the existing parts: an `Integrator` (`dynamics`), a `Metric`
-//! (`metric`), the NUTS `Trajectory` where it builds trees, and a `Tuner` (`adaptation`) for its
-//! warmup. What a chain carries between transitions is its `KernelState` (position, log density,
+//! and `init`, implementing `SamplerSettings`) and one line in the list below; its kernel
+//! implements `Kernel` (and `BatchKernel` for lockstep chains, through `dynamics::Lockstep`),
+//! built from the existing parts: an `Integrator` (`dynamics`), a `Metric` (`metric`), the NUTS
+//! `Trajectory` where it builds trees, and a `Tuner` (`adaptation`) for its warmup. What a chain carries between transitions is its `KernelState` (position, log density,
 //! gradient and, for the kernels that persist it, momentum); what a kernel keeps beside it only
 //! saves evaluations (MSD's metric where its chain sits) and changes no number.
 
@@ -24,7 +25,25 @@ pub use msd::{msd_transition, Msd, MsdConfig, MsdInfo, MsdParams, MsdState};
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
-pub use surrogate_nuts::{SurrogateNuts, SurrogateNutsConfig};
+pub use surrogate_nuts::{
+    SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
+};
+
+// The samplers `Sampler` runs by name (`AlgorithmConfig`); a new one is one line here.
+crate::algorithm_config::registered_samplers! {
+    /// The no-U-turn sampler.
+    Nuts(NutsConfig),
+    /// Static HMC (a fixed number of leapfrog steps).
+    Hmc(HmcConfig),
+    /// Random-walk Metropolis.
+    RandomWalk(RandomWalkConfig),
+    /// Unadjusted microcanonical Langevin Monte Carlo.
+    Mclmc(MclmcConfig),
+    /// Metropolis-adjusted microcanonical sampling.
+    Mams(MamsConfig),
+    /// Manifold stochastic dynamics: needs a density with a metric ([`LogDensity::riemannian`]).
+    Msd(MsdConfig),
+}
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};

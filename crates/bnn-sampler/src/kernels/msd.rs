@@ -17,10 +17,12 @@
 //! a [`Kernel`] of the sampler (warmup, draws files, checkpoints), reaching the metric through
 //! [`LogDensity::riemannian`].
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
-use crate::draw_stats::DrawStats;
+use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
+use crate::adaptation::{TunedParams, Tuner};
+use crate::draw_stats::{DrawStats, KernelStats, StatColumn};
 use crate::dynamics::fixed_point::FixedPointSolver;
 use crate::dynamics::generalized_leapfrog::{
     FrozenMetricLeapfrog, GeneralizedLeapfrog, RiemannianPoint,
@@ -30,6 +32,7 @@ use crate::kernels::{Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 use crate::metric::MetricAt;
 use crate::riemannian_density::RiemannianDensity;
+use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
 /// Step parameters of one MSD transition.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -290,6 +293,73 @@ impl MsdConfig {
     }
 }
 
+/// The columns MSD adds to the draws files.
+const MSD_STATS: [StatColumn; 2] = [
+    StatColumn::real(
+        "energy_change__",
+        "the transition's energy change (its Metropolis test's ΔH)",
+    ),
+    StatColumn::count(
+        "fixed_point_iterations__",
+        "fixed-point iterations of the generalized leapfrog's two implicit equations",
+    ),
+];
+
+impl SamplerSettings for MsdConfig {
+    const NAME: &'static str = "msd";
+
+    fn validate(&self) -> Result<(), SamplerError> {
+        MsdConfig::validate(self)
+    }
+
+    fn target_accept(&self) -> f64 {
+        self.target_accept
+    }
+
+    /// MSD's leapfrog moves under its own metric, not the diagonal one the search would use.
+    fn uses_leapfrog(&self) -> bool {
+        false
+    }
+
+    fn default_step_size(&self, _dim: usize) -> f64 {
+        self.initial_step_size
+    }
+
+    /// MSD moves by its own metric: only the step size adapts.
+    fn start_warmup(
+        &self,
+        warmup: &WarmupConfig,
+        num_warmup: usize,
+        dim: usize,
+        params: &mut TunedParams,
+    ) -> Tuner {
+        let warmup = WarmupConfig {
+            adapt_metric: false,
+            ..warmup.clone()
+        };
+        Tuner::StanWindows(WarmupState::new(
+            &warmup,
+            num_warmup,
+            dim,
+            self.target_accept,
+            params.step_size,
+        ))
+    }
+
+    fn stat_columns(&self) -> &'static [StatColumn] {
+        &MSD_STATS
+    }
+
+    fn run<L: LogDensity + ?Sized>(&self, chains: ChainRunner<'_, L>) -> Result<(), SamplerError> {
+        if chains.density().riemannian().is_none() {
+            return Err(SamplerError::InvalidConfig(
+                "MSD needs a density with a position-dependent metric (LogDensity::riemannian); the built-in MLP posterior has one".into(),
+            ));
+        }
+        chains.threaded(|| self.init())
+    }
+}
+
 /// The MSD kernel over a [`LogDensity`] that provides its metric ([`LogDensity::riemannian`]).
 ///
 /// The chain's `KernelState` carries the momentum between transitions and the f64 `log p` of
@@ -326,6 +396,7 @@ impl Kernel for Msd {
                 divergent: true,
                 energy: f64::NAN,
                 energy_error: f64::NAN,
+                kernel: KernelStats::new(&[f64::NAN, 0.0]),
                 ..DrawStats::default()
             };
             (state, stats)
@@ -374,9 +445,7 @@ impl Kernel for Msd {
             divergent: info.divergent,
             energy: info.energy,
             energy_error: info.energy_change,
-            trajectory_length: 0.0,
-            fixed_point_iterations: info.fixed_point_iterations as u32,
-            ..DrawStats::default()
+            kernel: KernelStats::new(&[info.energy_change, info.fixed_point_iterations as f64]),
         };
         self.potential_at = Some((end.position.clone(), end.log_density, end.gradient.clone()));
         let state = KernelState {

@@ -1,6 +1,6 @@
 //! The No-U-Turn Sampler: multinomial NUTS with the generalized U-turn criterion, iterative.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
 use crate::draw_stats::DrawStats;
@@ -9,6 +9,7 @@ use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
 use crate::metric::Metric;
+use crate::sampler_settings::{ChainRunner, SamplerSettings};
 use crate::trajectory::{Extension, Trajectory};
 
 /// Configuration of the NUTS kernel and of its step-size adaptation target.
@@ -66,6 +67,31 @@ impl NutsConfig {
     ) -> Result<Nuts<I>, SamplerError> {
         self.validate()?;
         Ok(Nuts::new(self, dim, integrator))
+    }
+}
+
+impl SamplerSettings for NutsConfig {
+    const NAME: &'static str = "nuts";
+
+    fn validate(&self) -> Result<(), SamplerError> {
+        NutsConfig::validate(self)
+    }
+
+    fn target_accept(&self) -> f64 {
+        self.target_accept
+    }
+
+    fn supports_batched(&self) -> bool {
+        true
+    }
+
+    fn run<L: LogDensity + ?Sized>(&self, chains: ChainRunner<'_, L>) -> Result<(), SamplerError> {
+        if chains.batched() {
+            chains.lockstep(self.init_batched()?)
+        } else {
+            let dim = chains.dim();
+            chains.threaded(|| self.init(dim))
+        }
     }
 }
 
@@ -199,8 +225,6 @@ impl<I: Integrator> Nuts<I> {
             divergent: trajectory.divergent,
             energy: proposal.energy,
             energy_error: proposal.energy - trajectory.initial_energy(),
-            trajectory_length: 0.0,
-            fixed_point_iterations: 0,
             ..DrawStats::default()
         }
     }

@@ -1,6 +1,6 @@
 //! Random-walk Metropolis with a Gaussian proposal shaped by the metric and an adapted scale.
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 
@@ -8,6 +8,7 @@ use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, StepParams};
 use crate::log_density::LogDensity;
+use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
 /// Configuration of the random-walk Metropolis kernel and of its scale adaptation target.
 #[derive(Config, Debug)]
@@ -41,6 +42,30 @@ impl RandomWalkConfig {
     /// The usual starting scale `2.38 / sqrt(D)` (Gelman, Roberts & Gilks 1996).
     pub fn default_scale(dim: usize) -> f64 {
         2.38 / (dim.max(1) as f64).sqrt()
+    }
+}
+
+impl SamplerSettings for RandomWalkConfig {
+    const NAME: &'static str = "rwm";
+
+    fn validate(&self) -> Result<(), SamplerError> {
+        RandomWalkConfig::validate(self)
+    }
+
+    fn target_accept(&self) -> f64 {
+        self.target_accept
+    }
+
+    fn uses_leapfrog(&self) -> bool {
+        false
+    }
+
+    fn default_step_size(&self, dim: usize) -> f64 {
+        Self::default_scale(dim)
+    }
+
+    fn run<L: LogDensity + ?Sized>(&self, chains: ChainRunner<'_, L>) -> Result<(), SamplerError> {
+        chains.threaded(|| self.init())
     }
 }
 
@@ -110,8 +135,6 @@ impl Kernel for RandomWalk {
             divergent,
             energy: -state.log_density,
             energy_error: -log_ratio,
-            trajectory_length: 0.0,
-            fixed_point_iterations: 0,
             ..DrawStats::default()
         };
         (state, stats)

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use burn::config::Config;
+use bnn_config_derive::Config;
 use rand::Rng;
 
-use crate::draw_stats::DrawStats;
+use crate::draw_stats::{DrawStats, KernelStats, StatColumn};
 use crate::dynamics::surrogate::{
     EvaluationCounts, MonitorConfig, SurrogateGradient, SurrogateLeapfrog, SurrogateMode,
 };
@@ -124,9 +124,59 @@ impl<S: SurrogateGradient + ?Sized> Kernel for SurrogateNuts<S> {
         let before = self.counts();
         let (state, mut stats) = self.nuts.step(density, rng, state, params);
         let after = self.counts();
-        stats.true_gradients = (after.gradients - before.gradients) as u32;
-        stats.true_densities = (after.values - before.values) as u32;
-        stats.surrogate_gradients = (after.surrogate - before.surrogate) as u32;
+        stats.kernel = SurrogateCounts {
+            true_gradients: (after.gradients - before.gradients) as u32,
+            true_densities: (after.values - before.values) as u32,
+            surrogate_gradients: (after.surrogate - before.surrogate) as u32,
+        }
+        .into();
         (state, stats)
+    }
+}
+
+/// The columns surrogate-gradient NUTS adds to the common statistics (`DrawStats::kernel`).
+pub const SURROGATE_NUTS_STATS: [StatColumn; 3] = [
+    StatColumn::count(
+        "true_gradients__",
+        "true value-and-gradient evaluations (the monitor's fallback leaves)",
+    ),
+    StatColumn::count(
+        "true_densities__",
+        "true value-only evaluations (one per surrogate leaf)",
+    ),
+    StatColumn::count(
+        "surrogate_gradients__",
+        "evaluations of the surrogate's force",
+    ),
+];
+
+/// What one surrogate-NUTS transition evaluated (its `DrawStats::kernel`, by name); the tree's
+/// `n_leapfrog` counts leaves, whatever moved them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SurrogateCounts {
+    pub true_gradients: u32,
+    pub true_densities: u32,
+    pub surrogate_gradients: u32,
+}
+
+impl SurrogateCounts {
+    /// The counts of a surrogate-NUTS transition's statistics.
+    pub fn of(stats: &DrawStats) -> Self {
+        let count = |i: usize| stats.kernel.get(i) as u32;
+        Self {
+            true_gradients: count(0),
+            true_densities: count(1),
+            surrogate_gradients: count(2),
+        }
+    }
+}
+
+impl From<SurrogateCounts> for KernelStats {
+    fn from(counts: SurrogateCounts) -> Self {
+        KernelStats::new(&[
+            f64::from(counts.true_gradients),
+            f64::from(counts.true_densities),
+            f64::from(counts.surrogate_gradients),
+        ])
     }
 }

@@ -13,7 +13,7 @@
 
 use std::any::Any;
 
-use bnn_kernels::MetricFactor;
+use bnn_numerics::MetricFactor;
 use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 

@@ -274,8 +274,6 @@ impl<I: Integrator> RecursiveNuts<I> {
             divergent: ctx.divergent,
             energy: sample.energy,
             energy_error: sample.energy - initial_energy,
-            trajectory_length: 0.0,
-            fixed_point_iterations: 0,
             ..DrawStats::default()
         };
         let next = KernelState {

@@ -220,8 +220,7 @@ impl DinhConfig {
         if self.seeds == 0 || self.draws == 0 || self.rows == 0 || self.hidden == 0 {
             bail!("seeds, draws, rows and hidden width must be at least 1");
         }
-        if !positive(self.likelihood_sigma) || !(self.noise_sd >= 0.0 && self.noise_sd.is_finite())
-        {
+        if !(positive(self.likelihood_sigma) && self.noise_sd >= 0.0 && self.noise_sd.is_finite()) {
             bail!("the likelihood σ must be positive and the data noise non-negative");
         }
         if self.workers == Some(0) {

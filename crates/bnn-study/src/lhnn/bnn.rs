@@ -22,7 +22,8 @@ use bnn_model::{
 };
 use bnn_sampler::{
     chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, Kernel, KernelState, LogDensity,
-    LogDensityError, NutsConfig, SamplerConfig, StepParams, SurrogateGradient, SurrogateNutsConfig,
+    LogDensityError, NutsConfig, SamplerConfig, StepParams, SurrogateCounts, SurrogateGradient,
+    SurrogateNutsConfig,
 };
 use bnn_surrogate::{LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, TrajectoryDataConfig};
 use burn::tensor::DType;
@@ -405,7 +406,7 @@ fn run_pair(
         lhnn_leaves += u64::from(stats.n_leapfrog);
         lhnn_accept += stats.accept_stat;
         lhnn_divergences += usize::from(stats.divergent);
-        surrogate_forces += u64::from(stats.surrogate_gradients);
+        surrogate_forces += u64::from(SurrogateCounts::of(&stats).surrogate_gradients);
     }
     let lhnn_seconds = clock.elapsed().as_secs_f64();
     let lhnn_gradients = counted.gradients.swap(0, Ordering::Relaxed);

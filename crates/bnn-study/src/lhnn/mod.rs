@@ -29,8 +29,8 @@ use std::time::Instant;
 use anyhow::{bail, Context as _, Result};
 use bnn_sampler::{
     chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, DrawStats, Kernel, KernelState,
-    LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig, StepParams, SurrogateNuts,
-    SurrogateNutsConfig, TunedParams,
+    LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig, StepParams, SurrogateCounts,
+    SurrogateNuts, SurrogateNutsConfig, TunedParams,
 };
 use bnn_surrogate::{
     LatentHnnConfig, LhnnSurrogate, LhnnTrainingConfig, LossRecord, TrajectoryDataConfig,
@@ -166,8 +166,10 @@ impl LhnnStudyConfig {
                 self.reference_draws
             );
         }
-        if !(self.step_size > 0.0 && self.step_size.is_finite())
-            || !(self.training_step_size > 0.0 && self.end_time > 0.0)
+        if !(self.step_size > 0.0
+            && self.step_size.is_finite()
+            && self.training_step_size > 0.0
+            && self.end_time > 0.0)
         {
             bail!("step sizes and the trajectories' end time must be positive");
         }
@@ -656,7 +658,8 @@ fn run_chain(
                 tuned.step_params(),
             );
             state = next;
-            run.costs.surrogate_gradients += u64::from(stats.surrogate_gradients);
+            run.costs.surrogate_gradients +=
+                u64::from(SurrogateCounts::of(&stats).surrogate_gradients);
             record(&mut run, i, &state.position, &stats);
         }
         run.step_size = tuned.step_size;
@@ -672,6 +675,8 @@ fn run_chain(
 }
 
 /// The kernels the study steps itself (the adapted NUTS runs through `Sampler`).
+// One per worker thread, so the surrogate's size in the enum costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum FixedKernel {
     Nuts(Nuts),
     Surrogate(SurrogateNuts<LhnnSurrogate>),

@@ -142,7 +142,7 @@ pub fn run_pm_chain<L: LogDensity>(
                 metric = DiagonalMassMatrix::new(inverse_diag.clone())?;
                 adaptation.restart(step_size);
             }
-            if settings.training_states > 0 && i >= half && (i - half) % keep_every == 0 {
+            if settings.training_states > 0 && i >= half && (i - half).is_multiple_of(keep_every) {
                 training_states.push(state.position.clone());
             }
             if i + 1 == settings.warmup {

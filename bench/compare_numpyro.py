@@ -6,7 +6,7 @@ plain paths) and the NumPyro peer script (`../shared/bench/peers/numpyro_bnn.py`
 in-graph timing: the cost inside NumPyro's compiled NUTS loop), then prints one JSON document
 with both numbers and the ratio ours / NumPyro for every chain count (below 1: we are faster).
 
-    python3 examples/benchmarks/compare_numpyro.py \
+    python3 bench/compare_numpyro.py \
         --bnn target/release/bnn --python ~/.cache/bnn-peer-venv/bin/python \
         --peer ../shared/bench/peers/numpyro_bnn.py --json bench-vs-numpyro.json
 

@@ -10,7 +10,7 @@
 # and run with `.gl` and `.gpu` carried:
 #   (and the 12 concrete members trained on the CPU by `bnn run --dataset concrete --split-seed 0`
 #   copied to .gpu/ensemble-concrete: 5000 full-batch Adam steps are launch-bound on a GPU)
-#   bash examples/benchmarks/gpu_device_check.sh   (PART=gpu: bench, batched run, wgpu tests;
+#   bash bench/gpu_device_check.sh   (PART=gpu: bench, batched run, wgpu tests;
 #   PART=cpu: fused vs NumPyro on this CPU; default both, within DEADLINE seconds)
 #   SMALL=1: a dry run at toy size on any Vulkan (Mesa's lavapipe).
 #   BLOCK_ROWS="32 128": the device kernel's rows per block to bench besides the default, then the
@@ -85,7 +85,7 @@ if [ "$PART" != gpu ] && [ "$SMALL" != 1 ] && python3 -c 'import numpyro' 2>/dev
     export JAX_PLATFORMS=cpu RAYON_NUM_THREADS=1
     for isa in auto avx2; do
         [ $(cap 100) -lt 60 ] && { echo "isa=$isa: no time left"; continue; }
-        BNN_KERNEL_ISA=$isa timeout $(cap 100) taskset -c 0,1 python3 examples/benchmarks/compare_numpyro.py --bnn $BIN/bnn \
+        BNN_KERNEL_ISA=$isa timeout $(cap 100) taskset -c 0,1 python3 bench/compare_numpyro.py --bnn $BIN/bnn \
             --python python3 --peer .gpu/numpyro_bnn.py --data-dir "$BNN_DATA_DIR" --skip-plain --repeats 7 \
             --json "$OUT/vs_numpyro_$isa.json" > /dev/null 2> "$OUT/vs_numpyro_$isa.log"
         echo "isa=$isa rc=$?"; grep -o '"problem[^}]*ratio_fused_vs_numpyro_min": [0-9.]*' "$OUT/vs_numpyro_$isa.log" \

@@ -2,9 +2,9 @@
 # DEI-NUTS warmup variants from the members of the MILE comparison (same split, members and chain
 # seed as its DEI-NUTS run, so each variant pairs with that run).
 #
-#   cargo run --release -p bnn-cli --example mile -- --out runs/mile --splits 3 --seeds 3 --datasets yacht
-#   examples/benchmarks/warmup_variants.sh grad "--metric-estimate draws-and-gradients"
-#   python3 examples/benchmarks/warmup_variants.py grad
+#   bnn study mile --out runs/mile --splits 3 --seeds 3 --datasets yacht
+#   bench/warmup_variants.sh grad "--metric-estimate draws-and-gradients"
+#   python3 bench/warmup_variants.py grad
 #
 # usage: [WARMUP=100] warmup_variants.sh NAME "FLAGS" [DATASET] [SPLITS] [SEED_INDICES]
 # Writes runs/warmup-variants/NAME/<dataset>-split<s>-seed<k>/ (a finished run is kept, not redone).

@@ -37,7 +37,7 @@ impl LowRankMetric {
         {
             return Err(CholeskyError::NotPositiveDefinite { index, pivot });
         }
-        if dim == 0 || rows.len() % dim != 0 {
+        if dim == 0 || !rows.len().is_multiple_of(dim) {
             return Err(CholeskyError::Shape {
                 dim,
                 values: rows.len(),
@@ -173,6 +173,20 @@ impl MetricFactor {
             }
         }
     }
+}
+
+/// What a Riemannian sampler needs of the position-dependent part of its Hamiltonian,
+/// `φ(θ, p) = ½ log det G(θ) + ½ pᵀ G(θ)⁻¹ p`, at one point.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RiemannianTerms {
+    /// `G(θ)` factored.
+    pub metric: MetricFactor,
+    /// `G⁻¹ p`.
+    pub velocity: Vec<f64>,
+    /// `½ pᵀ G⁻¹ p`.
+    pub kinetic_energy: f64,
+    /// `∇_θ φ`: `½ tr(G⁻¹ ∂_i G) − ½ uᵀ ∂_i G u` with `u = G⁻¹p`.
+    pub gradient: Vec<f64>,
 }
 
 #[cfg(test)]

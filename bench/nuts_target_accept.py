@@ -8,7 +8,7 @@ sampling phase for two function-space quantities: the per-draw test log likeliho
 pointwise predictive means (median over the test points). Higher is cheaper. Parameters are
 not used: weight-space symmetries keep their ESS meaningless for BNNs.
 
-    python3 examples/benchmarks/nuts_target_accept.py --bnn target/release/bnn \
+    python3 bench/nuts_target_accept.py --bnn target/release/bnn \
         --out runs/nuts-target --json nuts-target.json
 
 Everything except the target is the same across a seed's runs (same members, split, seed).

@@ -1,6 +1,6 @@
 """Divergences, acceptance, gradients and test LPPD of warmup variants against the default.
 
-python3 examples/benchmarks/warmup_variants.py NAME [NAME ...]
+python3 bench/warmup_variants.py NAME [NAME ...]
 
 Each NAME is a folder under runs/warmup-variants/ written by warmup_variants.sh; its runs are
 compared with the MILE comparison's DEI-NUTS runs of the same split and chain seed (the default

@@ -13,7 +13,7 @@
    step size per chain, test LPPD, RMSE and 90% coverage computed the same way for both (pooled
    draws; coverage from one predictive sample per draw and point, as `bnn evaluate` does).
 
-    python3 examples/benchmarks/e2e_numpyro.py --dataset yacht --split-seed 0 \
+    python3 bench/e2e_numpyro.py --dataset yacht --split-seed 0 \
         --members 12 --warmup 100 --draws 1000 --out runs/e2e-yacht
 
 The model is the built-in heteroscedastic MLP (σ = exp(o₂), log σ clamped to [ln 1e-6, ln 1e6]),
