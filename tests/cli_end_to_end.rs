@@ -2538,7 +2538,7 @@ fn study_table3_runs_at_toy_size() {
     }
     assert_eq!(json(&out.join("study.json"))["status"], "finished");
     // Asked again with another budget: the finished run is reused, named, and keeps its own budget.
-    let o = table3(&out, &["--draws", "8"]);
+    let o = table3(&out, &["--splits", "1", "--draws", "8"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("== yacht"), "{}", stderr(&o));
     assert!(
