@@ -28,7 +28,7 @@ use bnn_kernels::{
     KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel,
     OutputPoint, Workspace,
 };
-use bnn_sampler::{MetricAt, RiemannianDensity};
+use bnn_sampler::{LogDensityError, MetricAt, RiemannianDensity};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
@@ -876,39 +876,40 @@ impl RiemannianDensity for GaussNewtonDensity {
         self.spec.dim
     }
 
-    fn potential_and_gradient(
-        &self,
-        position: &[f64],
-        gradient: &mut [f64],
-    ) -> Result<f64, String> {
+    /// `log p = −U` and `∇ log p = −∇U` of the f64 potential (negation is exact).
+    fn evaluate(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, LogDensityError> {
         let prior = bnn_kernels::DiagonalPrior {
             quadratic: &self.quadratic,
             absolute: &self.absolute,
             constant: self.constant,
         };
         let (potential, g) =
-            bnn_kernels::posterior_potential(&self.spec, &self.x, &self.y, position, prior)?;
+            bnn_kernels::posterior_potential(&self.spec, &self.x, &self.y, position, prior)
+                .map_err(LogDensityError::new)?;
         gradient.copy_from_slice(&g);
-        Ok(potential)
+        gradient.iter_mut().for_each(|g| *g = -*g);
+        Ok(-potential)
     }
 
-    fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String> {
+    fn metric_at(&self, position: &[f64]) -> Result<MetricAt, LogDensityError> {
         if position.len() != self.spec.dim {
-            return Err(format!(
+            return Err(LogDensityError::new(format!(
                 "θ has {} values, the model {}",
                 position.len(),
                 self.spec.dim
-            ));
+            )));
         }
         let point = OutputPoint::new(&self.spec, &self.x, position);
-        let metric = point.metric(&self.spec, &self.metric_precision)?;
+        let metric = point
+            .metric(&self.spec, &self.metric_precision)
+            .map_err(LogDensityError::new)?;
         Ok(MetricAt {
             metric,
             cache: Box::new(point),
         })
     }
 
-    fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String> {
+    fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, LogDensityError> {
         Ok(bnn_kernels::log_det_gradient(
             &self.spec,
             &self.x,
@@ -917,7 +918,11 @@ impl RiemannianDensity for GaussNewtonDensity {
         ))
     }
 
-    fn kinetic_gradient(&self, point: &MetricAt, velocity: &[f64]) -> Result<Vec<f64>, String> {
+    fn kinetic_gradient(
+        &self,
+        point: &MetricAt,
+        velocity: &[f64],
+    ) -> Result<Vec<f64>, LogDensityError> {
         Ok(bnn_kernels::kinetic_gradient(
             &self.spec,
             &self.x,
@@ -929,10 +934,10 @@ impl RiemannianDensity for GaussNewtonDensity {
 
 impl GaussNewtonDensity {
     /// The network at a point this density made.
-    fn network(point: &MetricAt) -> Result<&OutputPoint, String> {
+    fn network(point: &MetricAt) -> Result<&OutputPoint, LogDensityError> {
         point
             .cache
             .downcast_ref::<OutputPoint>()
-            .ok_or_else(|| "a metric point from another density".to_string())
+            .ok_or_else(|| LogDensityError::new("a metric point from another density"))
     }
 }

@@ -281,10 +281,12 @@ fn the_riemannian_potential_is_the_posteriors_log_density_for_every_head_and_pri
             .map(|i| ((i * 7 % 11) as f64 - 5.0) / 9.0)
             .collect();
         let riemannian = posterior.riemannian_density().unwrap();
-        let mut potential_gradient = vec![0.0; dim];
-        let potential = riemannian
-            .potential_and_gradient(&theta, &mut potential_gradient)
+        let mut riemannian_gradient = vec![0.0; dim];
+        let riemannian_log_density = riemannian
+            .evaluate(&theta, &mut riemannian_gradient)
             .unwrap();
+        let potential = -riemannian_log_density;
+        let potential_gradient: Vec<f64> = riemannian_gradient.iter().map(|g| -g).collect();
         let density = AutodiffLogDensity::new(posterior);
         let mut gradient = vec![0.0; dim];
         let log_density = density.evaluate(&theta, &mut gradient).unwrap();

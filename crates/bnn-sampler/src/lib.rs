@@ -1,20 +1,25 @@
-//! Sampling-based inference for Bayesian neural networks: HMC, NUTS, MCLMC, MAMS and
-//! random-walk Metropolis kernels, Stan-style warmup, and a runner for many chains (threaded or batched).
+//! Sampling-based inference for Bayesian neural networks: HMC, NUTS, MCLMC, MAMS, MSD and
+//! random-walk Metropolis kernels, Stan-style warmup, and a runner for many chains (threaded or
+//! batched).
 //!
 //! Layout, a folder per kind of part:
 //! - `log_density`: the one interface a posterior implements (value and gradient, batched;
-//!   value only);
+//!   value only), and beside it `riemannian_density`, the position-dependent metric a posterior
+//!   may offer for manifold stochastic dynamics;
 //! - `metric/`: the `Metric` seam (momentum draw, velocity, kinetic energy, partial refresh at a
-//!   point), the adapted `DiagonalMassMatrix` and `DenseMetric` (a Cholesky-factored `G`, for
-//!   the Riemannian samplers);
+//!   point), the adapted `DiagonalMassMatrix`, and `MetricAt`, a position-dependent `G(θ)`
+//!   factored at one point (`riemannian`);
 //! - `dynamics/`: `PhasePoint`, the resumable `Integrator` seam, the leapfrog, surrogate-force
-//!   leaves (`surrogate`) and pseudo-marginal integrators (`pseudo_marginal`), and `Lockstep`,
-//!   the driver that steps many chains with one batched density call per round;
+//!   leaves (`surrogate`), pseudo-marginal integrators (`pseudo_marginal`), isokinetic paths
+//!   (`isokinetic`, `isokinetic_path`), the generalized leapfrog with its fixed-point solver
+//!   (`generalized_leapfrog`, `fixed_point`), and `Lockstep`, the driver that steps many chains
+//!   (integrator steps or isokinetic paths) with one batched density call per round;
 //! - `trajectory/`: the NUTS tree (multinomial sampling, U-turn checks);
 //! - `kernels/`: NUTS, surrogate-gradient NUTS (leaves moved by a surrogate force, weighted by
 //!   the true H), static HMC, MCLMC (unadjusted microcanonical Langevin), MAMS (its
-//!   Metropolis-adjusted form), random-walk Metropolis (`init(position) -> state`, `step(rng, state, params) -> (state, info)`; NUTS,
-//!   HMC, MCLMC and MAMS also as `BatchKernel`s);
+//!   Metropolis-adjusted form), MSD (manifold stochastic dynamics), random-walk Metropolis
+//!   (`init(position) -> state`, `step(rng, state, params) -> (state, info)`; NUTS, HMC, MCLMC
+//!   and MAMS also as `BatchKernel`s);
 //! - `adaptation/`: `TunedParams`, the `Tuner` seam, Stan's windowed warmup with its pieces and
 //!   the microcanonical samplers' tuners;
 //! - `sampler_settings`: the `SamplerSettings` trait every registered sampler's config
@@ -52,6 +57,7 @@ pub mod log_density;
 pub mod metric;
 pub mod overhead;
 mod phase_point;
+pub mod riemannian_density;
 pub mod sampler;
 pub mod sampler_settings;
 pub mod summation;
@@ -73,17 +79,20 @@ pub use dynamics::surrogate::{
     ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog,
     SurrogateMode,
 };
-pub use dynamics::{Evaluation, GradientKind, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
+pub use dynamics::{
+    Evaluation, GradientKind, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper, Walker,
+};
 pub use error::{SamplerError, StartError};
 pub use kernels::{
-    msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelCarry,
-    KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, MetricAt, Msd, MsdConfig, MsdInfo,
-    MsdParams, MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, RiemannianDensity,
-    StepParams, SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
+    msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelState,
+    Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, Nuts,
+    NutsConfig, RandomWalk, RandomWalkConfig, StepParams, SurrogateCounts, SurrogateNuts,
+    SurrogateNutsConfig, SURROGATE_NUTS_STATS,
 };
 pub use log_density::{for_each_row, LogDensity, LogDensityError};
-pub use metric::{DenseMetric, DiagonalMassMatrix, Metric};
+pub use metric::{DiagonalMassMatrix, Metric, MetricAt};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
+pub use riemannian_density::RiemannianDensity;
 pub use sampler::{AlgorithmConfig, RunStatus, Sampler, SamplerConfig};
 pub use sampler_settings::{Budget, ChainRunner, SamplerSettings};
 pub use trajectory::uturn;

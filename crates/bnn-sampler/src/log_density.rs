@@ -1,13 +1,14 @@
 //! The one interface every sampler uses: value and gradient of a log density for a batch of positions.
 //!
-//! Beside it sit the capabilities some integrators need: value-only evaluation (a surrogate-force
-//! leaf needs the true value, not its gradient) is a method with a default here; what a density
-//! cannot provide alone (a metric factor, a surrogate force) belongs to the integrator that needs
-//! it and reaches the batch through `Integrator::evaluate_auxiliary`.
+//! Beside it sit the capabilities some samplers need: value-only evaluation (a surrogate-force
+//! leaf needs the true value, not its gradient) is a method with a default here; a
+//! position-dependent metric is the sibling trait `RiemannianDensity`, which a density offers
+//! through `LogDensity::riemannian`; a surrogate force belongs to the integrator that uses it
+//! and reaches the batch through `Integrator::evaluate_auxiliary`.
 
 use std::fmt;
 
-use crate::kernels::RiemannianDensity;
+use crate::riemannian_density::RiemannianDensity;
 
 /// Why a log density could not be evaluated (as opposed to evaluating to `-inf` or NaN,
 /// which the samplers treat as a divergence).

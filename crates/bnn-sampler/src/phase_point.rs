@@ -11,8 +11,8 @@ pub struct PhasePoint {
     pub gradient: Vec<f64>,
     pub log_density: f64,
     pub kinetic_energy: f64,
-    /// What an integrator or position-dependent metric caches at this point (a metric factor, a
-    /// surrogate force); empty for the leapfrog with a constant metric.
+    /// What an integrator caches at this point (a surrogate force, `Evaluation::Auxiliary`);
+    /// empty for the leapfrog.
     pub auxiliary: Vec<f64>,
 }
 

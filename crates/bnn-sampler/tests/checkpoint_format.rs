@@ -67,7 +67,7 @@ fn chain_state_json_has_the_same_keys_in_the_same_order() {
     assert_eq!(
         kernel,
         ["gradient", "log_density", "momentum", "position"],
-        "no carry key while it is empty"
+        "position, log density, gradient and momentum: nothing else"
     );
     assert!(value.get("trajectory_length").is_none());
     assert!(

@@ -195,25 +195,25 @@ impl RiemannianDensity for CountedMetric<'_> {
     fn dim(&self) -> usize {
         self.inner.dim()
     }
-    fn potential_and_gradient(
-        &self,
-        position: &[f64],
-        gradient: &mut [f64],
-    ) -> Result<f64, String> {
+    fn evaluate(&self, position: &[f64], gradient: &mut [f64]) -> Result<f64, LogDensityError> {
         self.counts.potentials.fetch_add(1, Ordering::Relaxed);
-        self.inner.potential_and_gradient(position, gradient)
+        self.inner.evaluate(position, gradient)
     }
-    fn metric_at(&self, position: &[f64]) -> Result<MetricAt, String> {
+    fn metric_at(&self, position: &[f64]) -> Result<MetricAt, LogDensityError> {
         self.counts.metrics.fetch_add(1, Ordering::Relaxed);
         self.inner.metric_at(position)
     }
-    fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, String> {
+    fn log_det_gradient(&self, point: &MetricAt) -> Result<Vec<f64>, LogDensityError> {
         self.counts
             .log_det_gradients
             .fetch_add(1, Ordering::Relaxed);
         self.inner.log_det_gradient(point)
     }
-    fn kinetic_gradient(&self, point: &MetricAt, velocity: &[f64]) -> Result<Vec<f64>, String> {
+    fn kinetic_gradient(
+        &self,
+        point: &MetricAt,
+        velocity: &[f64],
+    ) -> Result<Vec<f64>, LogDensityError> {
         self.counts
             .kinetic_gradients
             .fetch_add(1, Ordering::Relaxed);

@@ -1,6 +1,6 @@
 //! Isokinetic (unit-speed) dynamics for microcanonical samplers: the exact velocity update under a
-//! fixed gradient, the position drift, McLachlan's two-gradient splitting and the partial
-//! velocity refresh.
+//! fixed gradient, the position drift and the partial velocity refresh. McLachlan's two-gradient
+//! splitting of them, one chain's resumable path, is `isokinetic_path`.
 //!
 //! The velocity `u` lives on the unit sphere. Under a constant force `g = ∇ log p` its motion
 //! has a closed form (Ver Steeg & Galstyan 2021; Robnik et al. 2023):
@@ -9,12 +9,6 @@
 //! `(d − 1)(δ − ln 2 + ln(1 + ĝ·u + (1 − ĝ·u)ζ²))`. The energy change of a step (kinetic change
 //! minus the change of `log p`) is what the MCLMC tuner watches (its variance per dimension
 //! measures the integration error) and what MAMS's Metropolis test uses.
-
-use crate::log_density::LogDensity;
-
-/// McLachlan's minimal-norm coefficient `b₁` (McLachlan 1995; Omelyan et al. 2003): the velocity
-/// updates are `b₁ε, (1 − 2b₁)ε, b₁ε` around two half drifts, two gradients per step.
-pub const MCLACHLAN_B1: f64 = 0.193_183_327_503_783_6;
 
 /// Updates the unit velocity `velocity` under the force `gradient` for a time `time` (the step
 /// size times the splitting coefficient) and returns the kinetic energy change.
@@ -37,7 +31,7 @@ pub fn update_velocity_scaled(
 }
 
 /// The scaled kick followed by the drift `position += t · scale ⊙ u` with the new velocity.
-fn update_velocity_scaled_and_drift(
+pub(crate) fn update_velocity_scaled_and_drift(
     velocity: &mut [f64],
     gradient: &[f64],
     scale: &[f64],
@@ -283,213 +277,6 @@ pub fn normalize(vector: &mut [f64]) {
     let norm = vector.iter().map(|v| v * v).sum::<f64>().sqrt();
     if norm > 0.0 {
         vector.iter_mut().for_each(|v| *v /= norm);
-    }
-}
-
-/// Where a path is within its current McLachlan step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-enum Stage {
-    /// Between steps: the next move is the first `b₁ε` kick with the cached gradient.
-    #[default]
-    BetweenSteps,
-    /// After the first half drift, waiting for the gradient there.
-    FirstEvaluation,
-    /// After the second half drift, waiting for the gradient there.
-    SecondEvaluation,
-}
-
-/// One chain's isokinetic McLachlan path, resumable between its gradient evaluations so that
-/// many chains can share one batched evaluation per stage (`integrate_paths`).
-///
-/// The dynamics run in the preconditioned coordinates `x = √Σ ⊙ y`: the drift is
-/// `x += t √Σ ⊙ u` and the force on `u` is `√Σ ⊙ ∇ log p` (BlackJAX's `sqrt_diag_cov`).
-#[derive(Clone, Debug, Default)]
-pub struct IsokineticPath {
-    pub position: Vec<f64>,
-    pub velocity: Vec<f64>,
-    /// `∇ log p(position)`, unscaled.
-    pub gradient: Vec<f64>,
-    pub log_density: f64,
-    /// Kinetic energy change accumulated along the path.
-    pub kinetic_change: f64,
-    /// Whole steps still to take.
-    pub steps_left: usize,
-    /// Gradient evaluations made.
-    pub evaluations: usize,
-    /// An evaluation failed or was not finite: the path stopped there.
-    pub failed: bool,
-    stage: Stage,
-}
-
-impl IsokineticPath {
-    /// Starts a path of `steps` steps from a point whose log density and gradient are known.
-    pub fn start(
-        &mut self,
-        position: &[f64],
-        velocity: &[f64],
-        gradient: &[f64],
-        log_density: f64,
-        steps: usize,
-    ) {
-        self.position.clear();
-        self.position.extend_from_slice(position);
-        self.velocity.clear();
-        self.velocity.extend_from_slice(velocity);
-        self.gradient.clear();
-        self.gradient.extend_from_slice(gradient);
-        self.log_density = log_density;
-        self.kinetic_change = 0.0;
-        self.steps_left = steps;
-        self.evaluations = 0;
-        self.failed = false;
-        self.stage = Stage::BetweenSteps;
-    }
-
-    fn kick(&mut self, time: f64, sqrt_cov: &[f64]) {
-        self.kinetic_change +=
-            update_velocity_scaled(&mut self.velocity, &self.gradient, sqrt_cov, time);
-    }
-
-    /// A kick for `time`, then half a step's drift, in one pass after the kick's sums.
-    fn kick_and_half_drift(&mut self, time: f64, step_size: f64, sqrt_cov: &[f64]) {
-        let drift = 0.5 * step_size;
-        self.kinetic_change += update_velocity_scaled_and_drift(
-            &mut self.velocity,
-            &self.gradient,
-            sqrt_cov,
-            time,
-            &mut self.position,
-            drift,
-        );
-    }
-
-    /// Moves as far as possible without a new gradient; `true` when `position` needs one.
-    pub fn advance(&mut self, step_size: f64, sqrt_cov: &[f64]) -> bool {
-        loop {
-            if self.failed {
-                return false;
-            }
-            match self.stage {
-                Stage::BetweenSteps if self.steps_left == 0 => return false,
-                Stage::BetweenSteps => {
-                    self.kick_and_half_drift(MCLACHLAN_B1 * step_size, step_size, sqrt_cov);
-                    self.stage = Stage::FirstEvaluation;
-                    return true;
-                }
-                Stage::FirstEvaluation => {
-                    self.kick_and_half_drift(
-                        (1.0 - 2.0 * MCLACHLAN_B1) * step_size,
-                        step_size,
-                        sqrt_cov,
-                    );
-                    self.stage = Stage::SecondEvaluation;
-                    return true;
-                }
-                Stage::SecondEvaluation => {
-                    self.kick(MCLACHLAN_B1 * step_size, sqrt_cov);
-                    self.steps_left -= 1;
-                    self.stage = Stage::BetweenSteps;
-                }
-            }
-        }
-    }
-
-    /// Takes the evaluation at `position`; a failure or a non-finite value ends the path.
-    fn receive(&mut self, log_density: f64, gradient: &[f64]) {
-        self.evaluations += 1;
-        // Copy and check in one pass; a failed path's gradient is never read again.
-        let mut finite = log_density.is_finite();
-        for (mine, &g) in self.gradient.iter_mut().zip(gradient) {
-            *mine = g;
-            finite &= g.is_finite();
-        }
-        if !finite {
-            self.failed = true;
-            return;
-        }
-        self.log_density = log_density;
-    }
-
-    /// [`IsokineticPath::receive`] for an evaluation written into `gradient` itself (when
-    /// `evaluated`; else the path fails).
-    fn receive_in_place(&mut self, evaluated: bool, log_density: f64) {
-        self.evaluations += 1;
-        if !(evaluated && log_density.is_finite() && self.gradient.iter().all(|g| g.is_finite())) {
-            self.failed = true;
-            return;
-        }
-        self.log_density = log_density;
-    }
-
-    /// The energy change of the path so far: kinetic change minus the gain in `log p`.
-    pub fn energy_change(&self, initial_log_density: f64) -> f64 {
-        self.kinetic_change - (self.log_density - initial_log_density)
-    }
-}
-
-/// Batch buffers of `integrate_paths`, kept by the kernel between transitions.
-#[derive(Clone, Debug, Default)]
-pub struct PathBatch {
-    waiting: Vec<usize>,
-    positions: Vec<f64>,
-    values: Vec<f64>,
-    gradients: Vec<f64>,
-}
-
-/// Runs every path to its end. Each round, all paths that wait for a gradient are evaluated in
-/// one `[C, D]` call, so chains with different path lengths share calls while they last. Path
-/// `k` uses the step size and preconditioner `params(k)` (read per round, nothing collected).
-/// A failed batch call fails every path in it.
-pub fn integrate_paths<'a, L: LogDensity + ?Sized>(
-    density: &L,
-    paths: &mut [IsokineticPath],
-    params: impl Fn(usize) -> (f64, &'a [f64]),
-    batch: &mut PathBatch,
-) {
-    let dim = density.dim();
-    loop {
-        batch.waiting.clear();
-        for (k, path) in paths.iter_mut().enumerate() {
-            let (step_size, sqrt_cov) = params(k);
-            if path.advance(step_size, sqrt_cov) {
-                batch.waiting.push(k);
-            }
-        }
-        if batch.waiting.is_empty() {
-            return;
-        }
-        let count = batch.waiting.len();
-        if count == 1 {
-            // One path (a chain run on its own thread): evaluate at its position and into its
-            // gradient directly, without the batch's two copies.
-            let path = &mut paths[batch.waiting[0]];
-            batch.values.resize(1, 0.0);
-            let evaluated = density
-                .log_density_and_gradient(&path.position, &mut batch.values, &mut path.gradient)
-                .is_ok();
-            path.receive_in_place(evaluated, batch.values[0]);
-            continue;
-        }
-        batch.positions.clear();
-        for &k in &batch.waiting {
-            batch.positions.extend_from_slice(&paths[k].position);
-        }
-        batch.values.resize(count, 0.0);
-        batch.gradients.resize(count * dim, 0.0);
-        let evaluated = density
-            .log_density_and_gradient(&batch.positions, &mut batch.values, &mut batch.gradients)
-            .is_ok();
-        for (row, &k) in batch.waiting.iter().enumerate() {
-            if evaluated {
-                paths[k].receive(
-                    batch.values[row],
-                    &batch.gradients[row * dim..(row + 1) * dim],
-                );
-            } else {
-                paths[k].evaluations += 1;
-                paths[k].failed = true;
-            }
-        }
     }
 }
 

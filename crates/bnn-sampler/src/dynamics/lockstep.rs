@@ -1,8 +1,41 @@
-//! The lockstep driver: one integrator step for many chains, one batched density call per round.
+//! The lockstep driver: many chains move together, one batched density call per round.
 
 use crate::dynamics::{Evaluation, Integrator, PhasePoint};
 use crate::log_density::LogDensity;
 use crate::metric::Metric;
+
+/// Something that moves on its own between evaluations of the log density at its position and
+/// asks for them one at a time: one chain's integrator step ([`Stepper`]) or its whole
+/// isokinetic path (`isokinetic_path::PathStepper`). [`Lockstep`] batches the requests of many.
+pub trait Walker {
+    /// Starts moving: the evaluation needed at [`Walker::position`] next, `None` when done.
+    fn begin(&mut self) -> Option<Evaluation>;
+
+    /// Continues after the requested evaluation was received.
+    fn resume(&mut self) -> Option<Evaluation>;
+
+    /// Where the requested evaluation is wanted.
+    fn position(&self) -> &[f64];
+
+    /// The result of a batched evaluation of `kind` at the position: `log p` and `∇ log p` (an
+    /// empty gradient for `Evaluation::Value`), or `None` when the batch call failed.
+    fn receive(&mut self, kind: Evaluation, result: Option<(f64, &[f64])>);
+
+    /// Evaluates `kind` at the position alone and in place (a batch of one walker: no copies),
+    /// with the numbers a batched call gives.
+    fn evaluate_alone<L: LogDensity + ?Sized>(&mut self, density: &L, kind: Evaluation);
+
+    /// Answers `Evaluation::Auxiliary` for the walkers at `rows` (each asked for it) in one call.
+    /// Walkers that never ask for it keep the default, which fails them.
+    fn evaluate_auxiliary(walkers: &mut [Self], rows: &[usize])
+    where
+        Self: Sized,
+    {
+        for &i in rows {
+            walkers[i].receive(Evaluation::Auxiliary, None);
+        }
+    }
+}
 
 /// One chain's part in a lockstep step: its integrator, the point it advances, its metric and its
 /// signed step size (chains of one batch may differ in all of them).
@@ -13,42 +46,91 @@ pub struct Stepper<'a, I> {
     pub step_size: f64,
 }
 
-/// Advances a batch of points by one integrator step each, evaluating in rounds: every point
-/// that asks for the same kind of evaluation in a round is evaluated in one `[rows, D]` call,
-/// and points whose step is complete leave the batch. Static HMC, batched NUTS and MCLMC all
-/// step through here, so each chain makes exactly the moves it would make alone (given a
-/// density that is deterministic per row).
+impl<I: Integrator> Walker for Stepper<'_, I> {
+    fn begin(&mut self) -> Option<Evaluation> {
+        Some(
+            self.integrator
+                .begin(self.point, self.metric, self.step_size),
+        )
+    }
+
+    fn resume(&mut self) -> Option<Evaluation> {
+        self.integrator
+            .resume(self.point, self.metric, self.step_size)
+    }
+
+    fn position(&self) -> &[f64] {
+        &self.point.position
+    }
+
+    /// A failed batch gives the point a NaN log density (a divergence).
+    fn receive(&mut self, kind: Evaluation, result: Option<(f64, &[f64])>) {
+        match result {
+            Some((log_density, gradient)) => {
+                self.point.log_density = log_density;
+                if kind == Evaluation::ValueAndGradient {
+                    self.point.gradient.copy_from_slice(gradient);
+                }
+            }
+            None => self.point.log_density = f64::NAN,
+        }
+    }
+
+    fn evaluate_alone<L: LogDensity + ?Sized>(&mut self, density: &L, kind: Evaluation) {
+        self.point.evaluate_for(&*self.integrator, density, kind);
+    }
+
+    /// The integrator of the first walker that asked answers for all of them.
+    fn evaluate_auxiliary(walkers: &mut [Self], rows: &[usize]) {
+        let mut owner: Option<&I> = None;
+        let mut points: Vec<&mut PhasePoint> = Vec::with_capacity(rows.len());
+        let mut asked = rows.iter().peekable();
+        for (i, s) in walkers.iter_mut().enumerate() {
+            if asked.next_if_eq(&&i).is_some() {
+                owner.get_or_insert(&*s.integrator);
+                points.push(&mut *s.point);
+            }
+        }
+        if let Some(integrator) = owner {
+            if integrator.evaluate_auxiliary(&mut points).is_err() {
+                points.iter_mut().for_each(|p| p.log_density = f64::NAN);
+            }
+        }
+    }
+}
+
+/// Moves a batch of walkers, evaluating in rounds: every walker that asks for the same kind of
+/// evaluation in a round is evaluated in one `[rows, D]` call, and walkers that are done leave
+/// the batch. Static HMC, NUTS (integrator steps) and MCLMC and MAMS (isokinetic paths) all move
+/// through here, so each chain makes exactly the moves it would make alone (given a density
+/// that is deterministic per row), and a batch of one evaluates in place.
 ///
-/// A failed batch evaluation gives every point in it a NaN log density (a divergence).
+/// A failed batch evaluation fails every walker in it (`Walker::receive` with `None`).
 #[derive(Clone, Debug, Default)]
 pub struct Lockstep {
     positions: Vec<f64>,
     values: Vec<f64>,
     gradients: Vec<f64>,
-    /// The pending request of each stepper; `None` once its step is complete.
+    /// The pending request of each walker; `None` once it is done.
     requests: Vec<Option<Evaluation>>,
     rows: Vec<usize>,
 }
 
 impl Lockstep {
-    /// One step of every stepper.
-    pub fn step<L: LogDensity + ?Sized, I: Integrator>(
-        &mut self,
-        density: &L,
-        steppers: &mut [Stepper<'_, I>],
-    ) {
-        if let [single] = steppers {
+    /// Moves every walker until it is done (one integrator step of a `Stepper`, the whole path
+    /// of a `PathStepper`).
+    pub fn step<L: LogDensity + ?Sized, W: Walker>(&mut self, density: &L, walkers: &mut [W]) {
+        if let [single] = walkers {
             // A batch of one needs no gathering: the same evaluations, in place.
-            single
-                .point
-                .step(single.integrator, density, single.metric, single.step_size);
+            let mut request = single.begin();
+            while let Some(kind) = request {
+                single.evaluate_alone(density, kind);
+                request = single.resume();
+            }
             return;
         }
         self.requests.clear();
-        for s in steppers.iter_mut() {
-            self.requests
-                .push(Some(s.integrator.begin(s.point, s.metric, s.step_size)));
-        }
+        self.requests.extend(walkers.iter_mut().map(W::begin));
         loop {
             let pending = |kind| self.requests.contains(&Some(kind));
             let kinds = [
@@ -69,49 +151,38 @@ impl Lockstep {
                         .filter(|(_, r)| **r == Some(kind))
                         .map(|(i, _)| i),
                 );
-                self.evaluate(density, kind, steppers);
+                self.evaluate(density, kind, walkers);
             }
-            for (s, request) in steppers.iter_mut().zip(&mut self.requests) {
+            for (w, request) in walkers.iter_mut().zip(&mut self.requests) {
                 if request.is_some() {
-                    *request = s.integrator.resume(s.point, s.metric, s.step_size);
+                    *request = w.resume();
                 }
             }
         }
     }
 
-    /// Evaluates the points of `self.rows` (all asking for `kind`) in one call.
-    fn evaluate<L: LogDensity + ?Sized, I: Integrator>(
+    /// Evaluates the walkers of `self.rows` (all asking for `kind`) in one call.
+    fn evaluate<L: LogDensity + ?Sized, W: Walker>(
         &mut self,
         density: &L,
         kind: Evaluation,
-        steppers: &mut [Stepper<'_, I>],
+        walkers: &mut [W],
     ) {
-        let rows = self.rows.len();
         if kind == Evaluation::Auxiliary {
-            let mut owner: Option<&I> = None;
-            let mut points: Vec<&mut PhasePoint> = Vec::with_capacity(rows);
-            for (i, s) in steppers.iter_mut().enumerate() {
-                if self.requests[i] == Some(kind) {
-                    owner.get_or_insert(&*s.integrator);
-                    points.push(&mut *s.point);
-                }
-            }
-            if let Some(integrator) = owner {
-                if integrator.evaluate_auxiliary(&mut points).is_err() {
-                    points.iter_mut().for_each(|p| p.log_density = f64::NAN);
-                }
-            }
+            W::evaluate_auxiliary(walkers, &self.rows);
             return;
         }
-        let dim = steppers[self.rows[0]].point.dim();
+        let rows = self.rows.len();
+        let dim = walkers[self.rows[0]].position().len();
         self.positions.resize(rows * dim, 0.0);
         self.values.resize(rows, 0.0);
         for (row, &i) in self.rows.iter().enumerate() {
-            self.positions[row * dim..(row + 1) * dim].copy_from_slice(&steppers[i].point.position);
+            self.positions[row * dim..(row + 1) * dim].copy_from_slice(walkers[i].position());
         }
         let positions = &self.positions[..rows * dim];
         let values = &mut self.values[..rows];
-        let ok = if kind == Evaluation::ValueAndGradient {
+        let with_gradient = kind == Evaluation::ValueAndGradient;
+        let ok = if with_gradient {
             self.gradients.resize(rows * dim, 0.0);
             density
                 .log_density_and_gradient(positions, values, &mut self.gradients[..rows * dim])
@@ -120,13 +191,12 @@ impl Lockstep {
             density.log_density(positions, values).is_ok()
         };
         for (row, &i) in self.rows.iter().enumerate() {
-            let point = &mut *steppers[i].point;
-            point.log_density = if ok { self.values[row] } else { f64::NAN };
-            if ok && kind == Evaluation::ValueAndGradient {
-                point
-                    .gradient
-                    .copy_from_slice(&self.gradients[row * dim..(row + 1) * dim]);
-            }
+            let gradient: &[f64] = if with_gradient {
+                &self.gradients[row * dim..(row + 1) * dim]
+            } else {
+                &[]
+            };
+            walkers[i].receive(kind, ok.then_some((self.values[row], gradient)));
         }
     }
 }

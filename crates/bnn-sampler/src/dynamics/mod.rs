@@ -3,23 +3,30 @@
 //! An integrator advances one phase point by a signed step `ε` in stages: `begin` moves the point
 //! as far as it can without new values and names the evaluation it needs at `point.position`;
 //! after the evaluation `resume` continues, and either asks for another one or ends the step.
-//! One evaluation per step (the leapfrog), two (McLachlan's scheme) or a varying number (the
-//! fixed-point rounds of a generalized leapfrog) all fit, and the same integrator runs alone
-//! (`PhasePoint::step`) or batched across chains (`Lockstep`), one density call per round.
+//! One evaluation per step (the leapfrog, the pseudo-marginal flow–kick–flow) or several all fit,
+//! and the same integrator runs alone (`PhasePoint::step`) or batched across chains
+//! (`Lockstep`), one density call per round.
 //!
-//! Integrators that need something besides the density's value and gradient (a surrogate force,
-//! a position-dependent metric's factor) own it and answer `Evaluation::Auxiliary` themselves in
-//! `evaluate_auxiliary`, batched over every point that asked in the round; the results go into
-//! each point's `auxiliary` cache.
+//! Integrators that need something besides the density's value and gradient (a surrogate force)
+//! own it and answer `Evaluation::Auxiliary` themselves in `evaluate_auxiliary`, batched over
+//! every point that asked in the round; the results go into each point's `auxiliary` cache.
+//!
+//! Beside the seam: the isokinetic (microcanonical) dynamics, whose multi-step paths also run
+//! through `Lockstep`, and the generalized leapfrog of manifold stochastic dynamics with its
+//! fixed-point solver, which moves under a position-dependent metric one chain at a time (see
+//! `generalized_leapfrog` for why it is not an `Integrator`).
 
+pub mod fixed_point;
+pub mod generalized_leapfrog;
 pub mod isokinetic;
+pub mod isokinetic_path;
 mod leapfrog;
 mod lockstep;
 pub mod pseudo_marginal;
 pub mod surrogate;
 
 pub use leapfrog::{kick, kick_and_drift, Leapfrog};
-pub use lockstep::{Lockstep, Stepper};
+pub use lockstep::{Lockstep, Stepper, Walker};
 
 use std::fmt;
 
@@ -35,7 +42,8 @@ pub enum Evaluation {
     ValueAndGradient,
     /// `log p(q)` into `log_density` only (`gradient` is left as it is).
     Value,
-    /// The integrator's own quantity at the point (`Integrator::evaluate_auxiliary`).
+    /// The integrator's own quantity at the point (`Integrator::evaluate_auxiliary`: a
+    /// surrogate's force).
     Auxiliary,
 }
 
@@ -132,32 +140,43 @@ impl PhasePoint {
     ) {
         let mut request = integrator.begin(self, metric, step_size);
         loop {
-            let failed = match request {
-                Evaluation::ValueAndGradient => {
-                    match density.evaluate(&self.position, &mut self.gradient) {
-                        Ok(value) => {
-                            self.log_density = value;
-                            false
-                        }
-                        Err(_) => true,
-                    }
-                }
-                Evaluation::Value => match density.value(&self.position) {
+            self.evaluate_for(&*integrator, density, request);
+            match integrator.resume(self, metric, step_size) {
+                Some(next) => request = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Evaluates what `integrator` asked for at the point, in place; a failure leaves the log
+    /// density NaN.
+    pub(crate) fn evaluate_for<I: Integrator, L: LogDensity + ?Sized>(
+        &mut self,
+        integrator: &I,
+        density: &L,
+        request: Evaluation,
+    ) {
+        let failed = match request {
+            Evaluation::ValueAndGradient => {
+                match density.evaluate(&self.position, &mut self.gradient) {
                     Ok(value) => {
                         self.log_density = value;
                         false
                     }
                     Err(_) => true,
-                },
-                Evaluation::Auxiliary => integrator.evaluate_auxiliary(&mut [&mut *self]).is_err(),
-            };
-            if failed {
-                self.log_density = f64::NAN;
+                }
             }
-            match integrator.resume(self, metric, step_size) {
-                Some(next) => request = next,
-                None => return,
-            }
+            Evaluation::Value => match density.value(&self.position) {
+                Ok(value) => {
+                    self.log_density = value;
+                    false
+                }
+                Err(_) => true,
+            },
+            Evaluation::Auxiliary => integrator.evaluate_auxiliary(&mut [&mut *self]).is_err(),
+        };
+        if failed {
+            self.log_density = f64::NAN;
         }
     }
 

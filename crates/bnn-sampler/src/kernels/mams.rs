@@ -16,7 +16,8 @@ use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
 use crate::adaptation::{TunedParams, Tuner};
 use crate::draw_stats::DrawStats;
 use crate::draw_stats::{KernelStats, StatColumn};
-use crate::dynamics::isokinetic::{integrate_paths, IsokineticPath, PathBatch};
+use crate::dynamics::isokinetic_path::{IsokineticPath, PathStepper};
+use crate::dynamics::Lockstep;
 use crate::error::SamplerError;
 use crate::kernels::mclmc::random_direction;
 use crate::kernels::mclmc::MICROCANONICAL_STATS;
@@ -115,7 +116,7 @@ impl MamsConfig {
             max_num_steps: self.max_num_steps,
             max_energy_error: self.max_energy_error,
             paths: Vec::new(),
-            batch: PathBatch::default(),
+            lockstep: Lockstep::default(),
         })
     }
 }
@@ -187,7 +188,7 @@ pub struct Mams {
     max_num_steps: usize,
     max_energy_error: f64,
     paths: Vec<IsokineticPath>,
-    batch: PathBatch,
+    lockstep: Lockstep,
 }
 
 impl Kernel for Mams {
@@ -239,12 +240,20 @@ impl BatchKernel for Mams {
                 steps,
             );
         }
-        integrate_paths(
-            density,
-            &mut self.paths,
-            |k| chains[k].params.path_parameters(),
-            &mut self.batch,
-        );
+        let mut walkers: Vec<PathStepper<'_>> = self
+            .paths
+            .iter_mut()
+            .zip(chains.iter())
+            .map(|(path, chain)| {
+                let (step_size, sqrt_cov) = chain.params.path_parameters();
+                PathStepper {
+                    path,
+                    step_size,
+                    sqrt_cov,
+                }
+            })
+            .collect();
+        self.lockstep.step(density, &mut walkers);
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let state = &mut *chain.state;

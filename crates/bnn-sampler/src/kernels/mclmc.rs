@@ -19,9 +19,9 @@ use crate::adaptation::stan_windows::{WarmupConfig, WarmupState};
 use crate::adaptation::{TunedParams, Tuner};
 use crate::draw_stats::DrawStats;
 use crate::draw_stats::{KernelStats, StatColumn};
-use crate::dynamics::isokinetic::{
-    integrate_paths, normalize, refresh_velocity, IsokineticPath, PathBatch,
-};
+use crate::dynamics::isokinetic::{normalize, refresh_velocity};
+use crate::dynamics::isokinetic_path::{IsokineticPath, PathStepper};
+use crate::dynamics::Lockstep;
 use crate::error::SamplerError;
 use crate::kernels::{
     step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams,
@@ -213,7 +213,7 @@ impl SamplerSettings for MclmcConfig {
 #[derive(Clone, Debug, Default)]
 pub struct Mclmc {
     paths: Vec<IsokineticPath>,
-    batch: PathBatch,
+    lockstep: Lockstep,
     noise: Vec<f64>,
 }
 
@@ -262,12 +262,20 @@ impl BatchKernel for Mclmc {
             );
             state.momentum = Some(velocity);
         }
-        integrate_paths(
-            density,
-            &mut self.paths,
-            |k| chains[k].params.path_parameters(),
-            &mut self.batch,
-        );
+        let mut walkers: Vec<PathStepper<'_>> = self
+            .paths
+            .iter_mut()
+            .zip(chains.iter())
+            .map(|(path, chain)| {
+                let (step_size, sqrt_cov) = chain.params.path_parameters();
+                PathStepper {
+                    path,
+                    step_size,
+                    sqrt_cov,
+                }
+            })
+            .collect();
+        self.lockstep.step(density, &mut walkers);
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let epsilon = chain.params.step_size;

@@ -1,10 +1,13 @@
-//! The transition-kernel interface: `init(position) -> state`, `step(rng, state, params) -> (state, info)`.
+//! The transition-kernel interface: `init(position) -> state`,
+//! `step(rng, state, params) -> (state, info)`.
 //!
 //! A new sampler goes here as one file: its config (`#[derive(Config)]` with documented defaults
-//! and `init`, implementing `SamplerSettings`) and one line in the list below; its kernel implements `Kernel` (and `BatchKernel` for lockstep chains, through
-//! `dynamics::Lockstep`), built from the existing parts: an `Integrator` (`dynamics`), a `Metric`
-//! (`metric`), the NUTS `Trajectory` where it builds trees, and a `Tuner` (`adaptation`) for its
-//! warmup. What it keeps between its own transitions goes into `KernelState::carry`.
+//! and `init`, implementing `SamplerSettings`) and one line in the list below; its kernel
+//! implements `Kernel` (and `BatchKernel` for lockstep chains, through `dynamics::Lockstep`),
+//! built from the existing parts: an `Integrator` (`dynamics`), a `Metric` (`metric`), the NUTS
+//! `Trajectory` where it builds trees, and a `Tuner` (`adaptation`) for its warmup. What a chain carries between transitions is its `KernelState` (position, log density,
+//! gradient and, for the kernels that persist it, momentum); what a kernel keeps beside it only
+//! saves evaluations (MSD's metric where its chain sits) and changes no number.
 
 mod hmc;
 mod mams;
@@ -18,9 +21,7 @@ mod surrogate_nuts;
 pub use hmc::{Hmc, HmcConfig};
 pub use mams::{Mams, MamsConfig};
 pub use mclmc::{Mclmc, MclmcConfig};
-pub use msd::{
-    msd_transition, MetricAt, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, RiemannianDensity,
-};
+pub use msd::{msd_transition, Msd, MsdConfig, MsdInfo, MsdParams, MsdState};
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
@@ -63,28 +64,9 @@ pub struct KernelState {
     /// some others it is what their next transition needs instead (a surrogate's force, a
     /// pseudo-marginal midpoint's gradient): `Kernel::state_gradient` says which.
     pub gradient: Vec<f64>,
-    /// Momentum carried between transitions; only HMC with partial momentum refresh uses it
-    /// (`None` means "draw a fresh one").
+    /// Momentum carried between transitions: HMC with partial momentum refresh, MSD (Horowitz's
+    /// persistence) and MCLMC (its unit velocity); `None` means "draw a fresh one".
     pub momentum: Option<Vec<f64>>,
-    /// Whatever else a kernel keeps from one transition to the next (checkpointed with the
-    /// chain); empty for the kernels that keep nothing.
-    #[serde(default, skip_serializing_if = "KernelCarry::is_empty")]
-    pub carry: KernelCarry,
-}
-
-/// A kernel's own serializable state between transitions, one variant per kernel that has some.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub enum KernelCarry {
-    /// Nothing beyond position, gradient and momentum (NUTS, HMC, random-walk Metropolis; MCLMC
-    /// keeps its unit velocity in `momentum`).
-    #[default]
-    Empty,
-}
-
-impl KernelCarry {
-    pub fn is_empty(&self) -> bool {
-        matches!(self, KernelCarry::Empty)
-    }
 }
 
 impl KernelState {
@@ -116,7 +98,6 @@ impl KernelState {
             log_density,
             gradient,
             momentum: None,
-            carry: KernelCarry::Empty,
         })
     }
 
