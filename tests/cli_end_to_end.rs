@@ -2463,7 +2463,7 @@ fn study_table3_runs_at_toy_size() {
             "--datasets: mnist is not in Table 3",
         ),
         (vec!["--large-draws"], "--large-draws"),
-        (vec!["--splits", "0"], "--splits must be at least 1"),
+        (vec!["--large-splits", "0"], "--large-splits must be at least 1"),
         (vec!["--draws", "2"], "at least 4"),
         (vec!["--extra", "--epochs many"], "--extra"),
         (vec!["--extra", "--out elsewhere"], "--extra"),
@@ -2526,7 +2526,7 @@ fn study_table3_runs_at_toy_size() {
     // The run is the one `bnn run` makes with the paper's settings: split seed = chain seed.
     let config = std::fs::read_to_string(out.join("yacht-split0").join("config.toml")).unwrap();
     for line in [
-        "hidden = [16, 16]",
+        "split_seed = 0",
         "activation = \"relu\"",
         "prior = \"normal:1\"",
         "standardize = \"full\"",
