@@ -2463,7 +2463,10 @@ fn study_table3_runs_at_toy_size() {
             "--datasets: mnist is not in Table 3",
         ),
         (vec!["--large-draws"], "--large-draws"),
-        (vec!["--large-splits", "0"], "--large-splits must be at least 1"),
+        (
+            vec!["--large-splits", "0"],
+            "--large-splits must be at least 1",
+        ),
         (vec!["--draws", "2"], "at least 4"),
         (vec!["--extra", "--epochs many"], "--extra"),
         (vec!["--extra", "--out elsewhere"], "--extra"),
