@@ -2466,7 +2466,10 @@ fn study_table3_runs_at_toy_size() {
             "--datasets: mnist is not in Table 3",
         ),
         (vec!["--large-draws"], "--large-draws"),
-        (vec!["--splits", "0"], "--splits must be at least 1"),
+        (
+            vec!["--large-splits", "0"],
+            "--large-splits must be at least 1",
+        ),
         (vec!["--draws", "2"], "at least 4"),
         (vec!["--extra", "--epochs many"], "--extra"),
         (vec!["--extra", "--out elsewhere"], "--extra"),
@@ -2533,6 +2536,7 @@ fn study_table3_runs_at_toy_size() {
     // The TOML writer may break arrays over lines: compare without whitespace.
     let compact: String = config.chars().filter(|c| !c.is_whitespace()).collect();
     for setting in [
+        "split_seed=0",
         "hidden=[16,16",
         "activation=\"relu\"",
         "prior=\"normal:1\"",

@@ -162,7 +162,18 @@ fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
     }
     let words: Vec<String> = text.split_whitespace().map(String::from).collect();
     let flags = <Extra as clap::Parser>::try_parse_from(&words)
-        .map_err(|e| anyhow::anyhow!("--extra: {}", e.render().to_string().trim()))?
+        .map_err(|e| {
+            // clap's message without its "error: " and its pointer to a --help that --extra lacks.
+            let text = e.render().to_string();
+            let lines: Vec<&str> = text
+                .trim()
+                .trim_start_matches("error: ")
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+                .collect();
+            anyhow::anyhow!("--extra: {}", lines.join(" "))
+        })?
         .flags;
     let recipe = RunFlags {
         config: flags.config.clone(),
