@@ -32,7 +32,7 @@ pub struct EnsembleConfig {
     #[config(default = 5000)]
     pub epochs: usize,
     /// Adam's learning rate (1e-2: reaches the DEI-MCMC paper's deep-ensemble numbers in 5000
-    /// full-batch steps where 1e-3 under-trains; see `crates/bnn-cli/examples/table3.md`).
+    /// full-batch steps where 1e-3 under-trains; see `crates/bnn-study/results/table3/README.md`).
     #[config(default = 1e-2)]
     pub learning_rate: f64,
     /// Weight decay (the DEI-MCMC reference: 1e-2).

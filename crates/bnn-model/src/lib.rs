@@ -2,13 +2,13 @@
 
 pub mod activation;
 pub mod autodiff_density;
-mod cube_kernels;
-mod cube_network;
 pub mod device;
 mod early_stopping;
 pub mod ensemble;
 pub mod flatten;
-pub mod fused_mlp;
+mod fused;
+/// The fused operation's public face (`set_kernel_threads`, the program types).
+pub use fused::fused_mlp;
 pub mod layout;
 pub mod likelihood;
 pub mod metrics;
@@ -16,12 +16,10 @@ pub mod mlp;
 pub mod model;
 pub mod module_posterior;
 pub mod observations;
-mod ops_gradient;
 pub mod posterior;
 pub mod predictive;
 pub mod prior;
 pub mod store;
-mod terms;
 
 pub use activation::Activation;
 pub use autodiff_density::AutodiffLogDensity;

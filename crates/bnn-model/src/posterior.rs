@@ -1,7 +1,7 @@
 //! Posteriors over flat parameter vectors: the trait, and the built-in batched MLP posterior.
 
 use crate::flatten::layout_of;
-use crate::fused_mlp::{FusedMlp, FusedProgram, LayerOffsets};
+use crate::fused::fused_mlp::{FusedMlp, FusedProgram, LayerOffsets};
 use crate::layout::{ParameterKind, ParameterLayout};
 use crate::model::BnnConfig;
 use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
@@ -95,9 +95,9 @@ impl From<DataShapeError> for PosteriorError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GradientPath {
-    /// The fused operation with a handwritten backward ([`crate::fused_mlp`]): the host kernel
+    /// The fused operation with a handwritten backward ([`crate::fused::fused_mlp`]): the host kernel
     /// on the CPU backends (Flex, NdArray), one kernel per call on wgpu
-    /// ([`crate::fused_mlp::FusedProgram::DeviceKernel`]; the tensor program where it does not apply).
+    /// ([`crate::fused::fused_mlp::FusedProgram::DeviceKernel`]; the tensor program where it does not apply).
     #[default]
     Auto,
     /// The fused operation as batched backend tensor operations on every device (on the CPU

@@ -14,56 +14,38 @@
 //!   module as a `bnn_model::ModulePosterior`; sample from its members with
 //!   [`SamplerSection::sampler_config`].
 
-mod config_file;
-mod dei_mcmc;
-mod draw_reader;
-mod draw_store;
-mod early_stop;
-mod evaluation;
-mod kernel_settings;
-mod legacy_config;
-mod linear_baseline;
-mod map_ensemble;
-mod merge;
-mod model_spec;
-mod posterior_pass;
-mod predictions;
-mod prepared_data;
-mod progress;
-mod run_config;
-mod run_diagnostics;
-mod run_dir;
-mod sampling;
-mod shard;
-mod stored_chains;
-mod trained_ensemble;
+mod analysis;
+mod cluster;
+mod config;
+mod run;
+mod storage;
 
-pub use config_file::SECTIONS;
-pub use dei_mcmc::{DeiMcmc, RunOutcome, RunReport};
-pub use draw_store::{cmdstan_names, ChainSampling, Checkpoint};
-pub use evaluation::{CalibrationPoint, Evaluation, RunSummary, TargetSummary};
-pub use kernel_settings::{
+pub use analysis::evaluation::{CalibrationPoint, Evaluation, RunSummary, TargetSummary};
+pub use analysis::linear_baseline::{LinearBaseline, LinearMetrics};
+pub use analysis::posterior_pass::{PointSummary, PosteriorPass, BAND_LEVELS, LEVELS};
+pub use analysis::predictions::Predictions;
+pub use analysis::run_diagnostics::{
+    AcceptanceDrift, GroupSummary, RunDiagnostics, SamplerWarnings, CRHAT_WARN, ESS_WARN, RHAT_WARN,
+};
+pub use cluster::merge::{merge_shards, ShardSet};
+pub use cluster::shard::{config_hash, data_hash, Shard, ShardManifest};
+pub use config::config_file::SECTIONS;
+pub use config::kernel_settings::{
     kernel_setting_name, samplers_with, KernelSettings, MCLMC_START_TRAJECTORY_LENGTH,
     SETTING_FLAGS,
 };
-pub use legacy_config::check_mclmc_fractions;
-pub use linear_baseline::{LinearBaseline, LinearMetrics};
-pub use map_ensemble::{MapEnsemble, MapEnsembleConfig};
-pub use merge::{merge_shards, ShardSet};
-pub use model_spec::{parse_hidden, parse_layer_prior, parse_likelihood};
-pub use posterior_pass::{PointSummary, PosteriorPass, BAND_LEVELS, LEVELS};
-pub use predictions::Predictions;
-pub use prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
-pub use progress::{ChainIteration, Progress, ProgressEvent, Silent, Stage};
-pub use run_config::{
+pub use config::legacy_config::check_mclmc_fractions;
+pub use config::model_spec::{parse_hidden, parse_layer_prior, parse_likelihood};
+pub use config::run_config::{
     DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection, SamplerSection,
     SamplingIdentity, Standardize,
 };
-pub use run_diagnostics::{
-    AcceptanceDrift, GroupSummary, RunDiagnostics, SamplerWarnings, CRHAT_WARN, ESS_WARN, RHAT_WARN,
-};
-pub use run_dir::{write_atomic, write_json, RunDir};
-pub use sampling::Sampling;
-pub use shard::{config_hash, data_hash, Shard, ShardManifest};
-pub use stored_chains::{check_draw_count, count_draw_rows, stored_checkpoint};
-pub use trained_ensemble::{TrainedEnsemble, TrainingStopped};
+pub use run::dei_mcmc::{DeiMcmc, RunOutcome, RunReport};
+pub use run::map_ensemble::{MapEnsemble, MapEnsembleConfig};
+pub use run::prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
+pub use run::progress::{ChainIteration, Progress, ProgressEvent, Silent, Stage};
+pub use run::sampling::Sampling;
+pub use run::trained_ensemble::{TrainedEnsemble, TrainingStopped};
+pub use storage::draw_store::{cmdstan_names, ChainSampling, Checkpoint};
+pub use storage::run_dir::{write_atomic, write_json, RunDir};
+pub use storage::stored_chains::{check_draw_count, count_draw_rows, stored_checkpoint};

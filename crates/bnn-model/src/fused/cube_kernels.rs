@@ -1,6 +1,6 @@
 //! CubeCL kernels for the elementwise parts of the fused MLP program on GPU runtimes.
 //!
-//! [`crate::ops_gradient`] writes the forward and handwritten backward as backend tensor
+//! [`crate::fused::ops_gradient`] writes the forward and handwritten backward as backend tensor
 //! operations; on a GPU each of them is a kernel launch and a trip through memory. Two kernels
 //! fuse the elementwise runs of that program:
 //! - `bias_activation`: `z = (h W) + b`, `a = φ(z)`, `φ'(z)` in one pass (instead of 4–7 ops);
@@ -19,7 +19,7 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-/// Comptime codes of the hidden activations (shared with [`crate::cube_network`]).
+/// Comptime codes of the hidden activations (shared with [`crate::fused::cube_network`]).
 pub(crate) const TANH: u32 = 0;
 pub(crate) const SIGMOID: u32 = 1;
 pub(crate) const RELU: u32 = 2;
@@ -342,7 +342,7 @@ pub(crate) fn head(
     Some((row_ll, grad))
 }
 
-impl crate::ops_gradient::FusedStages for Cube {
+impl crate::fused::ops_gradient::FusedStages for Cube {
     fn max_tensor_bytes(tensor: &CubeTensor) -> Option<u64> {
         Some(tensor.client.properties().memory.max_page_size)
     }
@@ -358,9 +358,10 @@ impl crate::ops_gradient::FusedStages for Cube {
             .flatten();
         match fused {
             Some((a, d)) => (a, Some(d)),
-            None => {
-                crate::ops_gradient::activate::<Cube>(Cube::float_add(product, bias), activation)
-            }
+            None => crate::fused::ops_gradient::activate::<Cube>(
+                Cube::float_add(product, bias),
+                activation,
+            ),
         }
     }
 
@@ -376,14 +377,14 @@ impl crate::ops_gradient::FusedStages for Cube {
         match head(out.clone(), y_rows, spec.head) {
             Some((row_ll, grad)) => {
                 let ll = Cube::float_reshape(Cube::float_sum_dim(row_ll, 1), Shape::new([c]));
-                let constant = crate::ops_gradient::head_constant(spec.head, n, k);
+                let constant = crate::fused::ops_gradient::head_constant(spec.head, n, k);
                 (
                     Cube::float_add_scalar(ll, burn::backend::Scalar::Float(constant)),
                     grad,
                     None,
                 )
             }
-            None => crate::ops_gradient::head::<Cube>(spec, out, y, theta),
+            None => crate::fused::ops_gradient::head::<Cube>(spec, out, y, theta),
         }
     }
 }

@@ -4,8 +4,8 @@
 //! `algorithm` names, exactly as the runs that wrote them built their sampler, so an old run
 //! directory resumes (its draws go on bit for bit) and is written back in the current shape.
 
-use crate::kernel_settings::{KernelSettings, MCLMC_START_TRAJECTORY_LENGTH};
-use crate::run_config::{Init, SamplerSection};
+use crate::config::kernel_settings::{KernelSettings, MCLMC_START_TRAJECTORY_LENGTH};
+use crate::config::run_config::{Init, SamplerSection};
 use anyhow::{bail, Result};
 use bnn_sampler::SamplerSettings;
 use bnn_sampler::{

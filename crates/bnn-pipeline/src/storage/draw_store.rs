@@ -9,9 +9,9 @@
 //! uninterrupted one, whenever the interruption came (even in the middle of writing a row).
 //! Memory stays O(chains · D) however long the run.
 
-use crate::early_stop::EarlyStop;
-use crate::progress::{ChainIteration, Progress, ProgressEvent};
-use crate::run_dir::{write_atomic, RunDir};
+use crate::run::early_stop::EarlyStop;
+use crate::run::progress::{ChainIteration, Progress, ProgressEvent};
+use crate::storage::run_dir::{write_atomic, RunDir};
 use anyhow::{bail, Context, Result};
 use bnn_model::ParameterLayout;
 use bnn_sampler::{ChainState, Draw, DrawSink, DrawStats, SinkError, StatColumn, StatKind};

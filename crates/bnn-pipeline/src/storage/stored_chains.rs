@@ -1,8 +1,8 @@
 //! What a run directory's checkpoints say of its draws files: how many draws each chain kept and
 //! why chains differ in length, so that a cut draws file is an error, never a silent loss.
 
-use crate::draw_store::Checkpoint;
-use crate::run_dir::RunDir;
+use crate::storage::draw_store::Checkpoint;
+use crate::storage::run_dir::RunDir;
 use anyhow::{bail, Context as _, Result};
 use std::io::{BufRead, BufReader};
 use std::path::Path;

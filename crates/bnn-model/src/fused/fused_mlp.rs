@@ -11,7 +11,7 @@
 //! Three programs compute the pair ([`FusedProgram`]): the host kernel of `bnn-kernels` (CPU
 //! backends only), one CubeCL kernel per call (the `cube_network` module, the default on wgpu
 //! where it covers the model) and the same forward/handwritten backward as batched backend tensor
-//! operations ([`crate::ops_gradient`], every backend; wgpu's fallback).
+//! operations ([`crate::fused::ops_gradient`], every backend; wgpu's fallback).
 //!
 //! Why: the plain tensor graph of a small BNN spends most of its time in scalar `tanhf`/`expf`
 //! and per-operation overhead (see the issue-6 note); the host kernel is 5–10× faster on the CPU.
@@ -44,8 +44,8 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::LocalKey;
 
-use crate::ops_gradient::{self, DeviceTensors};
-pub use crate::terms::Terms;
+use crate::fused::ops_gradient::{self, DeviceTensors};
+pub use crate::fused::terms::Terms;
 
 /// Which program computes the fused value and gradient.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,7 +215,7 @@ impl FusedMlp {
                 "the device kernel runs on the CubeCL devices (wgpu), not on {device:?}"
             )));
         }
-        let covered = crate::cube_network::covers(self.inner.kernel.spec());
+        let covered = crate::fused::cube_network::covers(self.inner.kernel.spec());
         self.program = if program == FusedProgram::DeviceKernel && !covered {
             FusedProgram::TensorOps
         } else {
@@ -338,7 +338,7 @@ impl FusedMlp {
         if self.program == FusedProgram::DeviceKernel {
             let data = self.device_tensors::<Cube>(&theta.device(), theta.dtype());
             let spec = self.inner.kernel.spec();
-            if let Some(result) = crate::cube_network::evaluate(
+            if let Some(result) = crate::fused::cube_network::evaluate(
                 spec,
                 &data,
                 self.inner.prior.constant,

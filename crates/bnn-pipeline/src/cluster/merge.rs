@@ -1,12 +1,12 @@
 //! `bnn merge`: joins the shard directories of a cluster run into one run directory, after checking they belong together.
 
-use crate::dei_mcmc::{DeiMcmc, RunReport};
-use crate::draw_store::{ChainSampling, Checkpoint};
-use crate::progress::{Progress, Silent};
-use crate::run_dir::{write_atomic, write_json, RunDir};
-use crate::sampling::Sampling;
-use crate::shard::{config_hash, ShardManifest};
-use crate::stored_chains::{check_draw_count, count_draw_rows};
+use crate::cluster::shard::{config_hash, ShardManifest};
+use crate::run::dei_mcmc::{DeiMcmc, RunReport};
+use crate::run::progress::{Progress, Silent};
+use crate::run::sampling::Sampling;
+use crate::storage::draw_store::{ChainSampling, Checkpoint};
+use crate::storage::run_dir::{write_atomic, write_json, RunDir};
+use crate::storage::stored_chains::{check_draw_count, count_draw_rows};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::load_parameters;
 use serde_json::{json, Value};

@@ -6,8 +6,8 @@
 //! random stream `(seed, c)` and its start (ensemble member `c mod M`), so its files are the
 //! bytes the whole run writes for it. `bnn merge` checks the manifests and joins the shards.
 
-use crate::prepared_data::PreparedData;
-use crate::run_config::RunConfig;
+use crate::config::run_config::RunConfig;
+use crate::run::prepared_data::PreparedData;
 use anyhow::{bail, Context as _, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

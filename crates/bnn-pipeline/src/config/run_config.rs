@@ -1,7 +1,7 @@
 //! The configuration of a run: one Burn `Config` per `run.toml` section, kept as each run directory's `config.toml`.
 
-use crate::kernel_settings::{kernel_setting_name, KernelSettings};
-use crate::model_spec::{parse_layer_prior, parse_likelihood};
+use crate::config::kernel_settings::{kernel_setting_name, KernelSettings};
+use crate::config::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
 use bnn_sampler::{

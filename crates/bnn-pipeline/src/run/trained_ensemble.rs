@@ -1,8 +1,8 @@
 //! A run's deep ensemble: trained with Burn's Adam and saved as safetensors, or read back.
 
-use crate::dei_mcmc::DeiMcmc;
-use crate::progress::{ProgressEvent, Stage};
-use crate::run_dir::write_json;
+use crate::run::dei_mcmc::DeiMcmc;
+use crate::run::progress::{ProgressEvent, Stage};
+use crate::storage::run_dir::write_json;
 use anyhow::{bail, Context as _, Result};
 use bnn_model::{load_parameters, save_parameters, EnsembleConfig, TrainedMember};
 use serde_json::{json, Value};

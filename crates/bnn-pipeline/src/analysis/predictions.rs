@@ -1,9 +1,9 @@
 //! The posterior predictive pass over a run's stored draws, and `predictions.csv` from it.
 
-use crate::dei_mcmc::DeiMcmc;
-use crate::posterior_pass::{run_pass, PosteriorPass, BAND_LEVELS, LEVELS};
-use crate::progress::{ProgressEvent, Stage};
-use crate::run_dir::write_atomic;
+use crate::analysis::posterior_pass::{run_pass, PosteriorPass, BAND_LEVELS, LEVELS};
+use crate::run::dei_mcmc::DeiMcmc;
+use crate::run::progress::{ProgressEvent, Stage};
+use crate::storage::run_dir::write_atomic;
 use anyhow::{anyhow, Result};
 use bnn_model::HostData;
 use std::path::PathBuf;

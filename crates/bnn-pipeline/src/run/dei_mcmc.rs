@@ -1,15 +1,15 @@
 //! The DEI-MCMC run object: one run's config, data, posterior and directory, and `run()` for all its steps.
 
-use crate::evaluation::Evaluation;
-use crate::predictions::Predictions;
-use crate::prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
-use crate::progress::{Progress, Silent};
-use crate::run_config::{Init, RunConfig};
-use crate::run_diagnostics::RunDiagnostics;
-use crate::run_dir::{write_json, RunDir};
-use crate::sampling::Sampling;
-use crate::shard::Shard;
-use crate::trained_ensemble::TrainedEnsemble;
+use crate::analysis::evaluation::Evaluation;
+use crate::analysis::predictions::Predictions;
+use crate::analysis::run_diagnostics::RunDiagnostics;
+use crate::cluster::shard::Shard;
+use crate::config::run_config::{Init, RunConfig};
+use crate::run::prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
+use crate::run::progress::{Progress, Silent};
+use crate::run::sampling::Sampling;
+use crate::run::trained_ensemble::TrainedEnsemble;
+use crate::storage::run_dir::{write_json, RunDir};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_data::Dataset;
 use bnn_model::{AutodiffLogDensity, BnnConfig, MlpPosterior, ParameterLayout, Posterior};
@@ -297,7 +297,7 @@ impl DeiMcmc {
     }
 
     pub(crate) fn write_layout(&self) -> Result<()> {
-        let value = json!({ "dim": self.layout.dim(), "entries": serde_json::to_value(&self.layout.entries)?, "columns": crate::draw_store::cmdstan_names(&self.layout) });
+        let value = json!({ "dim": self.layout.dim(), "entries": serde_json::to_value(&self.layout.entries)?, "columns": crate::storage::draw_store::cmdstan_names(&self.layout) });
         write_json(&self.dir.layout(), &value)
     }
 }

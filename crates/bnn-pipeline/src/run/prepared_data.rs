@@ -1,7 +1,7 @@
 //! From a dataset name, or rows in memory, to standardized train/test data ready for a posterior.
 
-use crate::model_spec::parse_likelihood;
-use crate::run_config::{DataSection, RunConfig, Standardize};
+use crate::config::model_spec::parse_likelihood;
+use crate::config::run_config::{DataSection, RunConfig, Standardize};
 use anyhow::{bail, Context, Result};
 use bnn_data::{
     split_at_row, standardize_features_only, standardize_split, train_test_split,

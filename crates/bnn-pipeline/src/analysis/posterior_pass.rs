@@ -3,9 +3,9 @@
 //! sampler statistics. Draws are read in chunks; memory is O(chunk · N_test) plus the
 //! predictive samples kept for the interval quantiles (capped, see `MAX_PREDICTIVE_VALUES`).
 
-use crate::draw_reader::for_each_stored_draw;
-use crate::run_dir::RunDir;
-use crate::stored_chains::{check_draw_count, count_draw_rows};
+use crate::storage::draw_reader::for_each_stored_draw;
+use crate::storage::run_dir::RunDir;
+use crate::storage::stored_chains::{check_draw_count, count_draw_rows};
 use anyhow::Result;
 use bnn_diagnostics::CumulativeLppd;
 use bnn_model::{
@@ -219,7 +219,7 @@ pub fn run_pass(
         .map(|m| rhat(m))
         .filter(|r| r.is_finite())
         .collect();
-    let pointwise_ess_median = crate::run_diagnostics::median(
+    let pointwise_ess_median = crate::analysis::run_diagnostics::median(
         point_means
             .iter()
             .filter(|m| !m[0].is_empty())

@@ -1,8 +1,8 @@
 //! Convergence diagnostics of a run's draws or a long-format CSV, with the chains that never moved.
 
-use crate::run_config::RunConfig;
-use crate::run_dir::{write_atomic, RunDir};
-use crate::stored_chains::{check_draw_count, unequal_lengths_reason};
+use crate::config::run_config::RunConfig;
+use crate::storage::run_dir::{write_atomic, RunDir};
+use crate::storage::stored_chains::{check_draw_count, unequal_lengths_reason};
 use anyhow::{anyhow, bail, Context, Result};
 use bnn_diagnostics::{
     read_long_draws_csv, serialize_non_finite, summarize_all, DrawsCsvError, ParameterSummary,

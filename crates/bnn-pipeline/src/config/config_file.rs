@@ -1,7 +1,7 @@
 //! Reading `run.toml`/`config.toml`: keys left out keep their defaults, an unknown key names file, line and the valid keys.
 
-use crate::legacy_config::{LegacySamplerSection, LEGACY_KEYS};
-use crate::run_config::RunConfig;
+use crate::config::legacy_config::{LegacySamplerSection, LEGACY_KEYS};
+use crate::config::run_config::RunConfig;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::de::DeserializeOwned;
 use serde::Serialize;

@@ -1,13 +1,13 @@
 //! Running a run's chains from their warm starts, streaming draws and checkpoints; resuming a stopped run.
 
-use crate::dei_mcmc::DeiMcmc;
-use crate::draw_reader::for_each_stored_draw;
-use crate::draw_store::{ChainSampling, Checkpoint, DrawStore};
-use crate::early_stop::EarlyStop;
-use crate::progress::{ProgressEvent, Stage};
-use crate::run_config::Init;
-use crate::run_dir::write_json;
-use crate::shard::ShardManifest;
+use crate::cluster::shard::ShardManifest;
+use crate::config::run_config::Init;
+use crate::run::dei_mcmc::DeiMcmc;
+use crate::run::early_stop::EarlyStop;
+use crate::run::progress::{ProgressEvent, Stage};
+use crate::storage::draw_reader::for_each_stored_draw;
+use crate::storage::draw_store::{ChainSampling, Checkpoint, DrawStore};
+use crate::storage::run_dir::write_json;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{initial_parameters, load_parameters};
 use bnn_sampler::{ChainStart, RunStatus, SamplerSettings};
@@ -253,7 +253,7 @@ impl DeiMcmc {
         }
         write_json(&self.dir.sampling(), &record)?;
         if let Some(manifest) = &mut manifest {
-            manifest.finished = Some(crate::shard::unix_now());
+            manifest.finished = Some(crate::cluster::shard::unix_now());
             write_json(
                 &self.dir.shard_manifest(),
                 &serde_json::to_value(&*manifest)?,

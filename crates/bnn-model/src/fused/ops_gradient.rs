@@ -4,15 +4,15 @@
 //! other CubeCL runtimes), and an alternative on the CPU backends. Forward and backward run as
 //! one program of `[C, N, ·]` batched products and elementwise operations on the backend's own
 //! primitives: no autodiff graph is recorded, nothing is read back, and the result enters Burn's
-//! autodiff as the single node of [`crate::fused_mlp`].
+//! autodiff as the single node of [`crate::fused::fused_mlp`].
 //!
 //! Why: the plain autodiff graph of the same network issues its forward operations, records
 //! them, then replays one backward operation per forward one (plus the slicing and reshaping of
 //! θ into weights). Here the backward reuses the activation derivatives saved in the forward and
 //! slices θ once per layer; every operation is still batched across the C chains.
 
+use crate::fused::terms::Terms;
 use crate::prior::PriorCoefficients;
-use crate::terms::Terms;
 use bnn_kernels::{KernelActivation, KernelHead, KernelSpec};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{get_or_init_device_settings, Backend, Scalar, TensorMetadata};
@@ -340,7 +340,7 @@ pub(crate) fn head<B: Backend>(
 }
 
 /// The elementwise stages of the program, which a backend may replace with fused kernels
-/// (the CubeCL backend does, see [`crate::cube_kernels`]); the defaults are tensor operations.
+/// (the CubeCL backend does, see [`crate::fused::cube_kernels`]); the defaults are tensor operations.
 pub(crate) trait FusedStages: Backend {
     /// `product` `[C, N, H]` + `bias` `[C, 1, H]` → (φ(z), φ'(z); `None`: identically 1).
     fn bias_activation(

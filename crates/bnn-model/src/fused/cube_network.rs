@@ -1,10 +1,10 @@
 //! The whole MLP log density and its gradient as one CubeCL kernel (wgpu and the other GPU
 //! runtimes): one cube per chain, one launch per call.
 //!
-//! Why: the tensor program of [`crate::ops_gradient`] issues a few dozen kernels per call and
+//! Why: the tensor program of [`crate::fused::ops_gradient`] issues a few dozen kernels per call and
 //! moves every `[C, N, width]` activation through device memory. On an H100 it cost ~2 ms per
 //! call at any C ≤ 64 and ~10 µs per chain-gradient beyond (concrete, 16-16 tanh): 0.2 TFLOP/s,
-//! far from the card (examples/benchmarks/h100/README.md). Here a cube keeps its chain's θ in
+//! far from the card (bench/h100/README.md). Here a cube keeps its chain's θ in
 //! shared memory and walks the training rows in blocks of R rows:
 //!
 //! 1. **row phase** (thread r = row r of the block): forward through every layer, the head's
@@ -21,8 +21,8 @@
 //! columns. Shared memory holds D + R (A + D + 1) values; a net too large for the device's
 //! shared memory (or the learned-σ head) goes to the tensor program instead.
 
-use crate::ops_gradient::DeviceTensors;
-use crate::terms::Terms;
+use crate::fused::ops_gradient::DeviceTensors;
+use crate::fused::terms::Terms;
 use bnn_kernels::{KernelHead, KernelSpec};
 use burn::backend::Cube;
 use burn::tensor::Shape;
@@ -31,11 +31,11 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use crate::cube_kernels::{
+use crate::fused::cube_kernels::{
     activate, activation_code, elem_type, hetero_log_sd, FIXED, HETERO_EXP, HETERO_SOFTPLUS,
 };
 
-/// The categorical head's comptime code (the regression heads' are [`crate::cube_kernels`]').
+/// The categorical head's comptime code (the regression heads' are [`crate::fused::cube_kernels`]').
 const CATEGORICAL: u32 = 3;
 
 /// Rows per block (= threads per cube), largest first: the first whose tables fit the device's
@@ -539,7 +539,7 @@ pub(crate) fn evaluate(
     };
     let (_, slope) = activation_code(spec.activation);
     let outputs = spec.layers.last()?.d_out;
-    let mut constant = crate::ops_gradient::head_constant(spec.head, rows, outputs);
+    let mut constant = crate::fused::ops_gradient::head_constant(spec.head, rows, outputs);
     if terms == Terms::Posterior {
         constant += prior_constant;
     }

@@ -1,7 +1,7 @@
 //! The files of a run directory, in one place, and atomic writes (temporary file + rename) so a
 //! crash or `kill -9` never leaves a half-written config, checkpoint or summary behind.
 
-use crate::run_config::RunConfig;
+use crate::config::run_config::RunConfig;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 

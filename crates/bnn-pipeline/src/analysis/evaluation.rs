@@ -1,14 +1,14 @@
 //! A run's metrics against the deep-ensemble and linear baselines, into `summary.json`.
 
-use crate::dei_mcmc::DeiMcmc;
-use crate::linear_baseline::LinearBaseline;
-use crate::posterior_pass::{
+use crate::analysis::linear_baseline::LinearBaseline;
+use crate::analysis::posterior_pass::{
     calibration_error, coverage_at, ensemble_metrics, PosteriorPass, LEVELS,
 };
-use crate::predictions::Predictions;
-use crate::progress::{ProgressEvent, Stage};
-use crate::run_config::Init;
-use crate::run_dir::{write_atomic, write_json};
+use crate::analysis::predictions::Predictions;
+use crate::config::run_config::Init;
+use crate::run::dei_mcmc::DeiMcmc;
+use crate::run::progress::{ProgressEvent, Stage};
+use crate::storage::run_dir::{write_atomic, write_json};
 use anyhow::{anyhow, Result};
 use bnn_diagnostics::serialize_non_finite;
 use bnn_model::BnnConfig;
