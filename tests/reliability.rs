@@ -61,8 +61,12 @@ const B: [(&str, &str); 9] = [
 /// `bnn <command>` with B's flags, each replaced by `extra`'s value where `extra` gives it.
 fn with_b(command: &str, extra: &[&str], out: &Path) -> Vec<String> {
     let mut args = vec![command.to_string()];
+    // `--max-depth` is NUTS's setting: another sampler would refuse it.
+    let other_sampler = extra
+        .windows(2)
+        .any(|w| w[0] == "--sampler" && w[1] != "nuts");
     for (flag, value) in B {
-        if !extra.contains(&flag) {
+        if !extra.contains(&flag) && !(other_sampler && flag == "--max-depth") {
             args.extend([flag.to_string(), value.to_string()]);
         }
     }

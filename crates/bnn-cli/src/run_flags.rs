@@ -3,10 +3,10 @@
 use anyhow::Result;
 use bnn_model::GradientPath;
 use bnn_pipeline::{
-    check_mclmc_fractions, parse_hidden, Init, KernelSettings, RunConfig, RunDir, SamplerSection,
-    Standardize,
+    check_mclmc_fractions, parse_hidden, samplers_with, Init, KernelSettings, RunConfig, RunDir,
+    SamplerSection, Standardize,
 };
-use bnn_sampler::AlgorithmConfig;
+use bnn_sampler::{AlgorithmConfig, MclmcConfig, SamplerSettings};
 use bnn_sampler::{MetricEstimate, SamplerSettings, StepSizeSearch};
 
 /// Whole recipes behind `--preset`.
@@ -357,13 +357,22 @@ impl RunFlags {
         Ok(explicit)
     }
 
+    /// The sampler the flags choose: `--sampler`, else the one `--preset` implies. An old flat
+    /// `--config` file's settings are read for it (as they were before the settings nested).
+    fn chosen_sampler(&self) -> Option<&str> {
+        self.sampler.as_deref().or(match self.preset {
+            Some(Preset::Mile) => Some(MclmcConfig::NAME),
+            None => None,
+        })
+    }
+
     /// Defaults, then `--config`, then the flags. A budget (warmup, draws, thin) that neither
     /// a flag, the file nor `--preset` sets is the chosen sampler's own default
     /// (`SamplerSettings::default_budget`: MCLMC runs at MILE's, the others at DEI-MCMC's).
     pub fn resolve(&self) -> Result<RunConfig> {
         let (base, file_keys) = match &self.config {
             Some(path) => (
-                RunConfig::from_toml_file(path)?,
+                RunConfig::from_toml_file_for_sampler(path, self.chosen_sampler())?,
                 RunConfig::keys_in_toml_file(path)?,
             ),
             None => (RunConfig::new(), Vec::new()),
@@ -452,10 +461,10 @@ impl RunFlags {
         let s = &mut config.sampler;
         if let Some(name) = &f.sampler {
             // Another sampler starts from its own defaults; the same one keeps the file's settings.
-            if s.algorithm.name() != name {
-                s.algorithm =
-                    KernelSettings::named(name).map_err(|e| anyhow::anyhow!("--sampler: {e}"))?;
-            }
+            s.algorithm = s
+                .algorithm
+                .switched_to(name)
+                .map_err(|e| anyhow::anyhow!("--sampler: {e}"))?;
         }
         set(&mut s.init, &f.init);
         if f.init_from.is_some() {
@@ -588,9 +597,17 @@ impl RunFlags {
                     "phase2_fraction",
                     Value::Float(fractions[1]),
                 ));
-            } else {
+            } else if s.algorithm.has("tune_fractions") || lenient {
                 let list = fractions.into_iter().map(Value::Float).collect();
                 settings.push(("--tune-fractions", "tune_fractions", Value::Array(list)));
+            } else {
+                let mut have = samplers_with("phase1_fraction");
+                have.extend(samplers_with("tune_fractions"));
+                anyhow::bail!(
+                    "--tune-fractions: {} has no warmup phases to share out ({} have)",
+                    s.algorithm.name(),
+                    have.join(", ")
+                );
             }
         }
         for (flag, key, value) in settings {
@@ -600,18 +617,6 @@ impl RunFlags {
             s.algorithm
                 .set(key, value.clone())
                 .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-            // A fixed-step run takes exactly L steps, however many (the kernel's default cap is 1024).
-            if key == "num_steps" && s.algorithm.has("max_num_steps") {
-                let cap = s
-                    .algorithm
-                    .get("max_num_steps")
-                    .and_then(|v| v.as_integer())
-                    .unwrap_or(0);
-                let steps = value.as_integer().unwrap_or(0);
-                s.algorithm
-                    .set("max_num_steps", Value::Integer(cap.max(steps)))
-                    .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-            }
         }
         Ok(())
     }
@@ -781,6 +786,69 @@ mod tests {
             (50_000, 300, 10),
             "a key of the file wins"
         );
+    }
+
+    /// Flags over an old flat `--config` file act as they did before the settings nested: the
+    /// file's keys reach the sampler `--sampler` or `--preset` chooses.
+    #[test]
+    fn flags_over_an_old_flat_file_keep_its_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("old.toml");
+        std::fs::write(
+            &file,
+            "[sampler]\nalgorithm = \"nuts\"\ntarget_accept = 0.6\nleapfrog_steps = 2000\ntrajectory_length = 20.0\n",
+        )
+        .unwrap();
+        let resolved = |sampler: Option<&str>, preset: Option<Preset>| {
+            RunFlags {
+                config: Some(file.clone()),
+                sampler: sampler.map(String::from),
+                preset,
+                ..RunFlags::default()
+            }
+            .resolve()
+            .unwrap()
+            .sampler
+            .algorithm
+            .0
+        };
+        match resolved(Some("hmc"), None) {
+            bnn_sampler::AlgorithmConfig::Hmc(hmc) => assert_eq!(
+                (hmc.num_steps, hmc.max_num_steps, hmc.target_accept),
+                (2000, 2000, 0.6)
+            ),
+            other => panic!("{other:?}"),
+        }
+        match resolved(None, Some(Preset::Mile)) {
+            bnn_sampler::AlgorithmConfig::Mclmc(mclmc) => {
+                assert_eq!(mclmc.initial_trajectory_length, Some(20.0))
+            }
+            other => panic!("{other:?}"),
+        }
+        // The current shape: a file's MCLMC settings survive the preset too.
+        std::fs::write(
+            &file,
+            "[sampler.algorithm]\nname = \"mclmc\"\ninitial_trajectory_length = 20.0\n",
+        )
+        .unwrap();
+        match resolved(None, Some(Preset::Mile)) {
+            bnn_sampler::AlgorithmConfig::Mclmc(mclmc) => {
+                assert_eq!(mclmc.initial_trajectory_length, Some(20.0))
+            }
+            other => panic!("{other:?}"),
+        }
+        // And a file's step count beyond the default cap is taken whole.
+        std::fs::write(
+            &file,
+            "[sampler.algorithm]\nname = \"hmc\"\nnum_steps = 2000\n",
+        )
+        .unwrap();
+        match resolved(None, None) {
+            bnn_sampler::AlgorithmConfig::Hmc(hmc) => {
+                assert_eq!((hmc.num_steps, hmc.max_num_steps), (2000, 2000))
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

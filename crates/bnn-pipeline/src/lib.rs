@@ -34,7 +34,7 @@ pub use config::kernel_settings::{
     kernel_setting_name, samplers_with, KernelSettings, MCLMC_START_TRAJECTORY_LENGTH,
     SETTING_FLAGS,
 };
-pub use config::legacy_config::check_mclmc_fractions;
+pub use config::legacy_config::{check_mclmc_fractions, legacy_config_hash};
 pub use config::model_spec::{parse_hidden, parse_layer_prior, parse_likelihood};
 pub use config::run_config::{
     DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection, SamplerSection,

@@ -127,3 +127,30 @@ fn the_nested_table_names_its_errors() {
         assert!(message.contains(expected), "{text:?}: {message}");
     }
 }
+
+/// A shard's `shard.json` written before the settings nested holds the hash of the flat shape's
+/// sampling identity; `bnn merge` recognizes it from the shard's (still flat) config.toml.
+#[test]
+fn a_flat_shards_recorded_config_hash_is_recognized() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/legacy-shard-nuts.toml");
+    // `config_hash` in that shard's shard.json, written by `bnn run --shard 0/2` at 72a92a6.
+    assert_eq!(
+        bnn_pipeline::legacy_config_hash(&path).as_deref(),
+        Some("997fea204067f3b56de105f3ee5379d29b186ca86189615c36ce2b6c49d8a4c4")
+    );
+    let current = RunConfig::from_toml_file(&path).unwrap();
+    assert_ne!(
+        bnn_pipeline::config_hash(&current),
+        "997fea204067f3b56de105f3ee5379d29b186ca86189615c36ce2b6c49d8a4c4"
+    );
+    // A file in the current shape has no flat hash.
+    let text = current.to_toml().unwrap();
+    let dir = std::env::temp_dir().join(format!("bnn-legacy-hash-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), text).unwrap();
+    assert_eq!(
+        bnn_pipeline::legacy_config_hash(&dir.join("config.toml")),
+        None
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

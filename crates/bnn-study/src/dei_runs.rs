@@ -5,9 +5,10 @@
 use crate::StudyInterrupted;
 use anyhow::{bail, Context as _, Result};
 use bnn_pipeline::{
-    parse_hidden, prepare, DeiMcmc, Preparation, Progress, ProgressEvent, RunConfig, RunDir,
-    RunOutcome, Standardize,
+    parse_hidden, prepare, DeiMcmc, KernelSettings, Preparation, Progress, ProgressEvent,
+    RunConfig, RunDir, RunOutcome, Standardize,
 };
+use bnn_sampler::{NutsConfig, SamplerSettings};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -188,4 +189,15 @@ pub fn number(value: &serde_json::Value, key: &str) -> f64 {
 /// A JSON file of a run directory, if it is there and parses.
 pub fn read_json(path: &Path) -> Option<serde_json::Value> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+}
+
+/// NUTS with tree depth `depth`: `settings` if they are NUTS's (an `--extra --config` file's
+/// target acceptance stays), else NUTS's run defaults.
+pub fn nuts_with_depth(settings: &KernelSettings, depth: usize) -> KernelSettings {
+    let mut nuts = settings
+        .switched_to(NutsConfig::NAME)
+        .expect("NUTS is registered");
+    nuts.set("max_tree_depth", toml::Value::Integer(depth as i64))
+        .expect("NUTS has a tree depth");
+    nuts
 }

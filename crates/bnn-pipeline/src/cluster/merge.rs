@@ -1,6 +1,7 @@
 //! `bnn merge`: joins the shard directories of a cluster run into one run directory, after checking they belong together.
 
 use crate::cluster::shard::{config_hash, ShardManifest};
+use crate::config::legacy_config::legacy_config_hash;
 use crate::run::dei_mcmc::{DeiMcmc, RunReport};
 use crate::run::progress::{Progress, Silent};
 use crate::run::sampling::Sampling;
@@ -35,8 +36,15 @@ impl ShardSet {
             if !path.exists() {
                 bail!("{} is not a shard directory (no shard.json): run `bnn run --shard i/n --out {}` first", dir.display(), dir.display());
             }
-            let manifest = ShardManifest::load(&path)?;
+            let mut manifest = ShardManifest::load(&path)?;
             let stored = config_hash(&run_dir.load_config()?);
+            // A shard written before the sampler's settings nested recorded the hash of the
+            // flat shape; its config.toml is still that shape and reads as the same config.
+            let written_flat =
+                legacy_config_hash(&run_dir.config()).as_ref() == Some(&manifest.config_hash);
+            if written_flat {
+                manifest.config_hash = stored.clone();
+            }
             if stored != manifest.config_hash {
                 bail!("{}: config.toml does not match its shard.json (config hash {stored} vs {}); the directory was edited", dir.display(), manifest.config_hash);
             }

@@ -19,9 +19,22 @@ impl RunConfig {
         Self::from_toml_str(&text, &path.display().to_string())
     }
 
+    /// Reads a TOML config for a run of the sampler `sampler` (if given): a `[sampler]` section
+    /// in the old flat shape is read as that sampler's settings, as flags over such a file
+    /// always did; the current shape is read as it is.
+    pub fn from_toml_file_for_sampler(path: &Path, sampler: Option<&str>) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config {}", path.display()))?;
+        Self::parse_toml(&text, &path.display().to_string(), sampler)
+    }
+
     /// Parses a TOML config; keys left out keep their defaults. `origin` names the text in
     /// errors: `config <origin>: line L: unknown key `draw` in [sampler]; valid keys: ...`.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self> {
+        Self::parse_toml(text, origin, None)
+    }
+
+    fn parse_toml(text: &str, origin: &str, sampler: Option<&str>) -> Result<Self> {
         let at = |span: Option<std::ops::Range<usize>>| {
             format!("config {origin}: line {}", line_of(text, span))
         };
@@ -73,8 +86,12 @@ impl RunConfig {
                                     now.map_or("a key", |(_, new)| new)
                                 );
                             }
-                            context
-                                .merge(&LegacySamplerSection::new(), &entries)?
+                            let mut legacy =
+                                context.merge(&LegacySamplerSection::new(), &entries)?;
+                            if let Some(name) = sampler {
+                                legacy.algorithm = name.to_string();
+                            }
+                            legacy
                                 .into_current()
                                 .map_err(|e| anyhow!("{}: {e}", at(span.clone())))?
                         }

@@ -99,20 +99,37 @@ impl KernelSettings {
             })
     }
 
+    /// The sampler called `name`: these settings if it is this one, else its BNN defaults (a
+    /// switch of sampler keeps nothing of the other's settings).
+    pub fn switched_to(&self, name: &str) -> Result<Self, String> {
+        if self.name() == name {
+            Ok(self.clone())
+        } else {
+            Self::named(name)
+        }
+    }
+
     /// The sampler's name.
     pub fn name(&self) -> &'static str {
         self.0.name()
     }
 
-    /// This sampler's settings as a TOML table (NaN and infinities kept), keyed by field.
+    /// This sampler's settings as a TOML table (NaN and infinities kept), keyed by field;
+    /// empty if they cannot be written as TOML (see [`KernelSettings::try_table`]).
     pub fn table(&self) -> toml::Table {
+        self.try_table().unwrap_or_default()
+    }
+
+    /// This sampler's settings as a TOML table, or why they cannot be one (an integer setting
+    /// beyond TOML's 64-bit range).
+    pub fn try_table(&self) -> Result<toml::Table, String> {
         let tag = self.tag();
-        match toml::Value::try_from(&self.0) {
-            Ok(toml::Value::Table(mut outer)) => match outer.remove(tag) {
-                Some(toml::Value::Table(inner)) => inner,
-                _ => toml::Table::new(),
+        match toml::Value::try_from(&self.0).map_err(|e| e.to_string())? {
+            toml::Value::Table(mut outer) => match outer.remove(tag) {
+                Some(toml::Value::Table(inner)) => Ok(inner),
+                _ => Err(format!("{} settings are not a table", self.name())),
             },
-            _ => toml::Table::new(),
+            other => Err(format!("{} settings are not a table: {other}", self.name())),
         }
     }
 
@@ -163,6 +180,13 @@ impl KernelSettings {
                 self.name(),
                 self.keys().join(", ")
             ));
+        }
+        // A fixed-step sampler takes exactly `num_steps` steps, however many: its cap follows.
+        if let (Some(steps), Some(cap)) = (
+            (key == "num_steps").then(|| value.as_integer()).flatten(),
+            table.get("max_num_steps").and_then(|v| v.as_integer()),
+        ) {
+            table.insert("max_num_steps".into(), toml::Value::Integer(cap.max(steps)));
         }
         table.insert(key.to_string(), value);
         self.0 = self
@@ -224,7 +248,9 @@ impl PartialEq for KernelSettings {
 
 impl Serialize for KernelSettings {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let table = self.table();
+        let table = self
+            .try_table()
+            .map_err(<S::Error as serde::ser::Error>::custom)?;
         let mut map = serializer.serialize_map(Some(table.len() + 1))?;
         map.serialize_entry("name", self.name())?;
         for (key, value) in &table {

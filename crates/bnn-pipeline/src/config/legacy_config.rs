@@ -5,7 +5,7 @@
 //! directory resumes (its draws go on bit for bit) and is written back in the current shape.
 
 use crate::config::kernel_settings::{KernelSettings, MCLMC_START_TRAJECTORY_LENGTH};
-use crate::config::run_config::{Init, SamplerSection};
+use crate::config::run_config::{Init, RunConfig, SamplerSection};
 use anyhow::{bail, Result};
 use bnn_sampler::SamplerSettings;
 use bnn_sampler::{
@@ -13,7 +13,8 @@ use bnn_sampler::{
     RandomWalkConfig, StepSizeSearch,
 };
 use burn::config::Config;
-use std::path::PathBuf;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
 
 /// The keys only the flat shape has, each with where its value lives now.
 pub(crate) const LEGACY_KEYS: [(&str, &str); 13] = [
@@ -260,4 +261,52 @@ pub fn check_mclmc_fractions(fractions: &[f64]) -> Result<()> {
         bail!("--tune-fractions (config key `tune_fractions`) must be three shares in [0, 1] summing to 1 (phases 1, 2, 3 of the MCLMC warmup), got {fractions:?}");
     }
     Ok(())
+}
+
+/// The config hash a shard's `shard.json` recorded when `config.toml` (at `path`) was written
+/// in the flat shape: SHA-256 of the `Debug` text of that version's sampling identity, whose
+/// sampler section printed as `SamplerSection { algorithm: Nuts, .. }`. `None` for a file in
+/// the current shape or one that does not read.
+pub fn legacy_config_hash(path: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut table: toml::Table = toml::from_str(&text).ok()?;
+    let sampler = table.remove("sampler")?;
+    let flat = sampler
+        .as_table()?
+        .keys()
+        .any(|key| LEGACY_KEYS.iter().any(|(old, _)| old == key));
+    if !flat {
+        return None;
+    }
+    let legacy = LegacySamplerSection::deserialize(sampler)
+        .ok()?
+        .with_checkpoint_every(0);
+    let config = RunConfig::from_toml_file(path).ok()?;
+    let variant = match legacy.algorithm.as_str() {
+        "nuts" => "Nuts",
+        "hmc" => "Hmc",
+        "rwm" => "Rwm",
+        "mclmc" => "Mclmc",
+        "mams" => "Mams",
+        "msd" => "Msd",
+        _ => return None,
+    };
+    let sampler = format!("{legacy:?}")
+        .replacen("LegacySamplerSection {", "SamplerSection {", 1)
+        .replacen(
+            &format!("algorithm: {:?}", legacy.algorithm),
+            &format!("algorithm: {variant}"),
+            1,
+        );
+    let device = config
+        .device_name()
+        .map(|d| d.concrete().to_string())
+        .unwrap_or_default();
+    let identity = format!(
+        "({:?}, {:?}, {:?}, {sampler}, {device:?})",
+        config.data, config.model, config.ensemble
+    );
+    let digest = Sha256::digest(identity.as_bytes());
+    Some(digest.iter().map(|b| format!("{b:02x}")).collect())
 }

@@ -317,9 +317,15 @@ impl RunConfig {
     /// checkpoint every 1000 steps. Chains run on threads: on 2 CPU cores that took 42 s on yacht
     /// where one batched `[12, D]` call per step took 81 s (add `batched = true` on a GPU).
     pub fn with_mile_sampling(mut self) -> Self {
+        // A file's MCLMC settings stay; another sampler's do not carry over.
+        let mclmc = self
+            .sampler
+            .algorithm
+            .switched_to(MclmcConfig::NAME)
+            .expect("MCLMC is registered");
         self.sampler = self
             .sampler
-            .with_algorithm(KernelSettings::named(MclmcConfig::NAME).expect("MCLMC is registered"))
+            .with_algorithm(mclmc)
             .with_warmup(50_000)
             .with_draws(10_000)
             .with_thin(10)
@@ -436,7 +442,27 @@ impl RunConfig {
         if setting("num_steps").and_then(|v| v.as_integer()) == Some(0) {
             bail!("{} must be at least 1", kernel_setting_name("num_steps"));
         }
+        if let Some(length) = setting("initial_trajectory_length").and_then(|v| v.as_float()) {
+            if !(length > 0.0) {
+                bail!(
+                    "{} must be positive, got {length}",
+                    kernel_setting_name("initial_trajectory_length")
+                );
+            }
+        }
         let name = s.algorithm.name();
+        // An optional setting left unset where a run's default sets it would read back from
+        // config.toml as that default (TOML has no "unset"): the resumed run would differ.
+        let run_defaults = KernelSettings::named(name).map_err(|e| anyhow!(e))?.table();
+        if let Some((key, default)) = run_defaults
+            .iter()
+            .find(|(key, _)| s.algorithm.get(key).is_none())
+        {
+            bail!(
+                "{} is unset, which config.toml cannot record (it would read back as the run default {default}); give it a value",
+                kernel_setting_name(key)
+            );
+        }
         if s.adapt && s.warmup == 0 {
             bail!(
                 "--warmup 0 leaves {name} unadapted (its step size would stay at its starting value and most draws diverge or are rejected); \

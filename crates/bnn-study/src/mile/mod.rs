@@ -20,12 +20,12 @@
 mod report;
 
 use crate::dei_runs::{
-    check_dataset, finish_run, paper_model_config, write_study_record, ExtraRunFlags, RunEnd,
-    RunsProgress,
+    check_dataset, finish_run, nuts_with_depth, paper_model_config, write_study_record,
+    ExtraRunFlags, RunEnd, RunsProgress,
 };
 use anyhow::{bail, Context as _, Result};
-use bnn_pipeline::{KernelSettings, RunConfig, RunDir};
-use bnn_sampler::{MclmcConfig, NutsConfig, SamplerSettings};
+use bnn_pipeline::{RunConfig, RunDir};
+use bnn_sampler::{MclmcConfig, SamplerSettings};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -56,13 +56,16 @@ impl MileSampler {
         let s = &mut config.sampler;
         match self {
             MileSampler::DeiNuts => {
-                s.algorithm = NutsConfig::new().with_max_tree_depth(10).into();
+                // NUTS's other settings (an `--extra --config` file's) stay.
+                s.algorithm = nuts_with_depth(&s.algorithm, 10);
                 s.warmup = 100;
                 s.draws = 1000;
             }
             MileSampler::Mile => {
-                s.algorithm =
-                    KernelSettings::named(MclmcConfig::NAME).expect("MCLMC is registered");
+                s.algorithm = s
+                    .algorithm
+                    .switched_to(MclmcConfig::NAME)
+                    .expect("MCLMC is registered");
                 s.warmup = 50_000;
                 s.draws = 10_000;
                 s.thin = 10;

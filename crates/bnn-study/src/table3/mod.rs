@@ -134,9 +134,8 @@ impl Table3Config {
         paper_model_config(&self.extra, dataset, split, split, |c| {
             c.sampler.warmup = budget.warmup;
             c.sampler.draws = budget.draws;
-            c.sampler.algorithm = bnn_sampler::NutsConfig::new()
-                .with_max_tree_depth(budget.max_depth as u32)
-                .into();
+            c.sampler.algorithm =
+                crate::dei_runs::nuts_with_depth(&c.sampler.algorithm, budget.max_depth);
         })
     }
 
