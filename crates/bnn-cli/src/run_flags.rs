@@ -3,11 +3,10 @@
 use anyhow::Result;
 use bnn_model::GradientPath;
 use bnn_pipeline::{
-    check_mclmc_fractions, parse_hidden, samplers_with, Init, KernelSettings, RunConfig, RunDir,
-    SamplerSection, Standardize,
+    check_mclmc_fractions, parse_hidden, samplers_with, Init, RunConfig, RunDir, SamplerSection,
+    Standardize,
 };
-use bnn_sampler::{AlgorithmConfig, MclmcConfig, SamplerSettings};
-use bnn_sampler::{MetricEstimate, SamplerSettings, StepSizeSearch};
+use bnn_sampler::{AlgorithmConfig, MclmcConfig, MetricEstimate, SamplerSettings, StepSizeSearch};
 
 /// Whole recipes behind `--preset`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
