@@ -66,7 +66,8 @@ fn with_b(command: &str, extra: &[&str], out: &Path) -> Vec<String> {
         .windows(2)
         .any(|w| w[0] == "--sampler" && w[1] != "nuts");
     for (flag, value) in B {
-        if !extra.contains(&flag) && !(other_sampler && flag == "--max-depth") {
+        let nuts_only = other_sampler && flag == "--max-depth";
+        if !(extra.contains(&flag) || nuts_only) {
             args.extend([flag.to_string(), value.to_string()]);
         }
     }
