@@ -818,6 +818,12 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
+        // (MCLMC has no acceptance target: an old file for it never held one.)
+        std::fs::write(
+            &file,
+            "[sampler]\nalgorithm = \"nuts\"\ntrajectory_length = 20.0\n",
+        )
+        .unwrap();
         match resolved(None, Some(Preset::Mile)) {
             bnn_sampler::AlgorithmConfig::Mclmc(mclmc) => {
                 assert_eq!(mclmc.initial_trajectory_length, Some(20.0))
