@@ -191,6 +191,8 @@ fn run_writes_everything_and_the_stages_alone_give_the_same_run() {
         "rhat_test_loglik",
         "rhat_test_rmse",
         "pointwise_predictive_rhat_max",
+        "sampling_gradients",
+        "warmup_gradients",
     ] {
         assert!(
             summary[key].as_f64().is_some_and(f64::is_finite),
@@ -198,6 +200,16 @@ fn run_writes_everything_and_the_stages_alone_give_the_same_run() {
             summary[key]
         );
     }
+    // The warmup's gradients: every chain's adaptation rows, n_leapfrog__ summed.
+    let warmup_gradients: f64 = (0..2)
+        .map(|c| {
+            let (header, rows) = read_csv(&a.join(format!("adaptation_chain_{c}.csv")));
+            let col = header.iter().position(|h| h == "n_leapfrog__").unwrap();
+            rows.iter().map(|r| r[col]).sum::<f64>()
+        })
+        .sum();
+    assert!(warmup_gradients > 0.0);
+    assert_eq!(summary["warmup_gradients"].as_f64(), Some(warmup_gradients));
     for key in [
         "dataset",
         "split_seed",

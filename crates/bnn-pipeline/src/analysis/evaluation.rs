@@ -113,6 +113,10 @@ pub struct RunSummary {
     /// Gradient evaluations of the sampling phase (warmup excluded): the cost behind those ESS.
     /// Counted on the stored draws and multiplied by `thin` (an estimate when thinning).
     pub sampling_gradients: f64,
+    /// Gradient evaluations of the warmup: `n_leapfrog__` summed over every chain's
+    /// `adaptation_chain_<c>.csv` (the step-size search's few trial steps not included). `None`
+    /// without those files (a run with no warmup, or one whose files are gone).
+    pub warmup_gradients: Option<f64>,
     pub seconds_ensemble: Option<f64>,
     pub seconds_warmup: Option<f64>,
     pub seconds_sampling: Option<f64>,
@@ -130,6 +134,25 @@ impl DeiMcmc {
     /// `cumulative_lppd.csv`; needs finished sampling (`sampling.json`).
     pub fn evaluate(&self, predictions: &Predictions) -> Result<Evaluation> {
         self.evaluate_pass(&predictions.pass)
+    }
+
+    /// Gradient evaluations of the warmup, from the adaptation files of the chains this
+    /// directory holds (see [`RunSummary::warmup_gradients`]).
+    fn warmup_gradients(&self) -> Option<f64> {
+        let mut total = 0.0;
+        let mut found = false;
+        for chain in 0..self.config.chains() {
+            let Ok(text) = std::fs::read_to_string(self.dir.adaptation(chain)) else {
+                continue;
+            };
+            let mut lines = text.lines();
+            let column = lines.next()?.split(',').position(|c| c == "n_leapfrog__")?;
+            total += lines
+                .filter_map(|l| l.split(',').nth(column)?.parse::<f64>().ok())
+                .sum::<f64>();
+            found = true;
+        }
+        found.then_some(total)
     }
 
     /// [`DeiMcmc::evaluate`] from a pass without predictions written.
@@ -264,6 +287,7 @@ impl DeiMcmc {
             ess_test_loglik: pass.ess_test_loglik,
             pointwise_predictive_ess_median: pass.pointwise_ess_median,
             sampling_gradients: pass.gradients * self.config.sampler.thin.max(1) as f64,
+            warmup_gradients: self.warmup_gradients(),
             seconds_ensemble: sampling["seconds_ensemble"].as_f64(),
             seconds_warmup: sampling["seconds_warmup"].as_f64(),
             seconds_sampling: sampling["seconds_sampling"].as_f64(),
