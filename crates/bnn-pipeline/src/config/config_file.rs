@@ -1,5 +1,6 @@
 //! Reading `run.toml`/`config.toml`: keys left out keep their defaults, an unknown key names file, line and the valid keys.
 
+use crate::config::kernel_settings::KernelSettings;
 use crate::config::legacy_config::{LegacySamplerSection, LEGACY_KEYS};
 use crate::config::run_config::RunConfig;
 use anyhow::{anyhow, bail, Context, Result};
@@ -73,7 +74,14 @@ impl RunConfig {
                         .iter()
                         .find(|(key, ..)| LEGACY_KEYS.iter().any(|(old, _)| old == key));
                     config.sampler = match legacy {
-                        None => context.merge(&defaults.sampler, &entries)?,
+                        None => {
+                            if let Some(inner) =
+                                table.get("algorithm").and_then(|i| i.as_table_like())
+                            {
+                                check_sampler_table(inner, &at)?;
+                            }
+                            context.merge(&defaults.sampler, &entries)?
+                        }
                         Some((key, _, span)) => {
                             if let Some((_, toml::Value::Table(_), _)) =
                                 entries.iter().find(|(k, ..)| k == "algorithm")
@@ -178,6 +186,30 @@ impl<F: Fn(Option<std::ops::Range<usize>>) -> String> SectionContext<'_, F> {
     }
 }
 
+/// Reads `[sampler.algorithm]` key by key, so that an error names the line of its own key
+/// (the section's merge would name the table's header).
+fn check_sampler_table(
+    table: &dyn toml_edit::TableLike,
+    at: &dyn Fn(Option<std::ops::Range<usize>>) -> String,
+) -> Result<()> {
+    let span = |key: &str| table.key(key).and_then(|k| k.span());
+    let name = match table.get("name").map(toml_value).transpose()? {
+        Some(toml::Value::String(name)) => name,
+        // The merge says what is wrong with a missing or mistyped name.
+        _ => return Ok(()),
+    };
+    let mut settings = KernelSettings::named(&name)
+        .map_err(|e| anyhow!("{}: [sampler.algorithm] {e}", at(span("name"))))?;
+    for (key, item) in table.iter().filter(|(key, _)| *key != "name") {
+        let value = toml_value(item)
+            .map_err(|e| anyhow!("{}: `{key}` in [sampler.algorithm]: {e}", at(span(key))))?;
+        settings
+            .set(key, value)
+            .map_err(|e| anyhow!("{}: [sampler.algorithm] {e}", at(span(key))))?;
+    }
+    Ok(())
+}
+
 /// A `toml_edit` value as a `toml` value, through its TOML text.
 fn toml_value(item: &Item) -> Result<toml::Value> {
     // A nested table (`[sampler.algorithm]`) is written as an inline one first.
@@ -255,6 +287,27 @@ mod tests {
                 message.contains(&format!("{key},")) || message.ends_with(key),
                 "{key} missing: {message}"
             );
+        }
+    }
+
+    #[test]
+    fn an_error_in_the_samplers_table_names_its_own_line() {
+        for (text, expected) in [
+            (
+                "[sampler]\nwarmup = 10\n\n[sampler.algorithm]\nname = \"nuts\"\n\nmax_tree_depth = \"x\"\n",
+                "config f: line 7: [sampler.algorithm] `max_tree_depth`: invalid type",
+            ),
+            (
+                "[sampler.algorithm]\nname = \"nuts\"\npersistence = 0.5\n",
+                "config f: line 3: [sampler.algorithm] nuts has no setting `persistence` (msd has it)",
+            ),
+            (
+                "[sampler.algorithm]\n\nname = \"gibbs\"\n",
+                "config f: line 3: [sampler.algorithm] unknown sampler `gibbs`",
+            ),
+        ] {
+            let message = format!("{:#}", RunConfig::from_toml_str(text, "f").unwrap_err());
+            assert!(message.starts_with(expected), "{text:?}: {message}");
         }
     }
 

@@ -215,6 +215,24 @@ pub struct SamplerSection {
 }
 
 impl SamplerSection {
+    /// The section for `sampler` at that sampler's own budget (`SamplerSettings::default_budget`:
+    /// MCLMC at MILE's 50,000 + 10,000 kept every 10th, the others at DEI-MCMC's 100 + 1000),
+    /// as `bnn run --sampler NAME` gives it; the other settings at their defaults.
+    ///
+    /// ```
+    /// use bnn_pipeline::{KernelSettings, SamplerSection};
+    /// let mclmc = SamplerSection::for_sampler(KernelSettings::named("mclmc").unwrap());
+    /// assert_eq!((mclmc.warmup, mclmc.draws, mclmc.thin), (50_000, 10_000, 10));
+    /// ```
+    pub fn for_sampler(sampler: KernelSettings) -> Self {
+        let budget = sampler.0.default_budget();
+        Self::new()
+            .with_algorithm(sampler)
+            .with_warmup(budget.warmup)
+            .with_draws(budget.draws)
+            .with_thin(budget.thin)
+    }
+
     /// The sampler this section describes, with `threads` worker threads (`None`: all cores).
     pub fn sampler_config(&self, threads: Option<usize>) -> SamplerConfig {
         let warmup = if self.adapt {
