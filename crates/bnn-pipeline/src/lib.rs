@@ -31,8 +31,8 @@ pub use cluster::merge::{merge_shards, ShardSet};
 pub use cluster::shard::{config_hash, data_hash, Shard, ShardManifest};
 pub use config::config_file::SECTIONS;
 pub use config::kernel_settings::{
-    kernel_setting_name, samplers_with, KernelSettings, MCLMC_START_TRAJECTORY_LENGTH,
-    SETTING_FLAGS,
+    kernel_setting_name, samplers_with, KernelSettings, SettingsError,
+    MCLMC_START_TRAJECTORY_LENGTH, SETTING_FLAGS,
 };
 pub use config::legacy_config::{check_mclmc_fractions, legacy_config_hash};
 pub use config::model_spec::{parse_hidden, parse_layer_prior, parse_likelihood};

@@ -85,23 +85,54 @@ pub fn samplers_with(key: &str) -> Vec<&'static str> {
         .collect()
 }
 
+/// What is wrong with a sampler's settings; each message names the sampler and the key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("unknown sampler `{0}`; the samplers are {}", AlgorithmConfig::NAMES.join(", "))]
+    UnknownSampler(String),
+    #[error("{sampler} has no setting `{key}`{}; its settings are {}", holders(.holders), .settings.join(", "))]
+    NoSuchSetting {
+        sampler: &'static str,
+        key: String,
+        /// The registered samplers that do have it.
+        holders: Vec<&'static str>,
+        /// The settings this sampler has.
+        settings: Vec<String>,
+    },
+    #[error("`{key}`: {message}")]
+    InvalidValue { key: String, message: String },
+    #[error("[sampler.algorithm] needs `name`, one of {}", AlgorithmConfig::NAMES.join(", "))]
+    MissingName,
+    #[error("`name` must be a sampler's name, got {0}")]
+    NameNotText(String),
+    #[error("{sampler}'s settings cannot be written as TOML: {message}")]
+    NotWritable {
+        sampler: &'static str,
+        message: String,
+    },
+}
+
+/// ` (msd has it)`: who has a setting, for [`SettingsError::NoSuchSetting`].
+fn holders(samplers: &[&str]) -> String {
+    match samplers {
+        [] => String::new(),
+        [one] => format!(" ({one} has it)"),
+        many => format!(" ({} have it)", many.join(", ")),
+    }
+}
+
 impl KernelSettings {
     /// The sampler called `name` (`nuts`, `mclmc`, ...) with the defaults a BNN run uses; the
     /// error lists the registered names.
-    pub fn named(name: &str) -> Result<Self, String> {
+    pub fn named(name: &str) -> Result<Self, SettingsError> {
         AlgorithmConfig::named(name)
             .map(|settings| Self(bnn_defaults(settings)))
-            .ok_or_else(|| {
-                format!(
-                    "unknown sampler `{name}`; the samplers are {}",
-                    AlgorithmConfig::NAMES.join(", ")
-                )
-            })
+            .ok_or_else(|| SettingsError::UnknownSampler(name.to_string()))
     }
 
     /// The sampler called `name`: these settings if it is this one, else its BNN defaults (a
     /// switch of sampler keeps nothing of the other's settings).
-    pub fn switched_to(&self, name: &str) -> Result<Self, String> {
+    pub fn switched_to(&self, name: &str) -> Result<Self, SettingsError> {
         if self.name() == name {
             Ok(self.clone())
         } else {
@@ -122,14 +153,15 @@ impl KernelSettings {
 
     /// This sampler's settings as a TOML table, or why they cannot be one (an integer setting
     /// beyond TOML's 64-bit range).
-    pub fn try_table(&self) -> Result<toml::Table, String> {
-        let tag = self.tag();
-        match toml::Value::try_from(&self.0).map_err(|e| e.to_string())? {
-            toml::Value::Table(mut outer) => match outer.remove(tag) {
+    pub fn try_table(&self) -> Result<toml::Table, SettingsError> {
+        let sampler = self.name();
+        let not_writable = |message: String| SettingsError::NotWritable { sampler, message };
+        match toml::Value::try_from(&self.0).map_err(|e| not_writable(e.to_string()))? {
+            toml::Value::Table(mut outer) => match outer.remove(self.tag()) {
                 Some(toml::Value::Table(inner)) => Ok(inner),
-                _ => Err(format!("{} settings are not a table", self.name())),
+                _ => Err(not_writable("not a table".into())),
             },
-            other => Err(format!("{} settings are not a table: {other}", self.name())),
+            other => Err(not_writable(format!("not a table: {other}"))),
         }
     }
 
@@ -158,28 +190,15 @@ impl KernelSettings {
 
     /// Sets one of this sampler's settings; the error names the key, the sampler and, for an
     /// unknown key, the keys it has.
-    pub fn set(&mut self, key: &str, value: toml::Value) -> Result<(), String> {
+    pub fn set(&mut self, key: &str, value: toml::Value) -> Result<(), SettingsError> {
         let mut table = self.table();
         if !self.has(key) {
-            let others = samplers_with(key);
-            let elsewhere = if others.is_empty() {
-                String::new()
-            } else {
-                format!(
-                    " ({} {})",
-                    others.join(", "),
-                    if others.len() == 1 {
-                        "has it"
-                    } else {
-                        "have it"
-                    }
-                )
-            };
-            return Err(format!(
-                "{} has no setting `{key}`{elsewhere}; its settings are {}",
-                self.name(),
-                self.keys().join(", ")
-            ));
+            return Err(SettingsError::NoSuchSetting {
+                sampler: self.name(),
+                key: key.to_string(),
+                holders: samplers_with(key),
+                settings: self.keys(),
+            });
         }
         // A fixed-step sampler takes exactly `num_steps` steps, however many: its cap follows.
         if let (Some(steps), Some(cap)) = (
@@ -191,7 +210,10 @@ impl KernelSettings {
         table.insert(key.to_string(), value);
         self.0 = self
             .with_table(table)
-            .map_err(|e| format!("`{key}`: {e}"))?;
+            .map_err(|message| SettingsError::InvalidValue {
+                key: key.to_string(),
+                message,
+            })?;
         Ok(())
     }
 
@@ -215,16 +237,11 @@ impl KernelSettings {
 
     /// The sampler a `[sampler.algorithm]` table describes: its `name`'s BNN defaults with the
     /// table's other keys put in, one at a time, so that an error names its key.
-    fn from_table(mut table: toml::Table) -> Result<Self, String> {
+    fn from_table(mut table: toml::Table) -> Result<Self, SettingsError> {
         let name = match table.remove("name") {
             Some(toml::Value::String(name)) => name,
-            Some(other) => return Err(format!("`name` must be a sampler's name, got {other}")),
-            None => {
-                return Err(format!(
-                    "[sampler.algorithm] needs `name`, one of {}",
-                    AlgorithmConfig::NAMES.join(", ")
-                ))
-            }
+            Some(other) => return Err(SettingsError::NameNotText(other.to_string())),
+            None => return Err(SettingsError::MissingName),
         };
         let mut settings = Self::named(&name)?;
         for (key, value) in table {
@@ -321,7 +338,8 @@ mod tests {
         }
         let error = nuts
             .set("persistence", toml::Value::Float(0.5))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("nuts has no setting `persistence` (msd has it); its settings are ")
                 && error.contains("max_tree_depth"),
@@ -329,7 +347,8 @@ mod tests {
         );
         let error = nuts
             .set("max_tree_depth", toml::Value::String("deep".into()))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(error.starts_with("`max_tree_depth`: "), "{error}");
         let error = toml::from_str::<toml::Table>("a = { name = \"gibbs\" }")
             .unwrap()
