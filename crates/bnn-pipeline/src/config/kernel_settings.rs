@@ -88,9 +88,9 @@ pub fn samplers_with(key: &str) -> Vec<&'static str> {
 /// What is wrong with a sampler's settings; each message names the sampler and the key.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SettingsError {
-    #[error("unknown sampler `{0}`; the samplers are {}", AlgorithmConfig::NAMES.join(", "))]
-    UnknownSampler(String),
-    #[error("{sampler} has no setting `{key}`{}; its settings are {}", holders(.holders), .settings.join(", "))]
+    #[error("unknown sampler `{name}`; the samplers are {}", AlgorithmConfig::NAMES.join(", "))]
+    UnknownSampler { name: String },
+    #[error("{sampler} has no setting `{key}`{}; its settings are {}", who_has(.holders), .settings.join(", "))]
     NoSuchSetting {
         sampler: &'static str,
         key: String,
@@ -113,7 +113,7 @@ pub enum SettingsError {
 }
 
 /// ` (msd has it)`: who has a setting, for [`SettingsError::NoSuchSetting`].
-fn holders(samplers: &[&str]) -> String {
+fn who_has(samplers: &[&str]) -> String {
     match samplers {
         [] => String::new(),
         [one] => format!(" ({one} has it)"),
@@ -127,7 +127,9 @@ impl KernelSettings {
     pub fn named(name: &str) -> Result<Self, SettingsError> {
         AlgorithmConfig::named(name)
             .map(|settings| Self(bnn_defaults(settings)))
-            .ok_or_else(|| SettingsError::UnknownSampler(name.to_string()))
+            .ok_or_else(|| SettingsError::UnknownSampler {
+                name: name.to_string(),
+            })
     }
 
     /// The sampler called `name`: these settings if it is this one, else its BNN defaults (a
