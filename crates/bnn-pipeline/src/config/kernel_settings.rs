@@ -31,9 +31,9 @@ pub struct KernelSettings(pub AlgorithmConfig);
 /// replaces it with the measured size anyway (see `crates/bnn-study/results/mile/README.md`).
 pub const MCLMC_START_TRAJECTORY_LENGTH: f64 = 1.0;
 
-/// Where a BNN run starts from other settings than the sampler crate's defaults, and why:
-/// MCLMC's first `L` (above) and its preconditioner (on: BNN coordinates differ in scale by
-/// orders of magnitude), HMC's 32 leapfrog steps (16 rarely leave a member's basin).
+/// Where a BNN run starts from other settings than the sampler crate's defaults (which follow
+/// BlackJAX): MCLMC's first `L` (above, measured) and its preconditioner on, HMC's 32 leapfrog
+/// steps: the defaults `bnn run` has had since those samplers landed, kept so that runs repeat.
 fn bnn_defaults(settings: AlgorithmConfig) -> AlgorithmConfig {
     match settings {
         AlgorithmConfig::Mclmc(c) => c
