@@ -4,7 +4,7 @@
 //! call per stage.
 
 use crate::dynamics::isokinetic::{update_velocity_scaled, update_velocity_scaled_and_drift};
-use crate::dynamics::{Evaluation, Walker};
+use crate::dynamics::{Evaluation, Lockstep, Walker};
 use crate::log_density::LogDensity;
 
 /// McLachlan's minimal-norm coefficient `b₁` (McLachlan 1995; Omelyan et al. 2003): the velocity
@@ -164,6 +164,28 @@ pub struct PathStepper<'a> {
     pub path: &'a mut IsokineticPath,
     pub step_size: f64,
     pub sqrt_cov: &'a [f64],
+}
+
+impl<'a> PathStepper<'a> {
+    /// Runs every path to its end in lockstep (one batched gradient call per round), each with
+    /// its own chain's `(step size, √Σ)` from `parameters`, in path order.
+    pub fn walk_all<L: LogDensity + ?Sized>(
+        lockstep: &mut Lockstep,
+        density: &L,
+        paths: &'a mut [IsokineticPath],
+        parameters: impl Iterator<Item = (f64, &'a [f64])>,
+    ) {
+        let mut walkers: Vec<PathStepper<'a>> = paths
+            .iter_mut()
+            .zip(parameters)
+            .map(|(path, (step_size, sqrt_cov))| PathStepper {
+                path,
+                step_size,
+                sqrt_cov,
+            })
+            .collect();
+        lockstep.step(density, &mut walkers);
+    }
 }
 
 impl Walker for PathStepper<'_> {

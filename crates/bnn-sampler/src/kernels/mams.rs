@@ -240,20 +240,12 @@ impl BatchKernel for Mams {
                 steps,
             );
         }
-        let mut walkers: Vec<PathStepper<'_>> = self
-            .paths
-            .iter_mut()
-            .zip(chains.iter())
-            .map(|(path, chain)| {
-                let (step_size, sqrt_cov) = chain.params.path_parameters();
-                PathStepper {
-                    path,
-                    step_size,
-                    sqrt_cov,
-                }
-            })
-            .collect();
-        self.lockstep.step(density, &mut walkers);
+        PathStepper::walk_all(
+            &mut self.lockstep,
+            density,
+            &mut self.paths,
+            chains.iter().map(|chain| chain.params.path_parameters()),
+        );
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let state = &mut *chain.state;
