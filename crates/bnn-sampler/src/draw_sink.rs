@@ -91,6 +91,15 @@ impl CollectedDraws {
         &self.chains[chain].stats
     }
 
+    /// Every sampling draw as its own vector, chains one after another (e.g. to load each into
+    /// a module for predictions).
+    pub fn positions(&self) -> Vec<Vec<f64>> {
+        self.chains
+            .iter()
+            .flat_map(|chain| chain.positions.chunks(self.dim.max(1)).map(<[f64]>::to_vec))
+            .collect()
+    }
+
     /// `f(position)` for every sampling draw, one series per chain (the input format of the
     /// convergence diagnostics).
     pub fn map<F: Fn(&[f64]) -> f64>(&self, f: F) -> Vec<Vec<f64>> {

@@ -52,6 +52,7 @@ pub mod draw_sink;
 pub mod draw_stats;
 pub mod dynamics;
 pub mod error;
+mod fn_density;
 pub mod kernels;
 pub mod log_density;
 pub mod metric;
@@ -83,6 +84,7 @@ pub use dynamics::{
     Evaluation, GradientKind, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper, Walker,
 };
 pub use error::{SamplerError, StartError};
+pub use fn_density::FnLogDensity;
 pub use kernels::{
     msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelState,
     Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, Nuts,
