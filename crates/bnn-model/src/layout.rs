@@ -50,6 +50,20 @@ pub struct ParameterLayout {
 }
 
 impl ParameterLayout {
+    /// One vector `theta` of `dim` values: the layout of a plain log density (no module).
+    pub fn flat(dim: usize) -> Self {
+        Self {
+            entries: vec![LayoutEntry {
+                name: "theta".into(),
+                layer: None,
+                kind: ParameterKind::Other,
+                shape: vec![dim],
+                offset: 0,
+                fan_in: 1,
+            }],
+        }
+    }
+
     /// Total dimension D.
     pub fn dim(&self) -> usize {
         self.entries.last().map_or(0, |e| e.offset + e.len())

@@ -14,6 +14,7 @@ pub mod likelihood;
 pub mod metrics;
 pub mod mlp;
 pub mod model;
+pub mod module_head;
 pub mod module_posterior;
 pub mod observations;
 pub mod posterior;
@@ -34,6 +35,7 @@ pub use metrics::{
 };
 pub use mlp::{Mlp, MlpConfig};
 pub use model::{BnnConfig, BnnModel};
+pub use module_head::{host_rows, module_starts, predict_with_draws, HeadError, HeadLikelihood};
 pub use module_posterior::{ModuleLikelihood, ModulePosterior};
 pub use observations::{DataShapeError, HostData};
 pub use posterior::{check_dtype, GradientPath, MlpPosterior, Posterior, PosteriorError};
