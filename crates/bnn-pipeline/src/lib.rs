@@ -13,6 +13,9 @@
 //! * [`MapEnsembleConfig`]: the same warm start for any log density, e.g. a user's own Burn
 //!   module as a `bnn_model::ModulePosterior`; sample from its members with
 //!   [`SamplerSection::sampler_config`].
+//! * [`ModuleRun`]: DEI-MCMC over any log density with a layout (a user's module): the ensemble,
+//!   the chains streamed to a run directory with checkpoints and resume, diagnostics and
+//!   predictive metrics, as [`DeiMcmc`] does for the built-in MLP.
 
 mod analysis;
 mod cluster;
@@ -42,8 +45,9 @@ pub use config::run_config::{
 };
 pub use run::dei_mcmc::{DeiMcmc, RunOutcome, RunReport};
 pub use run::map_ensemble::{MapEnsemble, MapEnsembleConfig};
+pub use run::module_run::{ModuleRun, ModuleRunConfig};
 pub use run::prepared_data::{prepare, prepare_dataset, Preparation, PreparedData};
-pub use run::progress::{ChainIteration, Progress, ProgressEvent, Silent, Stage};
+pub use run::progress::{ChainIteration, PrintStages, Progress, ProgressEvent, Silent, Stage};
 pub use run::sampling::Sampling;
 pub use run::trained_ensemble::{TrainedEnsemble, TrainingStopped};
 pub use storage::draw_store::{cmdstan_names, ChainSampling, Checkpoint};

@@ -4,6 +4,7 @@
 pub(crate) mod dei_mcmc;
 pub(crate) mod early_stop;
 pub(crate) mod map_ensemble;
+pub(crate) mod module_run;
 pub(crate) mod prepared_data;
 pub(crate) mod progress;
 pub(crate) mod sampling;

@@ -70,3 +70,17 @@ pub struct Silent;
 impl Progress for Silent {
     fn report(&self, _: &ProgressEvent<'_>) {}
 }
+
+/// Prints each stage's start and end message to stderr (e.g. "training 4 members ...",
+/// "sampled in 2.5 s; draws in runs/x"); the chains' iterations are not printed.
+pub struct PrintStages;
+
+impl Progress for PrintStages {
+    fn report(&self, event: &ProgressEvent<'_>) {
+        if let ProgressEvent::Started { message, .. } | ProgressEvent::Finished { message, .. } =
+            event
+        {
+            eprintln!("{message}");
+        }
+    }
+}
