@@ -1,12 +1,13 @@
-//! The list of named benchmark datasets, embedded from the repository's `datasets/manifest.json`.
+//! The list of named benchmark datasets, embedded from the crate's `manifest.json`.
 
 use std::sync::OnceLock;
 
 use serde::Deserialize;
 
-/// The manifest lives beside the fetch script in `datasets/` so that the Rust loader and
-/// `fetch.py` read one list; it is embedded so the binary needs no repository at run time.
-const MANIFEST_JSON: &str = include_str!("../../../datasets/manifest.json");
+/// One list for the Rust loader and `fetch.py` (`datasets/manifest.json` is a link to this
+/// file, which sits in the crate so a published `bnn-data` holds it); it is embedded so the
+/// binary needs no repository at run time.
+const MANIFEST_JSON: &str = include_str!("../manifest.json");
 
 /// One benchmark dataset: where its CSV lies under the data folder, what it must hash to, and
 /// where it came from.
