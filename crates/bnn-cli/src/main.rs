@@ -1,5 +1,8 @@
 //! `bnn`: sampling-based inference for Bayesian neural networks from the command line.
 #![recursion_limit = "256"]
+// The doc comments of the argument structs are clap's `--help` text, written for a terminal
+// (`<run dir>`, `[data]`), not rustdoc markup.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 mod commands;
 mod fresh_out_dir;

@@ -77,7 +77,7 @@ pub fn ess_identity<C: AsRef<[f64]>>(chains: &[C]) -> f64 {
 /// coordinates of one chain, say): the values equal `ess_identity(&[series])` to rounding, at
 /// about half the cost when the series mix slowly. Lags are taken directly while Geyer's
 /// sequence is short; the series that need every lag go through one shared FFT plan in pairs
-/// ([`single_chain_lags`]), instead of two transforms each.
+/// (`single_chain_lags`), instead of two transforms each.
 pub fn ess_identity_each<C: AsRef<[f64]>>(series: &[C]) -> Vec<f64> {
     let mut ess = vec![f64::NAN; series.len()];
     // (index, centered draws) of the series whose sequence outran the direct lags.

@@ -11,7 +11,7 @@
 //! Three programs compute the pair ([`FusedProgram`]): the host kernel of `bnn-kernels` (CPU
 //! backends only), one CubeCL kernel per call (the `cube_network` module, the default on wgpu
 //! where it covers the model) and the same forward/handwritten backward as batched backend tensor
-//! operations ([`crate::fused::ops_gradient`], every backend; wgpu's fallback).
+//! operations (`ops_gradient`, every backend; wgpu's fallback).
 //!
 //! Why: the plain tensor graph of a small BNN spends most of its time in scalar `tanhf`/`expf`
 //! and per-operation overhead (see the issue-6 note); the host kernel is 5–10× faster on the CPU.

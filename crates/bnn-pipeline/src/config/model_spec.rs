@@ -19,7 +19,7 @@ pub fn parse_hidden(text: &str) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// hetero, hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<classes>.
+/// `hetero`, `hetero-softplus`, `fixed:<σ>`, `learned-sigma[:<mean>,<sd>]` or `categorical:<classes>`.
 pub fn parse_likelihood(text: &str) -> Result<Likelihood> {
     let (kind, arg) = text
         .split_once(':')

@@ -66,12 +66,12 @@ pub struct ModelSection {
     /// tanh, relu, leaky_relu, sigmoid, silu, trunc_relu or identity.
     #[config(default = "String::from(\"relu\")")]
     pub activation: String,
-    /// hetero, hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
+    /// `hetero`, `hetero-softplus`, `fixed:<σ>`, `learned-sigma[:<mean>,<sd>]` or `categorical:<K>`.
     #[config(default = "String::from(\"hetero\")")]
     pub likelihood: String,
     /// Regression targets the network predicts; `None`: as many as the data has.
     pub targets: Option<usize>,
-    /// normal:<s>, laplace:<b> or fan_in_normal:<s>, for every weight and bias.
+    /// `normal:<s>`, `laplace:<b>` or `fan_in_normal:<s>`, for every weight and bias.
     #[config(default = "String::from(\"normal:1\")")]
     pub prior: String,
     /// `<layer>=<weight prior>[/<bias prior>]` entries.
