@@ -316,7 +316,7 @@ impl SurrogateGradient for LhnnSurrogate {
         let d = self.dim();
         let chains = positions.len() / d;
         if chains * d != positions.len() || gradients.len() != positions.len() {
-            return Err(LogDensityError::new(format!(
+            return Err(LogDensityError::fatal(format!(
                 "surrogate batch shapes disagree: {} position and {} gradient entries for dimension {d}",
                 positions.len(),
                 gradients.len()

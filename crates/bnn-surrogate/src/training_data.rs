@@ -57,7 +57,7 @@ impl TrajectoryData {
 }
 
 /// Why trajectory data could not be generated.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum TrajectoryError {
     #[error("invalid trajectory settings: {0}")]
     Config(String),

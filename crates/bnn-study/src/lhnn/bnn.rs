@@ -399,7 +399,7 @@ fn run_pair(
         if stop.load(Ordering::Relaxed) {
             bail!("interrupted");
         }
-        let (next, stats) = kernel.step(&whitened, &mut rng, std::mem::take(&mut state), params);
+        let (next, stats) = kernel.step(&whitened, &mut rng, std::mem::take(&mut state), params)?;
         state = next;
         lhnn_draws.extend(state.position.iter().zip(&scale).map(|(z, s)| z * s));
         lhnn_log_density.push(state.log_density);

@@ -656,7 +656,7 @@ fn run_chain(
                 &mut rng,
                 std::mem::take(&mut state),
                 tuned.step_params(),
-            );
+            )?;
             state = next;
             run.costs.surrogate_gradients +=
                 u64::from(SurrogateCounts::of(&stats).surrogate_gradients);
@@ -689,7 +689,7 @@ impl FixedKernel {
         rng: &mut R,
         state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         match self {
             FixedKernel::Nuts(kernel) => kernel.step(density, rng, state, params),
             FixedKernel::Surrogate(kernel) => kernel.step(density, rng, state, params),
