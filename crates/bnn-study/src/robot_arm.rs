@@ -411,9 +411,7 @@ impl DrawSink for Collect<'_> {
 /// Each seed's start, shared by every sampler: a network initialization, trained with Adam for
 /// `start_epochs` full-batch steps when that is positive.
 fn chain_starts(config: &RobotArmConfig, train: &HostData) -> Result<Vec<Vec<f64>>> {
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let layout = MlpPosterior::new(config.model(), train, &device, DType::F32)?
         .layout()
         .clone();
@@ -445,9 +443,7 @@ fn run_chain(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<ArmRun> {
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let posterior = MlpPosterior::new(config.model(), train, &device, DType::F32)?;
     let layout = posterior.layout().clone();
     let counts = Counts::default();

@@ -267,7 +267,7 @@ impl DinhConfig {
                 sigma: self.likelihood_sigma,
             },
             prior: PriorSpec::uniform(Prior::Normal { scale: 1.0 }),
-            device: self.device.device().map_err(anyhow::Error::msg)?,
+            device: self.device.device()?,
             dtype: self.precision.dtype(),
             burn_in: self.burn_in,
             draws: self.draws,

@@ -240,9 +240,7 @@ pub fn run_lhnn_bnn(
         let (model, train, test) = problem
             .prepare()
             .with_context(|| format!("preparing {}", problem.name()))?;
-        let device = bnn_model::DeviceName::Flex
-            .device()
-            .map_err(|e| anyhow!(e))?;
+        let device = bnn_model::DeviceName::Flex.device()?;
         progress.stage(&format!("{}: deep ensemble", problem.name()), 1);
         let members = bnn_model::EnsembleConfig::new()
             .with_members(config.members)
@@ -288,9 +286,7 @@ fn run_pair(
     start: Vec<f64>,
     stop: &AtomicBool,
 ) -> Result<ChainPair> {
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let density = AutodiffLogDensity::new(MlpPosterior::new(
         model.clone(),
         train,

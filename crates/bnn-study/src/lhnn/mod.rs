@@ -453,9 +453,7 @@ pub fn train_surrogate(
         &format!("{benchmark}: L-HNN training"),
         config.training_steps as u64,
     );
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let started = Instant::now();
     let mut last_step = 0;
     let trained = training
