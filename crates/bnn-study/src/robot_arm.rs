@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{
     initial_parameters, Activation, AutodiffLogDensity, BnnConfig, EnsembleConfig, HostData,
-    Likelihood, MlpPosterior, ParameterKind, Posterior, Prior, PriorSpec,
+    Likelihood, MlpPosterior, ParameterKind, Posterior, Prior, PriorSpec, UnknownName,
 };
 use bnn_plot::{LegendPosition, LineChart, Series};
 use bnn_sampler::{
@@ -71,12 +71,12 @@ impl ArmSampler {
 }
 
 impl FromStr for ArmSampler {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         ArmSampler::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .ok_or_else(|| format!("unknown sampler `{s}` (expected one of msd, msd-frozen, hmc-long, hmc-short, nuts)"))
+            .ok_or_else(|| UnknownName::new("sampler", s, ArmSampler::ALL.map(ArmSampler::name)))
     }
 }
 

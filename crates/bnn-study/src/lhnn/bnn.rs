@@ -18,7 +18,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{
     predictive_metrics, Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood,
-    MlpPosterior, PointPrediction, Prior, PriorSpec,
+    MlpPosterior, PointPrediction, Prior, PriorSpec, UnknownName,
 };
 use bnn_sampler::{
     chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, Kernel, KernelState, LogDensity,
@@ -69,14 +69,12 @@ impl BnnProblem {
 }
 
 impl FromStr for BnnProblem {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s {
             "cos2x" => Ok(BnnProblem::Cos2x),
             "yacht" => Ok(BnnProblem::Yacht),
-            _ => Err(format!(
-                "unknown BNN problem `{s}` (expected cos2x or yacht)"
-            )),
+            _ => Err(UnknownName::new("BNN problem", s, ["cos2x", "yacht"])),
         }
     }
 }

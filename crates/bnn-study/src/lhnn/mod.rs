@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
+use bnn_model::UnknownName;
 use bnn_sampler::{
     chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, DrawStats, Kernel, KernelState,
     LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig, StepParams, SurrogateCounts,
@@ -80,12 +81,12 @@ impl LhnnSampler {
 }
 
 impl std::str::FromStr for LhnnSampler {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         LhnnSampler::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .ok_or_else(|| format!("unknown sampler `{s}` (expected one of lhnn-exact, lhnn-adapted, lhnn-monitored, nuts-fixed, nuts-adapted)"))
+            .ok_or_else(|| UnknownName::new("sampler", s, LhnnSampler::ALL.map(LhnnSampler::name)))
     }
 }
 
