@@ -621,19 +621,19 @@ impl RunFlags {
     }
 }
 
-fn parse_metric_estimate(value: &str) -> Result<MetricEstimate, String> {
+fn parse_metric_estimate(value: &str) -> anyhow::Result<MetricEstimate> {
     match value {
         "draws" => Ok(MetricEstimate::Draws),
         "draws-and-gradients" | "draws_and_gradients" => Ok(MetricEstimate::DrawsAndGradients),
-        other => Err(format!("'{other}': expected draws or draws-and-gradients")),
+        other => anyhow::bail!("'{other}': expected draws or draws-and-gradients"),
     }
 }
 
-fn parse_step_size_search(value: &str) -> Result<StepSizeSearch, String> {
+fn parse_step_size_search(value: &str) -> anyhow::Result<StepSizeSearch> {
     match value {
         "stan" => Ok(StepSizeSearch::Stan),
         "target" => Ok(StepSizeSearch::Target),
-        other => Err(format!("'{other}': expected stan or target")),
+        other => anyhow::bail!("'{other}': expected stan or target"),
     }
 }
 

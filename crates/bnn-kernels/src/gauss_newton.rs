@@ -19,6 +19,7 @@
 //! (Pearlmutter's R-operator through the same forward and reverse pass).
 
 use crate::base::{matmul_accumulate, Layout};
+use crate::cholesky::CholeskyError;
 use crate::likelihood::{self, HeadInput};
 use crate::metric_factor::{MetricFactor, RiemannianTerms};
 use crate::spec::{KernelActivation, KernelHead, KernelSpec};
@@ -316,6 +317,46 @@ impl DiagonalPrior<'_> {
     }
 }
 
+/// Why [`posterior_potential`] has no value: inputs whose lengths do not fit the spec, or a
+/// point where the log density is not finite.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PotentialError {
+    /// `y` does not hold `rows × columns` target values.
+    Targets {
+        values: usize,
+        rows: usize,
+        columns: usize,
+    },
+    /// The prior has coefficients for `coefficients` coordinates, θ has `dim`.
+    Prior { coefficients: usize, dim: usize },
+    /// The log density at θ is not finite (a property of the point, not of the inputs).
+    NonFinite { log_density: f64 },
+}
+
+impl std::fmt::Display for PotentialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PotentialError::Targets {
+                values,
+                rows,
+                columns,
+            } => write!(
+                f,
+                "{values} target values for {rows} rows × {columns} columns"
+            ),
+            PotentialError::Prior { coefficients, dim } => write!(
+                f,
+                "prior coefficients for {coefficients} coordinates, θ has {dim}"
+            ),
+            PotentialError::NonFinite { log_density } => {
+                write!(f, "the log density is not finite ({log_density})")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PotentialError {}
+
 /// `U(θ) = −log p(y | θ) − log p(θ)` for any head and a [`DiagonalPrior`], with `∇U`, in f64
 /// with exact activations: the potential that goes with [`riemannian_terms`] (the same
 /// likelihood definitions and constants as the fused kernel, whose f32 value it matches to
@@ -327,7 +368,7 @@ pub fn posterior_potential(
     y: &[f64],
     theta: &[f64],
     prior: DiagonalPrior<'_>,
-) -> Result<(f64, Vec<f64>), String> {
+) -> Result<(f64, Vec<f64>), PotentialError> {
     let (rows, d_in, outputs) = check_shapes(spec, x, theta);
     let target_width = if matches!(spec.head, KernelHead::Categorical) {
         outputs
@@ -335,17 +376,17 @@ pub fn posterior_potential(
         spec.target_columns
     };
     if y.len() != rows * target_width {
-        return Err(format!(
-            "{} target values for {rows} rows × {target_width} columns",
-            y.len()
-        ));
+        return Err(PotentialError::Targets {
+            values: y.len(),
+            rows,
+            columns: target_width,
+        });
     }
     if prior.quadratic.len() != spec.dim || prior.absolute.len() != spec.dim {
-        return Err(format!(
-            "prior coefficients for {} coordinates, θ has {}",
-            prior.quadratic.len(),
-            spec.dim
-        ));
+        return Err(PotentialError::Prior {
+            coefficients: prior.quadratic.len(),
+            dim: spec.dim,
+        });
     }
     let mut pass = RowPass::new(spec);
     let mut values = vec![0.0; rows * outputs];
@@ -404,7 +445,7 @@ pub fn posterior_potential(
             };
     }
     if !log_density.is_finite() {
-        return Err(format!("the log density is not finite ({log_density})"));
+        return Err(PotentialError::NonFinite { log_density });
     }
     gradient.iter_mut().for_each(|g| *g = -*g);
     Ok((-log_density, gradient))
@@ -433,7 +474,7 @@ impl OutputPoint {
         &self,
         spec: &KernelSpec,
         prior_precision: &[f64],
-    ) -> Result<MetricFactor, String> {
+    ) -> Result<MetricFactor, CholeskyError> {
         assert_eq!(
             prior_precision.len(),
             spec.dim,
@@ -444,7 +485,6 @@ impl OutputPoint {
         add_log_sigma_fisher(spec, self.jac.rows, &mut diagonal);
         let rows = curvature_rows(spec, &self.jac, log_sigma);
         MetricFactor::choose(&diagonal, rows, |rows| dense_metric(rows, &diagonal))
-            .map_err(|e| e.to_string())
     }
 }
 
@@ -496,7 +536,7 @@ pub fn riemannian_terms(
     theta: &[f64],
     prior_precision: &[f64],
     momentum: &[f64],
-) -> Result<RiemannianTerms, String> {
+) -> Result<RiemannianTerms, CholeskyError> {
     let point = OutputPoint::new(spec, x, theta);
     let metric = point.metric(spec, prior_precision)?;
     let mut velocity = vec![0.0; spec.dim];
@@ -1200,7 +1240,7 @@ mod tests {
             prior,
         )
         .unwrap_err();
-        assert!(err.contains("target values"), "{err}");
+        assert!(err.to_string().contains("target values"), "{err}");
     }
 
     #[test]

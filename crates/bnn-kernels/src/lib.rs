@@ -32,7 +32,7 @@ pub mod vector_math;
 pub use bnn_numerics::{Cholesky, CholeskyError, LowRankMetric, MetricFactor, RiemannianTerms};
 pub use gauss_newton::{
     gauss_newton_metric, kinetic_gradient, log_det_gradient, output_jacobian, posterior_potential,
-    riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint,
+    riemannian_terms, DiagonalPrior, OutputJacobian, OutputPoint, PotentialError,
 };
 pub use mlp::{KernelData, MlpKernel, Workspace};
 pub use real::Real;

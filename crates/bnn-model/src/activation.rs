@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+use crate::unknown_name::UnknownName;
+
 /// Slope of `leaky_relu` on the negative side (PyTorch's and Flax's default).
 pub const LEAKY_RELU_SLOPE: f64 = 0.01;
 
@@ -86,18 +88,12 @@ impl fmt::Display for Activation {
 }
 
 impl FromStr for Activation {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.trim().to_ascii_lowercase().replace('-', "_");
         Activation::ALL
             .into_iter()
             .find(|a| a.name() == wanted)
-            .ok_or_else(|| {
-                let names: Vec<_> = Activation::ALL.iter().map(|a| a.name()).collect();
-                format!(
-                    "unknown activation '{s}'; expected one of {}",
-                    names.join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownName::new("activation", s, Activation::ALL.map(Activation::name)))
     }
 }

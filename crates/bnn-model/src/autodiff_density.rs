@@ -67,7 +67,7 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         let d = self.dim();
         let c = log_densities.len();
         if positions.len() != c * d || gradients.len() != c * d {
-            return Err(LogDensityError::new(format!(
+            return Err(LogDensityError::fatal(format!(
                 "batch of {c} positions in dimension {d} needs {} values, got positions {} and gradients {}",
                 c * d,
                 positions.len(),
@@ -98,10 +98,10 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         let grads = values.backward();
         let gradient = theta
             .grad(&grads)
-            .ok_or_else(|| LogDensityError::new("log posterior does not depend on θ"))?;
+            .ok_or_else(|| LogDensityError::fatal("log posterior does not depend on θ"))?;
         fn read<const D: usize>(t: Tensor<D>, out: &mut [f64]) -> Result<(), LogDensityError> {
             let data = t.try_into_data().map_err(|e| {
-                LogDensityError::new(format!("reading from the device failed: {e:?}"))
+                LogDensityError::fatal("reading from the device failed").with_source(e)
             })?;
             for (o, v) in out.iter_mut().zip(data.iter::<f64>()) {
                 *o = v;
@@ -123,7 +123,7 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
     ) -> Result<(), LogDensityError> {
         let d = self.dim();
         if positions.len() != log_densities.len() * d {
-            return Err(LogDensityError::new(format!(
+            return Err(LogDensityError::fatal(format!(
                 "batch of {} positions in dimension {d} needs {} values, got {}",
                 log_densities.len(),
                 log_densities.len() * d,

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
+use crate::unknown_name::UnknownName;
+
 /// A compute backend chosen by name (`--device`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -17,6 +19,15 @@ pub enum DeviceName {
     Wgpu,
     /// Whichever CPU backend is faster for our models (see [`DeviceName::FASTEST_CPU`]).
     Cpu,
+}
+
+/// Why a named device cannot be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceError {
+    #[error(
+        "no wgpu adapter found: install a Vulkan driver (without a GPU, Mesa's lavapipe: `apt-get install mesa-vulkan-drivers`)"
+    )]
+    NoWgpuAdapter,
 }
 
 impl DeviceName {
@@ -57,18 +68,14 @@ impl DeviceName {
     }
 
     /// The device, without autodiff. For wgpu, an error when no adapter exists.
-    pub fn device(self) -> Result<Device, String> {
+    pub fn device(self) -> Result<Device, DeviceError> {
         #[allow(deprecated)] // NdArray is deprecated upstream but still a supported choice here.
         match self.concrete() {
             DeviceName::Ndarray => Ok(Device::ndarray()),
             DeviceName::Flex => Ok(Device::flex()),
             DeviceName::Wgpu => {
                 if wgpu_adapter().is_none() {
-                    return Err(
-                        "no wgpu adapter found: install a Vulkan driver (without a GPU, \
-                         Mesa's lavapipe: `apt-get install mesa-vulkan-drivers`)"
-                            .into(),
-                    );
+                    return Err(DeviceError::NoWgpuAdapter);
                 }
                 Ok(Device::wgpu(DeviceKind::DefaultDevice))
             }
@@ -217,12 +224,12 @@ impl fmt::Display for DeviceName {
 }
 
 impl FromStr for DeviceName {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.trim().to_ascii_lowercase();
         DeviceName::ALL
             .into_iter()
             .find(|d| d.name() == wanted)
-            .ok_or_else(|| format!("unknown device '{s}'; expected ndarray, flex, wgpu or cpu"))
+            .ok_or_else(|| UnknownName::new("device", s, DeviceName::ALL.map(DeviceName::name)))
     }
 }

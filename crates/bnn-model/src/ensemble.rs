@@ -118,6 +118,21 @@ fn scalar(t: Tensor<1>) -> f64 {
     t.into_data().iter::<f64>().next().unwrap_or(f64::NAN)
 }
 
+/// Ensemble training settings [`EnsembleConfig::validate`] refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EnsembleConfigError {
+    #[error("an ensemble needs at least one member and one epoch")]
+    NoMembersOrEpochs,
+    #[error("learning rate must be positive, got {0}")]
+    LearningRate(f64),
+    #[error("weight decay must be non-negative, got {0}")]
+    WeightDecay(f64),
+    #[error("batch size must be at least 1 (or unset for full-batch training)")]
+    BatchSize,
+    #[error("early-stopping patience must be at least 1 epoch (or unset to train every epoch)")]
+    Patience,
+}
+
 impl EnsembleConfig {
     /// The MILE recipe (Sommer et al. 2025, "MILE: Microcanonical Langevin Ensembles"): AdamW
     /// with decoupled weight decay 1e-3, learning rate 1e-3, batch size 32, at most 500 epochs
@@ -133,30 +148,21 @@ impl EnsembleConfig {
             .with_patience(Some(10))
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), EnsembleConfigError> {
         if self.members == 0 || self.epochs == 0 {
-            return Err("an ensemble needs at least one member and one epoch".into());
+            return Err(EnsembleConfigError::NoMembersOrEpochs);
         }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return Err(format!(
-                "learning rate must be positive, got {}",
-                self.learning_rate
-            ));
+            return Err(EnsembleConfigError::LearningRate(self.learning_rate));
         }
         if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
-            return Err(format!(
-                "weight decay must be non-negative, got {}",
-                self.weight_decay
-            ));
+            return Err(EnsembleConfigError::WeightDecay(self.weight_decay));
         }
         if self.batch_size == Some(0) {
-            return Err("batch size must be at least 1 (or unset for full-batch training)".into());
+            return Err(EnsembleConfigError::BatchSize);
         }
         if self.patience == Some(0) {
-            return Err(
-                "early-stopping patience must be at least 1 epoch (or unset to train every epoch)"
-                    .into(),
-            );
+            return Err(EnsembleConfigError::Patience);
         }
         Ok(())
     }
@@ -303,8 +309,8 @@ impl EnsembleConfig {
         train: &HostData,
         valid: Option<&HostData>,
     ) -> Result<(), PosteriorError> {
-        self.validate().map_err(PosteriorError::Config)?;
-        model.validate().map_err(PosteriorError::Config)?;
+        self.validate()?;
+        model.validate()?;
         if let (Some(patience), None) = (self.patience, valid) {
             return Err(PosteriorError::Config(format!(
                 "early stopping (patience {patience}) needs a validation set; pass one or unset the patience"

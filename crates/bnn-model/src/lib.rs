@@ -21,24 +21,26 @@ pub mod posterior;
 pub mod predictive;
 pub mod prior;
 pub mod store;
+pub mod unknown_name;
 
 pub use activation::Activation;
 pub use autodiff_density::AutodiffLogDensity;
-pub use device::{wgpu_adapter, wgpu_test_device, DeviceName, WgpuAdapter};
-pub use ensemble::{initial_parameters, EnsembleConfig, TrainedMember};
+pub use device::{wgpu_adapter, wgpu_test_device, DeviceError, DeviceName, WgpuAdapter};
+pub use ensemble::{initial_parameters, EnsembleConfig, EnsembleConfigError, TrainedMember};
 pub use flatten::{flatten, layout_of, load_flat_tensor, unflatten, LengthMismatch};
 pub use fused_mlp::{FusedMlp, FusedProgram, GaussNewtonDensity};
 pub use layout::{LayoutEntry, ParameterKind, ParameterLayout};
-pub use likelihood::{Likelihood, LogSigmaPrior, ScaleLink};
+pub use likelihood::{Likelihood, LikelihoodError, LogSigmaPrior, ScaleLink};
 pub use metrics::{
     log_sum_exp, predictive_metrics, PredictiveAccumulator, PredictiveMetrics, TargetMetrics,
 };
 pub use mlp::{Mlp, MlpConfig};
-pub use model::{BnnConfig, BnnModel};
+pub use model::{BnnConfig, BnnConfigError, BnnModel};
 pub use module_head::{host_rows, module_starts, predict_with_draws, HeadError, HeadLikelihood};
-pub use module_posterior::{ModuleLikelihood, ModulePosterior};
+pub use module_posterior::{ModuleLikelihood, ModulePosterior, ModulePosteriorError};
 pub use observations::{DataShapeError, HostData};
 pub use posterior::{check_dtype, GradientPath, MlpPosterior, Posterior, PosteriorError};
 pub use predictive::PointPrediction;
-pub use prior::{LayerPrior, Prior, PriorSpec};
+pub use prior::{LayerPrior, Prior, PriorError, PriorSpec};
 pub use store::{load_parameters, save_parameters, StoreError};
+pub use unknown_name::UnknownName;

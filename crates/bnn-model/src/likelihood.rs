@@ -56,6 +56,17 @@ pub enum Likelihood {
     Categorical { classes: usize },
 }
 
+/// A likelihood whose parameters cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LikelihoodError {
+    #[error("fixed σ must be positive and finite, got {0}")]
+    FixedSigma(f64),
+    #[error("log σ prior needs a finite mean and positive sd, got {0:?}")]
+    LogSigmaPrior(LogSigmaPrior),
+    #[error("a categorical likelihood needs at least 2 classes, got {0}")]
+    Classes(usize),
+}
+
 impl Default for Likelihood {
     fn default() -> Self {
         Likelihood::GaussianHeteroscedastic {
@@ -92,21 +103,19 @@ impl Likelihood {
         !matches!(self, Likelihood::Categorical { .. })
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LikelihoodError> {
         match *self {
             Likelihood::GaussianFixed { sigma } if !(sigma.is_finite() && sigma > 0.0) => {
-                Err(format!("fixed σ must be positive and finite, got {sigma}"))
+                Err(LikelihoodError::FixedSigma(sigma))
             }
             Likelihood::GaussianLearnedSigma { prior }
                 if !(prior.sd.is_finite() && prior.sd > 0.0 && prior.mean.is_finite()) =>
             {
-                Err(format!(
-                    "log σ prior needs a finite mean and positive sd, got {prior:?}"
-                ))
+                Err(LikelihoodError::LogSigmaPrior(prior))
             }
-            Likelihood::Categorical { classes } if classes < 2 => Err(format!(
-                "a categorical likelihood needs at least 2 classes, got {classes}"
-            )),
+            Likelihood::Categorical { classes } if classes < 2 => {
+                Err(LikelihoodError::Classes(classes))
+            }
             _ => Ok(()),
         }
     }

@@ -1,9 +1,9 @@
 //! The built-in BNN: an MLP plus its likelihood head and priors.
 
 use crate::activation::Activation;
-use crate::likelihood::Likelihood;
+use crate::likelihood::{Likelihood, LikelihoodError};
 use crate::mlp::{Mlp, MlpConfig};
-use crate::prior::PriorSpec;
+use crate::prior::{PriorError, PriorSpec};
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Tensor};
@@ -30,6 +30,24 @@ pub struct BnnConfig {
     pub prior: PriorSpec,
 }
 
+/// A model config with impossible values.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BnnConfigError {
+    #[error("the model needs at least one input feature")]
+    NoInputs,
+    #[error("hidden layer {layer} has width 0")]
+    ZeroWidth { layer: usize },
+    #[error("a regression model needs at least one target")]
+    NoTargets,
+    #[error(transparent)]
+    Likelihood(#[from] LikelihoodError),
+    #[error(transparent)]
+    Prior(#[from] PriorError),
+    /// A per-layer prior for a layer past the last (`layers` layers, `0..layers`).
+    #[error("prior set for layer {layer}, but the model has only {layers} layers (0..={})", .layers - 1)]
+    PriorLayer { layer: usize, layers: usize },
+}
+
 impl BnnConfig {
     pub fn mlp(&self) -> MlpConfig {
         MlpConfig::new(self.d_input)
@@ -39,25 +57,24 @@ impl BnnConfig {
     }
 
     /// Checks the config for impossible values before anything is built.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BnnConfigError> {
         if self.d_input == 0 {
-            return Err("the model needs at least one input feature".into());
+            return Err(BnnConfigError::NoInputs);
         }
-        if let Some(i) = self.hidden.iter().position(|&w| w == 0) {
-            return Err(format!("hidden layer {i} has width 0"));
+        if let Some(layer) = self.hidden.iter().position(|&w| w == 0) {
+            return Err(BnnConfigError::ZeroWidth { layer });
         }
         if self.likelihood.is_regression() && self.n_targets == 0 {
-            return Err("a regression model needs at least one target".into());
+            return Err(BnnConfigError::NoTargets);
         }
         self.likelihood.validate()?;
         self.prior.default.validate()?;
         for (layer, lp) in &self.prior.layers {
             if *layer > self.hidden.len() {
-                return Err(format!(
-                    "prior set for layer {layer}, but the model has only {} layers (0..={})",
-                    self.hidden.len() + 1,
-                    self.hidden.len()
-                ));
+                return Err(BnnConfigError::PriorLayer {
+                    layer: *layer,
+                    layers: self.hidden.len() + 1,
+                });
             }
             lp.weight.validate()?;
             lp.bias.validate()?;

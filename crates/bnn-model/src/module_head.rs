@@ -2,7 +2,7 @@
 //! through the module's own `forward`.
 
 use crate::flatten::{flatten, layout_of, unflatten, LengthMismatch};
-use crate::likelihood::Likelihood;
+use crate::likelihood::{Likelihood, LikelihoodError};
 use crate::metrics::{PredictiveAccumulator, PredictiveMetrics};
 use crate::module_posterior::ModuleLikelihood;
 use crate::predictive::PointPrediction;
@@ -18,8 +18,8 @@ pub enum HeadError {
     RowMismatch { x_rows: usize, y_rows: usize },
     #[error("a categorical head takes one label column, got {0}")]
     LabelColumns(usize),
-    #[error("the head is invalid: {0}")]
-    Invalid(String),
+    #[error(transparent)]
+    Invalid(#[from] LikelihoodError),
 }
 
 /// log p(y | module) = Σ_i log p(y_i | head(forward(module, x)_i)): one of the built-in

@@ -3,7 +3,7 @@
 use crate::flatten::{layout_of, load_flat_tensor};
 use crate::layout::ParameterLayout;
 use crate::posterior::Posterior;
-use crate::prior::PriorSpec;
+use crate::prior::{PriorError, PriorSpec};
 use burn::module::Module;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 
@@ -22,6 +22,15 @@ where
     fn log_likelihood(&self, module: &M) -> Tensor<1> {
         self(module)
     }
+}
+
+/// Why a [`ModulePosterior`] could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModulePosteriorError {
+    #[error("the module has no float parameters to sample")]
+    NoFloatParameters,
+    #[error(transparent)]
+    Prior(#[from] PriorError),
 }
 
 /// Posterior over the float parameters of any Burn module: the prior comes from a
@@ -47,12 +56,12 @@ impl<M: Module + Send + Sync, L: ModuleLikelihood<M>> ModulePosterior<M, L> {
         likelihood: L,
         prior: &PriorSpec,
         device: &Device,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ModulePosteriorError> {
         let device = device.clone().autodiff();
         let template = template.to_device(&device);
         let layout = layout_of(&template);
         if layout.dim() == 0 {
-            return Err("the module has no float parameters to sample".into());
+            return Err(ModulePosteriorError::NoFloatParameters);
         }
         let coefficients = prior.coefficients(&layout)?;
         let row = |v: Vec<f64>| {

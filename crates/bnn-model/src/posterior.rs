@@ -1,10 +1,14 @@
 //! Posteriors over flat parameter vectors: the trait, and the built-in batched MLP posterior.
 
+use crate::ensemble::EnsembleConfigError;
 use crate::flatten::layout_of;
 use crate::fused::fused_mlp::{FusedMlp, FusedProgram, LayerOffsets};
 use crate::layout::{ParameterKind, ParameterLayout};
-use crate::model::BnnConfig;
+use crate::model::{BnnConfig, BnnConfigError};
 use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
+use crate::prior::PriorError;
+use crate::unknown_name::UnknownName;
+use bnn_kernels::KernelError;
 use burn::tensor::{DType, Device, Tensor};
 use std::ops::Range;
 
@@ -49,12 +53,19 @@ pub trait Posterior: Send + Sync {
     }
 }
 
-/// Why a posterior could not be built. Each message names its cause, which is therefore not
-/// also returned as `source()`: a report of the error chain says it once.
+/// Why a posterior could not be built (or an ensemble trained). Each message names its cause;
+/// a typed cause (the model's, the prior's, the ensemble's settings, the fused kernel's) is also
+/// `source()`, which the CLI's report does not repeat.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PosteriorError {
     #[error("invalid model config: {0}")]
     Config(String),
+    #[error("invalid model config: {0}")]
+    Model(#[from] BnnConfigError),
+    #[error("invalid model config: {0}")]
+    Prior(#[from] PriorError),
+    #[error("invalid model config: {0}")]
+    Ensemble(#[from] EnsembleConfigError),
     #[error("data do not fit the model: {0}")]
     Data(DataShapeError),
     #[error("the device does not support {0:?} arithmetic")]
@@ -62,7 +73,9 @@ pub enum PosteriorError {
     #[error("wgpu computes the posteriors in F32 only, not {0:?}: its shaders evaluate exp, tanh and log in f32 whatever the tensor type, and NVIDIA's Vulkan compiler rejects those shaders in f64; use DType::F32 on wgpu, or a CPU device for f64")]
     GpuNeedsF32(DType),
     #[error("the fused MLP kernel cannot be built: {0}")]
-    Fused(String),
+    Fused(#[from] KernelError),
+    #[error("the fused MLP kernel cannot be built: this device has no fused MLP description")]
+    NoFusedDescription,
 }
 
 /// Whether the posteriors can compute in `dtype` on `device`. On wgpu only f32: Burn's shaders
@@ -124,17 +137,17 @@ impl GradientPath {
 }
 
 impl std::str::FromStr for GradientPath {
-    type Err = String;
+    type Err = UnknownName;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let wanted = s.trim().to_ascii_lowercase().replace('-', "_");
         GradientPath::ALL
             .into_iter()
             .find(|p| p.name() == wanted)
             .ok_or_else(|| {
-                let names: Vec<_> = GradientPath::ALL.iter().map(|p| p.name()).collect();
-                format!(
-                    "unknown gradient path '{s}'; expected one of {}",
-                    names.join(", ")
+                UnknownName::new(
+                    "gradient path",
+                    s,
+                    GradientPath::ALL.map(GradientPath::name),
                 )
             })
     }
@@ -173,7 +186,7 @@ impl MlpPosterior {
         device: &Device,
         dtype: DType,
     ) -> Result<Self, PosteriorError> {
-        config.validate().map_err(PosteriorError::Config)?;
+        config.validate()?;
         data.validate(config.d_input, config.n_targets, &config.likelihood)?;
         let device = device.clone().autodiff();
         check_dtype(&device, dtype)?;
@@ -199,10 +212,7 @@ impl MlpPosterior {
                 _ => unreachable!("the MLP has only weights, biases and log σ"),
             }
         }
-        let coefficients = config
-            .prior
-            .coefficients(&layout)
-            .map_err(PosteriorError::Config)?;
+        let coefficients = config.prior.coefficients(&layout)?;
         let d = layout.dim();
         let to_row = |v: &[f64]| tensor_from(v, [1, d], &device, dtype);
         let prior_quadratic = to_row(&coefficients.quadratic);
@@ -228,8 +238,7 @@ impl MlpPosterior {
                 data,
                 coefficients.clone(),
             )
-            .and_then(|f| f.with_program(FusedMlp::default_program(&device), &device))
-            .map_err(|e| PosteriorError::Fused(e.to_string()))?;
+            .and_then(|f| f.with_program(FusedMlp::default_program(&device), &device))?;
             Some(fused)
         } else {
             None
@@ -311,21 +320,21 @@ impl MlpPosterior {
                 theta.len()
             )));
         }
-        let fused = self.fused.as_ref().ok_or_else(|| {
-            PosteriorError::Fused("this device has no fused MLP description".into())
-        })?;
+        let fused = self
+            .fused
+            .as_ref()
+            .ok_or(PosteriorError::NoFusedDescription)?;
         Ok(fused.gauss_newton_metric(theta))
     }
 
     /// The posterior for manifold stochastic dynamics (f64 potential, Gauss–Newton metric and
     /// its derivatives; [`FusedMlp::riemannian_density`]): every head, Normal and Laplace priors.
     pub fn riemannian_density(&self) -> Result<crate::GaussNewtonDensity, PosteriorError> {
-        let fused = self.fused.as_ref().ok_or_else(|| {
-            PosteriorError::Fused("this device has no fused MLP description".into())
-        })?;
-        fused
-            .riemannian_density()
-            .map_err(|e| PosteriorError::Fused(e.to_string()))
+        let fused = self
+            .fused
+            .as_ref()
+            .ok_or(PosteriorError::NoFusedDescription)?;
+        Ok(fused.riemannian_density()?)
     }
 
     /// Position of the first learned log σ in θ, when the likelihood has them (one per target,

@@ -25,6 +25,21 @@ impl Default for Prior {
     }
 }
 
+/// A prior that cannot be used or parsed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PriorError {
+    #[error("prior scale must be positive and finite, got {0}")]
+    Scale(f64),
+    #[error("prior scale '{text}' is not a number")]
+    ScaleNotNumber {
+        text: String,
+        #[source]
+        cause: std::num::ParseFloatError,
+    },
+    #[error("unknown prior '{0}'; expected normal, laplace or fan_in_normal")]
+    UnknownFamily(String),
+}
+
 impl Prior {
     fn scale(&self) -> f64 {
         match *self {
@@ -34,10 +49,10 @@ impl Prior {
         }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), PriorError> {
         let s = self.scale();
         if !(s.is_finite() && s > 0.0) {
-            return Err(format!("prior scale must be positive and finite, got {s}"));
+            return Err(PriorError::Scale(s));
         }
         Ok(())
     }
@@ -54,7 +69,7 @@ impl fmt::Display for Prior {
 }
 
 impl FromStr for Prior {
-    type Err = String;
+    type Err = PriorError;
     /// `normal:1`, `laplace:0.5`, `fan_in_normal:1` (the scale defaults to 1).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (family, scale) = match s.split_once(':') {
@@ -62,7 +77,10 @@ impl FromStr for Prior {
                 let scale: f64 = v
                     .trim()
                     .parse()
-                    .map_err(|_| format!("prior scale '{v}' is not a number"))?;
+                    .map_err(|cause| PriorError::ScaleNotNumber {
+                        text: v.to_string(),
+                        cause,
+                    })?;
                 (f.trim(), scale)
             }
             None => (s.trim(), 1.0),
@@ -71,11 +89,7 @@ impl FromStr for Prior {
             "normal" | "gaussian" => Prior::Normal { scale },
             "laplace" => Prior::Laplace { scale },
             "fan_in_normal" | "fanin_normal" | "fan_in" => Prior::FanInNormal { scale },
-            other => {
-                return Err(format!(
-                    "unknown prior '{other}'; expected normal, laplace or fan_in_normal"
-                ))
-            }
+            other => return Err(PriorError::UnknownFamily(other.to_string())),
         };
         prior.validate()?;
         Ok(prior)
@@ -122,7 +136,7 @@ impl PriorSpec {
 
     /// Per-coordinate coefficients so that `log p(θ) = constant − ½ Σ a_i θ_i² − Σ b_i |θ_i|`,
     /// which evaluates any mix of the families with two tensor reductions.
-    pub fn coefficients(&self, layout: &ParameterLayout) -> Result<PriorCoefficients, String> {
+    pub fn coefficients(&self, layout: &ParameterLayout) -> Result<PriorCoefficients, PriorError> {
         for (_, lp) in &self.layers {
             lp.weight.validate()?;
             lp.bias.validate()?;

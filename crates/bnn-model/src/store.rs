@@ -8,24 +8,30 @@
 //! metadata under `bnn_config`. In Python: `safetensors.numpy.load_file(path)`.
 
 use crate::flatten::{flatten, unflatten, LengthMismatch};
-use crate::model::{BnnConfig, BnnModel};
+use crate::model::{BnnConfig, BnnConfigError, BnnModel};
 use burn::config::config_to_json;
 use burn::store::{ModuleSnapshot, ModuleStore, SafetensorsStore, SafetensorsStoreError};
 use burn::tensor::{DType, Device};
 use std::path::{Path, PathBuf};
 
-/// Why parameters could not be saved or loaded. The messages are meant for users.
+/// Why parameters could not be saved or loaded. The messages are meant for users; each names
+/// its cause, which is also `source()` where it is an error of its own.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("invalid model config: {0}")]
-    Config(String),
+    Config(#[source] BnnConfigError),
     #[error("cannot save parameters: {0}")]
     Length(LengthMismatch),
-    #[error("cannot write parameters to {}: {reason}", path.display())]
-    Write { path: PathBuf, reason: String },
+    #[error("cannot write parameters to {}: {cause}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("cannot read parameters from {}: {cause}", path.display())]
     Read {
         path: PathBuf,
+        #[source]
         cause: std::io::Error,
     },
     #[error("{} is not a readable safetensors file: {reason}", path.display())]
@@ -85,9 +91,9 @@ pub fn save_parameters(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let write_error = |reason: String| StoreError::Write {
+    let write_error = |cause: Box<dyn std::error::Error + Send + Sync>| StoreError::Write {
         path: path.to_path_buf(),
-        reason,
+        cause,
     };
     let written = (|| {
         let mut store = SafetensorsStore::from_file(&tmp)
@@ -95,11 +101,14 @@ pub fn save_parameters(
             .metadata("bnn_config", config_to_json(config));
         module
             .save_into(&mut store)
-            .map_err(|e| write_error(e.to_string()))?;
-        let bytes = std::fs::read(&tmp).map_err(|e| write_error(e.to_string()))?;
-        std::fs::write(&tmp, sorted_header(&bytes).map_err(write_error)?)
-            .map_err(|e| write_error(e.to_string()))?;
-        std::fs::rename(&tmp, path).map_err(|e| write_error(e.to_string()))
+            .map_err(|e| write_error(e.into()))?;
+        let bytes = std::fs::read(&tmp).map_err(|e| write_error(e.into()))?;
+        std::fs::write(
+            &tmp,
+            sorted_header(&bytes).map_err(|e| write_error(e.into()))?,
+        )
+        .map_err(|e| write_error(e.into()))?;
+        std::fs::rename(&tmp, path).map_err(|e| write_error(e.into()))
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -107,20 +116,28 @@ pub fn save_parameters(
     written
 }
 
+/// Why a written file's header could not be rewritten with sorted keys.
+#[derive(Debug, thiserror::Error)]
+enum HeaderError {
+    #[error("the written file has no valid safetensors header")]
+    Missing,
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 /// A safetensors file's bytes with its JSON header's object keys sorted at every level (the
 /// tensors' offsets are relative to the data, so the data is untouched); the header is padded
 /// with spaces to a multiple of 8 bytes, as the format recommends.
-fn sorted_header(bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let corrupt = || "the written file has no valid safetensors header".to_string();
+fn sorted_header(bytes: &[u8]) -> Result<Vec<u8>, HeaderError> {
     let length = u64::from_le_bytes(
         bytes
             .get(..8)
-            .ok_or_else(corrupt)?
+            .ok_or(HeaderError::Missing)?
             .try_into()
-            .map_err(|_| corrupt())?,
+            .map_err(|_| HeaderError::Missing)?,
     ) as usize;
-    let header = bytes.get(8..8 + length).ok_or_else(corrupt)?;
-    let value: serde_json::Value = serde_json::from_slice(header).map_err(|e| e.to_string())?;
+    let header = bytes.get(8..8 + length).ok_or(HeaderError::Missing)?;
+    let value: serde_json::Value = serde_json::from_slice(header)?;
     let mut text = String::new();
     write_sorted(&value, &mut text);
     while !text.len().is_multiple_of(8) {

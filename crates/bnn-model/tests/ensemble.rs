@@ -344,6 +344,7 @@ fn impossible_minibatch_settings_are_config_errors() {
     let train = cos2x_data(10, 1);
     let message = |r: Result<Vec<bnn_model::TrainedMember>, PosteriorError>| match r {
         Err(PosteriorError::Config(m)) => m,
+        Err(PosteriorError::Ensemble(e)) => e.to_string(),
         other => panic!("expected a config error, got {other:?}"),
     };
     let mile = EnsembleConfig::mile().with_members(1).with_epochs(2);

@@ -91,8 +91,36 @@ pub fn detected_level() -> Level {
     Level::Portable
 }
 
+/// Why the level `BNN_KERNEL_ISA` asks for cannot be had.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IsaRequestError {
+    /// The value names no level.
+    Unknown(String),
+    /// The CPU lacks the level asked for.
+    Unsupported { wanted: Level, detected: Level },
+}
+
+impl std::fmt::Display for IsaRequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IsaRequestError::Unknown(value) => write!(
+                f,
+                "{ISA_VARIABLE}={value}: expected auto, avx512, avx2 or portable"
+            ),
+            IsaRequestError::Unsupported { wanted, detected } => write!(
+                f,
+                "{ISA_VARIABLE}={}: this CPU supports at most {}",
+                wanted.name(),
+                detected.name()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for IsaRequestError {}
+
 /// The level `BNN_KERNEL_ISA` asks for on top of the detected one, or why it cannot be had.
-pub fn requested_level() -> Result<Level, String> {
+pub fn requested_level() -> Result<Level, IsaRequestError> {
     let detected = detected_level();
     let Ok(value) = std::env::var(ISA_VARIABLE) else {
         return Ok(detected);
@@ -102,18 +130,10 @@ pub fn requested_level() -> Result<Level, String> {
         "avx512" => Level::Avx512,
         "avx2" | "avx2_fma" => Level::Avx2Fma,
         "portable" | "scalar" => Level::Portable,
-        other => {
-            return Err(format!(
-                "{ISA_VARIABLE}={other}: expected auto, avx512, avx2 or portable"
-            ))
-        }
+        other => return Err(IsaRequestError::Unknown(other.to_string())),
     };
     if wanted > detected {
-        return Err(format!(
-            "{ISA_VARIABLE}={}: this CPU supports at most {}",
-            wanted.name(),
-            detected.name()
-        ));
+        return Err(IsaRequestError::Unsupported { wanted, detected });
     }
     Ok(wanted)
 }

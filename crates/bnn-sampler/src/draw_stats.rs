@@ -20,7 +20,7 @@ pub struct DrawStats {
     /// Number of leapfrog steps (gradient evaluations) taken; 0 for random-walk Metropolis.
     pub n_leapfrog: u32,
     /// The energy error exceeded the divergence threshold or the log density was not finite or
-    /// failed to evaluate; the trajectory was cut and the chain did not move there.
+    /// failed recoverably; the trajectory was cut and the chain did not move there.
     pub divergent: bool,
     /// Hamiltonian `H = -log p(q) + ½ pᵀM⁻¹p` at the draw (random-walk Metropolis: `-log p(q)`),
     /// for the E-BFMI diagnostic.

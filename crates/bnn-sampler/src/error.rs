@@ -3,14 +3,20 @@
 use crate::log_density::LogDensityError;
 
 /// Why a chain could not be started at its initial position (before the chain index is known).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StartError {
     /// The position does not have the density's dimension.
+    #[error("the initial position has length {got}, the log density has dimension {expected}")]
     WrongDimension { expected: usize, got: usize },
     /// The log density or one of its gradient entries is not finite at the position.
+    #[error(
+        "the log density or its gradient is not finite at the initial position (log density = {value})"
+    )]
     NonFinite { value: f64 },
-    /// The log density could not be evaluated at all.
-    Evaluation(LogDensityError),
+    /// The log density could not be evaluated at all (recoverable or not: a chain cannot start
+    /// from a point it cannot evaluate).
+    #[error("the log density failed at the initial position: {0}")]
+    Evaluation(#[source] LogDensityError),
 }
 
 impl StartError {
@@ -53,11 +59,27 @@ pub enum SamplerError {
         "chain {chain}: the log density or its gradient is not finite at the initial position (log density = {value})"
     )]
     NonFiniteStart { chain: usize, value: f64 },
-    /// The cause is part of the message and deliberately not also returned as `source()`, so a
-    /// printer that walks the source chain shows it once.
+    /// The cause is part of the message and also the `source()`, so that what it wraps (an I/O
+    /// or device error) stays reachable; the CLI's report skips a cause the message already ends
+    /// with.
     #[error("chain {chain}: the log density failed at the initial position: {cause}")]
     StartEvaluation {
         chain: usize,
+        #[source]
+        cause: LogDensityError,
+    },
+    /// The log density failed with a fatal error during sampling (a recoverable one is a
+    /// divergence instead and never ends up here).
+    #[error("chain {chain}: the log density failed with an unrecoverable error: {cause}")]
+    Evaluation {
+        chain: usize,
+        #[source]
+        cause: LogDensityError,
+    },
+    /// As `Evaluation`, in a batched transition: the failed call held several chains.
+    #[error("the log density failed with an unrecoverable error in a batched transition: {cause}")]
+    BatchEvaluation {
+        #[source]
         cause: LogDensityError,
     },
     #[error("chain {chain}: {message}")]

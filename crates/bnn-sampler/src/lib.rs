@@ -86,12 +86,12 @@ pub use dynamics::{
 pub use error::{SamplerError, StartError};
 pub use fn_density::FnLogDensity;
 pub use kernels::{
-    msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig, Kernel, KernelState,
-    Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo, MsdParams, MsdState, Nuts,
-    NutsConfig, RandomWalk, RandomWalkConfig, StepParams, SurrogateCounts, SurrogateNuts,
-    SurrogateNutsConfig, SURROGATE_NUTS_STATS,
+    msd_transition, try_msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig,
+    Kernel, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo, MsdParams,
+    MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, StepParams, SurrogateCounts,
+    SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
 };
-pub use log_density::{for_each_row, LogDensity, LogDensityError};
+pub use log_density::{for_each_row, recover, LogDensity, LogDensityError, LogDensityErrorKind};
 pub use metric::{DiagonalMassMatrix, Metric, MetricAt};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
 pub use riemannian_density::RiemannianDensity;

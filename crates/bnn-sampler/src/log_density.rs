@@ -6,32 +6,97 @@
 //! through `LogDensity::riemannian`; a surrogate force belongs to the integrator that uses it
 //! and reaches the batch through `Integrator::evaluate_auxiliary`.
 
-use std::fmt;
+use std::error::Error;
+use std::sync::Arc;
 
 use crate::riemannian_density::RiemannianDensity;
 
-/// Why a log density could not be evaluated (as opposed to evaluating to `-inf` or NaN,
-/// which the samplers treat as a divergence).
-#[derive(Debug, Clone, PartialEq)]
+/// Why a log density could not be evaluated (as opposed to evaluating to `-inf` or NaN, which the
+/// samplers treat as a divergence), and whether sampling may go on.
+///
+/// A **recoverable** error is a property of the point (an ODE solver that fails far out in the
+/// tails, a likelihood that overflows): inside a trajectory it counts exactly as a non-finite log
+/// density there (a divergence, a rejected proposal) and the run goes on. A **fatal** error says
+/// the evaluation cannot work anywhere (batch shapes that disagree, a lost device): it stops the
+/// run. At a chain's initial point every error stops the run. nuts-rs draws the same line with
+/// `LogpError::is_recoverable`.
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct LogDensityError {
-    pub message: String,
+    kind: LogDensityErrorKind,
+    message: String,
+    /// What failed underneath (an I/O or device error), kept for whoever reports the error.
+    #[source]
+    source: Option<Arc<dyn Error + Send + Sync + 'static>>,
+}
+
+/// Whether a [`LogDensityError`] ends the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogDensityErrorKind {
+    /// The point is unusable, the density is not: a divergence where it happens.
+    Recoverable,
+    /// The evaluation itself is broken: the run stops with this error.
+    Fatal,
 }
 
 impl LogDensityError {
+    /// A failure at this point only: a divergence inside a trajectory.
+    pub fn recoverable(message: impl Into<String>) -> Self {
+        Self::of_kind(LogDensityErrorKind::Recoverable, message)
+    }
+
+    /// A failure that stops the run (shape mismatches, lost devices, bugs).
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self::of_kind(LogDensityErrorKind::Fatal, message)
+    }
+
+    /// The same as [`LogDensityError::fatal`]: an error nobody classified stops the run rather
+    /// than silently turning into divergences.
     pub fn new(message: impl Into<String>) -> Self {
+        Self::fatal(message)
+    }
+
+    fn of_kind(kind: LogDensityErrorKind, message: impl Into<String>) -> Self {
         Self {
+            kind,
             message: message.into(),
+            source: None,
         }
     }
-}
 
-impl fmt::Display for LogDensityError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
+    /// Keeps the error underneath as this one's `source()`.
+    pub fn with_source(
+        mut self,
+        source: impl Into<Box<dyn Error + Send + Sync + 'static>>,
+    ) -> Self {
+        self.source = Some(Arc::from(source.into()));
+        self
+    }
+
+    pub fn kind(&self) -> LogDensityErrorKind {
+        self.kind
+    }
+
+    /// Whether sampling may treat the failure as a divergence and go on.
+    pub fn is_recoverable(&self) -> bool {
+        self.kind == LogDensityErrorKind::Recoverable
+    }
+
+    /// The message, without the source's.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
-impl std::error::Error for LogDensityError {}
+/// An evaluation inside a trajectory: `Ok(Some(value))`, `Ok(None)` for a recoverable failure
+/// (the point counts as non-finite: a divergence), `Err` for a fatal one, which ends the run.
+pub fn recover<T>(result: Result<T, LogDensityError>) -> Result<Option<T>, LogDensityError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(error) if error.is_recoverable() => Ok(None),
+        Err(error) => Err(error),
+    }
+}
 
 /// A differentiable (unnormalized) log density over `R^D`, evaluated for `C` positions in one call.
 ///
@@ -48,7 +113,8 @@ pub trait LogDensity: Send + Sync {
     ///
     /// `positions.len() == C * D`, `log_densities.len() == C`, `gradients.len() == C * D`.
     /// Non-finite values are allowed in the output (the sampler rejects such points); an `Err`
-    /// means the evaluation itself failed.
+    /// means the evaluation itself failed: a recoverable one is a divergence, a fatal one ends
+    /// the run (see [`LogDensityError`]).
     fn log_density_and_gradient(
         &self,
         positions: &[f64],
@@ -148,7 +214,7 @@ pub fn for_each_row(
     mut point: impl FnMut(&[f64], &mut [f64]) -> Result<f64, LogDensityError>,
 ) -> Result<(), LogDensityError> {
     if positions.len() != log_densities.len() * dim || gradients.len() != positions.len() {
-        return Err(LogDensityError::new(format!(
+        return Err(LogDensityError::fatal(format!(
             "batch shapes disagree: {} positions, {} values, {} gradients for dimension {dim}",
             positions.len(),
             log_densities.len(),

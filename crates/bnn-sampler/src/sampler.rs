@@ -69,7 +69,7 @@ impl SamplerConfig {
             )));
         }
         if let Some(step_size) = self.initial_step_size {
-            check_step_size(step_size).map_err(SamplerError::InvalidConfig)?;
+            check_step_size(step_size, SamplerError::InvalidConfig)?;
         }
         Ok(Sampler {
             config: self.clone(),
@@ -77,13 +77,17 @@ impl SamplerConfig {
     }
 }
 
-fn check_step_size(step_size: f64) -> Result<(), String> {
+/// A step size must be positive and finite; `invalid` makes the error of whatever set it.
+fn check_step_size(
+    step_size: f64,
+    invalid: impl FnOnce(String) -> SamplerError,
+) -> Result<(), SamplerError> {
     if step_size > 0.0 && step_size.is_finite() {
         Ok(())
     } else {
-        Err(format!(
+        Err(invalid(format!(
             "step size must be positive and finite, got {step_size}"
-        ))
+        )))
     }
 }
 
@@ -187,11 +191,12 @@ impl Sampler {
             .step_size
             .or(config.initial_step_size)
             .unwrap_or_else(|| config.algorithm.default_step_size(dim));
-        check_step_size(step_size).map_err(invalid)?;
+        check_step_size(step_size, invalid)?;
         let mut rng = chain_rng(config.seed, chain);
         let step_size = match self.step_size_search() {
             Some(rule) if config.num_warmup > 0 => {
                 find_reasonable_step_size(density, &mut rng, &kernel, &metric, step_size, rule)
+                    .map_err(|cause| SamplerError::Evaluation { chain, cause })?
             }
             _ => step_size,
         };
@@ -213,7 +218,8 @@ impl Sampler {
     /// Advances every chain until it has done its warmup and `num_draws` draws, handing each draw
     /// to `sink` as it is made, or until `stop` is raised (checked between draws). The states
     /// are updated in place, so a stopped run resumes by calling `run` again with them (also
-    /// after serializing them).
+    /// after serializing them). After an error they are not to be resumed: a chain whose
+    /// transition failed fatally has lost its state (resume from the sink's last checkpoint).
     pub fn run<L: LogDensity + ?Sized>(
         &self,
         density: &L,
@@ -417,11 +423,13 @@ impl Sampler {
             if members.is_empty() {
                 break;
             }
-            kernel.step_batch(density, &mut members, &mut stats);
+            kernel
+                .step_batch(density, &mut members, &mut stats)
+                .map_err(|cause| SamplerError::BatchEvaluation { cause })?;
             drop(members);
             for (&i, draw_stats) in running.iter().zip(&stats) {
                 let chain = &mut chains[i];
-                let (warmup, index) = finish_transition(density, chain, draw_stats, search);
+                let (warmup, index) = finish_transition(density, chain, draw_stats, search)?;
                 let draw = Draw {
                     chain: chain.chain,
                     index,
@@ -465,10 +473,14 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
             return Ok(());
         }
         let state = std::mem::take(&mut chain.kernel);
-        let (state, stats) =
-            kernel.step(density, &mut chain.rng, state, chain.params.step_params());
+        let (state, stats) = kernel
+            .step(density, &mut chain.rng, state, chain.params.step_params())
+            .map_err(|cause| SamplerError::Evaluation {
+                chain: chain.chain,
+                cause,
+            })?;
         chain.kernel = state;
-        let (warmup, index) = finish_transition(density, chain, &stats, search);
+        let (warmup, index) = finish_transition(density, chain, &stats, search)?;
         if warmup {
             // The warmup may have adapted a metric the kernel cannot use (a pseudo-marginal u block).
             kernel.check_params(chain.params.step_params())?;
@@ -491,13 +503,13 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
 }
 
 /// Feeds a transition to the chain's warmup (if still warming up) and counts it. Returns the
-/// phase and the draw's index within it.
+/// phase and the draw's index within it, or the fatal error of a step-size search.
 fn finish_transition<L: LogDensity + ?Sized>(
     density: &L,
     chain: &mut ChainState,
     stats: &DrawStats,
     search: Option<SearchRule>,
-) -> (bool, usize) {
+) -> Result<(bool, usize), SamplerError> {
     let warmup = chain.in_warmup();
     let index = if warmup {
         chain.iteration
@@ -506,12 +518,16 @@ fn finish_transition<L: LogDensity + ?Sized>(
     };
     if warmup {
         let ChainState {
+            chain: number,
             kernel,
             rng,
             warmup,
             params,
             ..
         } = chain;
+        // The search runs inside the warmup's update; a fatal error there leaves the step size as
+        // it was and ends the run right after.
+        let mut failure = None;
         warmup.observe(
             &kernel.position,
             &kernel.gradient,
@@ -520,11 +536,21 @@ fn finish_transition<L: LogDensity + ?Sized>(
             |metric, step_size| match search {
                 Some(rule) => {
                     find_reasonable_step_size(density, rng, kernel, metric, step_size, rule)
+                        .unwrap_or_else(|cause| {
+                            failure = Some(cause);
+                            step_size
+                        })
                 }
                 None => step_size,
             },
         );
+        if let Some(cause) = failure {
+            return Err(SamplerError::Evaluation {
+                chain: *number,
+                cause,
+            });
+        }
     }
     chain.iteration += 1;
-    (warmup, index)
+    Ok((warmup, index))
 }

@@ -300,6 +300,7 @@ fn step_size_search_crosses_its_rules_level() {
                     1.0,
                     rule.rule(target_accept),
                 )
+                .unwrap()
                 .ln()
             })
             .sum::<f64>()

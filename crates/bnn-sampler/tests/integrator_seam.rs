@@ -182,7 +182,7 @@ fn threaded<K: Kernel, L: LogDensity>(
                 metric: &metric,
                 trajectory_length: None,
             };
-            let (next, stats) = kernel.step(density, &mut rng, state, params);
+            let (next, stats) = kernel.step(density, &mut rng, state, params).unwrap();
             out.push((next.position.clone(), stats));
             state = next;
         }
@@ -224,7 +224,7 @@ fn lockstep<K: BatchKernel, L: LogDensity>(
                 },
             })
             .collect();
-        kernel.step_batch(density, &mut batch, &mut stats);
+        kernel.step_batch(density, &mut batch, &mut stats).unwrap();
         drop(batch);
         for (c, s) in stats.iter().enumerate() {
             per_chain[c].push((states[c].position.clone(), *s));
@@ -259,7 +259,7 @@ fn two_evaluation_integrator_agrees_with_the_oracle_and_across_lockstep() {
         };
         let (oracle_next, oracle_stats) =
             oracle.step(&density, &mut oracle_rng, &state, 0.02, &metric);
-        let (next, stats) = fast.step(&density, &mut rng, state, params);
+        let (next, stats) = fast.step(&density, &mut rng, state, params).unwrap();
         assert_eq!(stats, oracle_stats, "draw {i}");
         assert_eq!(next.position, oracle_next.position, "draw {i}");
         state = next;

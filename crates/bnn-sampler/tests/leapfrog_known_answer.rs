@@ -37,7 +37,7 @@ fn one_leapfrog_step_matches_the_closed_form() {
         point.log_density = -0.5 * q * q;
         point.refresh_velocity(&metric);
         let h0 = point.hamiltonian();
-        point.leapfrog(&density, &metric, eps);
+        point.leapfrog(&density, &metric, eps).unwrap();
         let (q1, p1, delta_h) = closed_form(q, p, eps);
         assert!(
             (point.position[0] - q1).abs() < 1e-12,
@@ -76,16 +76,18 @@ fn hmc_acceptance_probability_matches_the_closed_form() {
             let (q1, _, delta_h) = closed_form(q, p[0], eps);
             let accept = (-delta_h).exp().min(1.0);
 
-            let (next, stats) = hmc.step(
-                &density,
-                &mut rng,
-                state,
-                StepParams {
-                    step_size: eps,
-                    metric: &metric,
-                    trajectory_length: None,
-                },
-            );
+            let (next, stats) = hmc
+                .step(
+                    &density,
+                    &mut rng,
+                    state,
+                    StepParams {
+                        step_size: eps,
+                        metric: &metric,
+                        trajectory_length: None,
+                    },
+                )
+                .unwrap();
             assert!(
                 (stats.accept_stat - accept).abs() < 1e-12,
                 "acceptance {} vs {accept}",

@@ -44,7 +44,7 @@ impl RiemannianDensity for Toy {
         let (g, _) = Self::metric_diagonal(position);
         let metric = MetricFactor::Dense(
             Cholesky::new(&[g[0], 0.0, 0.0, g[1]], 2)
-                .map_err(|e| LogDensityError::new(e.to_string()))?,
+                .map_err(|e| LogDensityError::recoverable(e.to_string()))?,
         );
         Ok(MetricAt {
             metric,

@@ -48,16 +48,18 @@ fn agree<L: LogDensity>(
     let mut oracle_state = fast_state.clone();
     let mut coverage = Coverage::default();
     for i in 0..draws {
-        let (next, stats) = fast.step(
-            density,
-            &mut fast_rng,
-            fast_state,
-            StepParams {
-                step_size,
-                metric,
-                trajectory_length: None,
-            },
-        );
+        let (next, stats) = fast
+            .step(
+                density,
+                &mut fast_rng,
+                fast_state,
+                StepParams {
+                    step_size,
+                    metric,
+                    trajectory_length: None,
+                },
+            )
+            .unwrap();
         let (oracle_next, oracle_stats) =
             oracle.step(density, &mut oracle_rng, &oracle_state, step_size, metric);
         assert_eq!(stats, oracle_stats, "{name}: statistics differ at draw {i}");
@@ -98,7 +100,7 @@ impl LogDensity for FailsOutside {
         gradients: &mut [f64],
     ) -> Result<(), LogDensityError> {
         if positions.chunks_exact(3).any(|q| q[0].abs() >= 2.5) {
-            return Err(LogDensityError::new("outside the domain"));
+            return Err(LogDensityError::recoverable("outside the domain"));
         }
         IidGaussian {
             scales: vec![1.0; 3],

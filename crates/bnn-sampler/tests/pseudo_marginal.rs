@@ -175,16 +175,18 @@ fn run<K: Kernel>(
         let mut step_size = 0.1;
         let (mut m, mut t) = (Vec::with_capacity(draws), Vec::with_capacity(draws));
         for i in 0..warmup + draws {
-            let (next, stats) = kernel.step(
-                target,
-                &mut rng,
-                state,
-                StepParams {
-                    step_size,
-                    metric: &metric,
-                    trajectory_length: None,
-                },
-            );
+            let (next, stats) = kernel
+                .step(
+                    target,
+                    &mut rng,
+                    state,
+                    StepParams {
+                        step_size,
+                        metric: &metric,
+                        trajectory_length: None,
+                    },
+                )
+                .unwrap();
             state = next;
             if i < warmup {
                 step_size = adaptation.update(stats.accept_stat);
@@ -300,16 +302,18 @@ fn pseudo_marginal_nuts_recovers_the_exact_posterior() {
         let mut state = KernelState::init(&frozen, vec![0.5, 0.0]).unwrap();
         let (mut m, mut t) = (Vec::new(), Vec::new());
         for i in 0..2300 {
-            let (next, _) = kernel.step(
-                &frozen,
-                &mut chain,
-                state,
-                StepParams {
-                    step_size: 0.2,
-                    metric: &metric,
-                    trajectory_length: None,
-                },
-            );
+            let (next, _) = kernel
+                .step(
+                    &frozen,
+                    &mut chain,
+                    state,
+                    StepParams {
+                        step_size: 0.2,
+                        metric: &metric,
+                        trajectory_length: None,
+                    },
+                )
+                .unwrap();
             state = next;
             if i >= 300 {
                 m.push(state.position[0]);
@@ -378,7 +382,7 @@ fn one_step_is_reversible() {
         let start = point.clone();
         let mut integrator = PseudoMarginalLeapfrog::new(2, scheme);
         integrator.begin_transition(&point);
-        point.step(&mut integrator, &target, &metric, 0.05);
+        point.step(&mut integrator, &target, &metric, 0.05).unwrap();
         assert!(
             (point.hamiltonian() - start.hamiltonian()).abs() < 0.05,
             "{scheme:?}: ΔH = {}",
@@ -386,7 +390,7 @@ fn one_step_is_reversible() {
         );
         // Reversed momenta; the kick-first scheme reads the end's gradient the step left behind.
         point.momentum.iter_mut().for_each(|p| *p = -*p);
-        point.step(&mut integrator, &target, &metric, 0.05);
+        point.step(&mut integrator, &target, &metric, 0.05).unwrap();
         for (a, b) in point.position.iter().zip(&start.position) {
             assert!((a - b).abs() < 1e-12, "{scheme:?}: position {a} vs {b}");
         }
@@ -422,7 +426,7 @@ fn one_step_preserves_volume() {
             point.momentum.copy_from_slice(&z[dim..]);
             point.refresh_velocity(&metric);
             let mut integrator = PseudoMarginalLeapfrog::new(2, scheme);
-            point.step(&mut integrator, &target, &metric, 0.3);
+            point.step(&mut integrator, &target, &metric, 0.3).unwrap();
             point
                 .position
                 .iter()

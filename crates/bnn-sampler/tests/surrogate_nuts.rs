@@ -110,7 +110,7 @@ fn run_chains<K: Kernel, L: LogDensity>(
                     metric: &metric,
                     trajectory_length: None,
                 };
-                let (next, s) = kernel.step(density, &mut rng, state, params);
+                let (next, s) = kernel.step(density, &mut rng, state, params).unwrap();
                 state = next;
                 if i >= warmup {
                     rows.push(state.position.clone());
@@ -307,16 +307,18 @@ fn adaptive_mode_falls_back_and_cools_down() {
     let mut state = KernelState::init(&target, vec![0.3, -0.2]).unwrap();
     let mut stats = Vec::new();
     for _ in 0..200 {
-        let (next, s) = kernel.step(
-            &target,
-            &mut rng,
-            state,
-            StepParams {
-                step_size: 0.5,
-                metric: &metric,
-                trajectory_length: None,
-            },
-        );
+        let (next, s) = kernel
+            .step(
+                &target,
+                &mut rng,
+                state,
+                StepParams {
+                    step_size: 0.5,
+                    metric: &metric,
+                    trajectory_length: None,
+                },
+            )
+            .unwrap();
         state = next;
         stats.push(s);
     }
@@ -371,13 +373,13 @@ fn a_fallback_leaf_is_the_true_leapfrog_step_from_its_start() {
     point.momentum.copy_from_slice(&[0.8, 0.3]);
     point.refresh_velocity(&metric);
     let mut reference = point.clone();
-    reference.leapfrog(&target, &metric, 0.5);
+    reference.leapfrog(&target, &metric, 0.5).unwrap();
 
     let stiff = Arc::new(GaussianSurrogate::isotropic(2, 100.0));
     let mut integrator =
         SurrogateLeapfrog::new(stiff, SurrogateMode::Adaptive(MonitorConfig::default()));
     bnn_sampler::Integrator::begin_transition(&mut integrator, &point);
-    point.step(&mut integrator, &target, &metric, 0.5);
+    point.step(&mut integrator, &target, &metric, 0.5).unwrap();
     assert_eq!(
         integrator.monitor().fallbacks,
         1,

@@ -4,7 +4,7 @@
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{
     initial_parameters, Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood,
-    MlpPosterior, Posterior, PriorSpec,
+    MlpPosterior, Posterior, PriorSpec, UnknownName,
 };
 use bnn_sampler::{
     ChainStart, Draw, DrawSink, HmcConfig, RunStatus, SamplerConfig, SinkError, WarmupConfig,
@@ -93,12 +93,12 @@ pub enum StartPoint {
 }
 
 impl std::str::FromStr for StartPoint {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s.trim() {
             "init" | "initialization" => Ok(Self::Initialization),
             "prior" | "prior_draw" => Ok(Self::PriorDraw),
-            other => Err(format!("unknown start `{other}`; expected init or prior")),
+            other => Err(UnknownName::new("start", other, ["init", "prior"])),
         }
     }
 }

@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{
     initial_parameters, Activation, AutodiffLogDensity, BnnConfig, EnsembleConfig, HostData,
-    Likelihood, MlpPosterior, ParameterKind, Posterior, Prior, PriorSpec,
+    Likelihood, MlpPosterior, ParameterKind, Posterior, Prior, PriorSpec, UnknownName,
 };
 use bnn_plot::{LegendPosition, LineChart, Series};
 use bnn_sampler::{
@@ -71,12 +71,12 @@ impl ArmSampler {
 }
 
 impl FromStr for ArmSampler {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         ArmSampler::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .ok_or_else(|| format!("unknown sampler `{s}` (expected one of msd, msd-frozen, hmc-long, hmc-short, nuts)"))
+            .ok_or_else(|| UnknownName::new("sampler", s, ArmSampler::ALL.map(ArmSampler::name)))
     }
 }
 
@@ -411,9 +411,7 @@ impl DrawSink for Collect<'_> {
 /// Each seed's start, shared by every sampler: a network initialization, trained with Adam for
 /// `start_epochs` full-batch steps when that is positive.
 fn chain_starts(config: &RobotArmConfig, train: &HostData) -> Result<Vec<Vec<f64>>> {
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let layout = MlpPosterior::new(config.model(), train, &device, DType::F32)?
         .layout()
         .clone();
@@ -445,9 +443,7 @@ fn run_chain(
     progress: &dyn Progress,
     stop: &AtomicBool,
 ) -> Result<ArmRun> {
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let posterior = MlpPosterior::new(config.model(), train, &device, DType::F32)?;
     let layout = posterior.layout().clone();
     let counts = Counts::default();

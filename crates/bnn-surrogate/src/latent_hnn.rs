@@ -28,6 +28,19 @@ pub struct LatentHnnConfig {
     pub latent_outputs: Option<usize>,
 }
 
+/// A network shape [`LatentHnnConfig::validate`] refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LatentHnnConfigError {
+    #[error("the L-HNN needs a position dimension of at least 1")]
+    NoPosition,
+    #[error(
+        "the L-HNN needs at least one hidden layer of width at least 1, got {layers} layers of width {width}"
+    )]
+    NoHiddenLayer { layers: usize, width: usize },
+    #[error("the L-HNN needs at least one latent output")]
+    NoLatentOutput,
+}
+
 impl LatentHnnConfig {
     /// The number `m` of latent outputs.
     pub fn latent_count(&self) -> usize {
@@ -35,18 +48,18 @@ impl LatentHnnConfig {
     }
 
     /// Refuses shapes that cannot be built.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LatentHnnConfigError> {
         if self.dim == 0 {
-            return Err("the L-HNN needs a position dimension of at least 1".into());
+            return Err(LatentHnnConfigError::NoPosition);
         }
         if self.hidden_width == 0 || self.hidden_layers == 0 {
-            return Err(format!(
-                "the L-HNN needs at least one hidden layer of width at least 1, got {} layers of width {}",
-                self.hidden_layers, self.hidden_width
-            ));
+            return Err(LatentHnnConfigError::NoHiddenLayer {
+                layers: self.hidden_layers,
+                width: self.hidden_width,
+            });
         }
         if self.latent_count() == 0 {
-            return Err("the L-HNN needs at least one latent output".into());
+            return Err(LatentHnnConfigError::NoLatentOutput);
         }
         Ok(())
     }
@@ -58,8 +71,8 @@ impl LatentHnnConfig {
     /// # Panics
     /// When [`LatentHnnConfig::validate`] refuses the config.
     pub fn init(&self, device: &Device, dtype: DType, seed: u64) -> LatentHnn {
-        if let Err(message) = self.validate() {
-            panic!("invalid L-HNN config: {message}");
+        if let Err(error) = self.validate() {
+            panic!("invalid L-HNN config: {error}");
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut inputs = 2 * self.dim;

@@ -29,7 +29,11 @@ pub mod surrogate;
 pub mod train;
 pub mod training_data;
 
-pub use latent_hnn::{LatentHnn, LatentHnnConfig};
-pub use surrogate::{DenseLayer, LhnnSurrogate};
-pub use train::{LhnnTrainingConfig, LossRecord, TrainedLhnn, TrainingError};
-pub use training_data::{TrajectoryData, TrajectoryDataConfig, TrajectoryError};
+pub use latent_hnn::{LatentHnn, LatentHnnConfig, LatentHnnConfigError};
+pub use surrogate::{DenseLayer, LhnnSurrogate, SurrogateWeightsError};
+pub use train::{
+    LhnnTrainingConfig, LhnnTrainingConfigError, LossRecord, TrainedLhnn, TrainingError,
+};
+pub use training_data::{
+    TrajectoryData, TrajectoryDataConfig, TrajectoryDataConfigError, TrajectoryError,
+};

@@ -48,10 +48,29 @@ struct SavedWeights {
     output: DenseLayer,
 }
 
+/// Why saved weights do not make an [`LhnnSurrogate`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SurrogateWeightsError {
+    #[error("an L-HNN needs a position dimension and at least one hidden layer")]
+    NoLayers,
+    #[error(
+        "layer {layer} does not fit: {inputs} inputs (expected {expected_inputs}), {outputs} outputs, {weights} weights, {biases} biases (expected {expected_biases})"
+    )]
+    LayerMismatch {
+        layer: usize,
+        inputs: usize,
+        expected_inputs: usize,
+        outputs: usize,
+        weights: usize,
+        biases: usize,
+        expected_biases: usize,
+    },
+}
+
 impl SavedWeights {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), SurrogateWeightsError> {
         if self.dim == 0 || self.hidden.is_empty() {
-            return Err("an L-HNN needs a position dimension and at least one hidden layer".into());
+            return Err(SurrogateWeightsError::NoLayers);
         }
         let mut inputs = 2 * self.dim;
         for (l, layer) in self.hidden.iter().chain([&self.output]).enumerate() {
@@ -64,13 +83,15 @@ impl SavedWeights {
                 || layer.weight.len() != layer.inputs * layer.outputs
                 || layer.bias.len() != bias
             {
-                return Err(format!(
-                    "layer {l} does not fit: {} inputs (expected {inputs}), {} outputs, {} weights, {} biases (expected {bias})",
-                    layer.inputs,
-                    layer.outputs,
-                    layer.weight.len(),
-                    layer.bias.len()
-                ));
+                return Err(SurrogateWeightsError::LayerMismatch {
+                    layer: l,
+                    inputs: layer.inputs,
+                    expected_inputs: inputs,
+                    outputs: layer.outputs,
+                    weights: layer.weight.len(),
+                    biases: layer.bias.len(),
+                    expected_biases: bias,
+                });
             }
             inputs = layer.outputs;
         }
@@ -92,8 +113,8 @@ pub struct LhnnSurrogate {
 }
 
 impl TryFrom<SavedWeights> for LhnnSurrogate {
-    type Error = String;
-    fn try_from(weights: SavedWeights) -> Result<Self, String> {
+    type Error = SurrogateWeightsError;
+    fn try_from(weights: SavedWeights) -> Result<Self, SurrogateWeightsError> {
         weights.check()?;
         let output = &weights.output;
         let top_gradient = (0..output.inputs)
@@ -316,7 +337,7 @@ impl SurrogateGradient for LhnnSurrogate {
         let d = self.dim();
         let chains = positions.len() / d;
         if chains * d != positions.len() || gradients.len() != positions.len() {
-            return Err(LogDensityError::new(format!(
+            return Err(LogDensityError::fatal(format!(
                 "surrogate batch shapes disagree: {} position and {} gradient entries for dimension {d}",
                 positions.len(),
                 gradients.len()

@@ -1,7 +1,7 @@
 //! Fitting an L-HNN to trajectory data with Burn's Adam: the network's input gradient is made
 //! to satisfy Hamilton's equations, `∂H/∂p = dq/dt` and `∂H/∂q = −dp/dt`.
 
-use crate::latent_hnn::{LatentHnn, LatentHnnConfig};
+use crate::latent_hnn::{LatentHnn, LatentHnnConfig, LatentHnnConfigError};
 use crate::surrogate::LhnnSurrogate;
 use crate::training_data::TrajectoryData;
 use burn::config::Config;
@@ -61,11 +61,30 @@ pub struct TrainedLhnn {
     pub final_loss: f64,
 }
 
+/// Training settings [`LhnnTrainingConfig::validate`] refuses.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LhnnTrainingConfigError {
+    #[error(
+        "steps, batch size and log interval must be at least 1, got {steps}, {batch_size} and {log_every}"
+    )]
+    ZeroCount {
+        steps: usize,
+        batch_size: usize,
+        log_every: usize,
+    },
+    #[error("learning rate must be positive, got {0}")]
+    LearningRate(f64),
+    #[error("weight decay must be non-negative, got {0}")]
+    WeightDecay(f64),
+}
+
 /// Why training could not run or finish.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TrainingError {
     #[error("invalid L-HNN training settings: {0}")]
-    Config(String),
+    Config(#[from] LhnnTrainingConfigError),
+    #[error("invalid L-HNN training settings: {0}")]
+    Network(#[from] LatentHnnConfigError),
     #[error("the network has position dimension {network}, the data {data}")]
     Dimension { network: usize, data: usize },
     #[error("the training data hold no phase points (or their arrays disagree in length)")]
@@ -78,24 +97,19 @@ pub enum TrainingError {
 const EVALUATION_CHUNK: usize = 4096;
 
 impl LhnnTrainingConfig {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LhnnTrainingConfigError> {
         if self.steps == 0 || self.batch_size == 0 || self.log_every == 0 {
-            return Err(format!(
-                "steps, batch size and log interval must be at least 1, got {}, {} and {}",
-                self.steps, self.batch_size, self.log_every
-            ));
+            return Err(LhnnTrainingConfigError::ZeroCount {
+                steps: self.steps,
+                batch_size: self.batch_size,
+                log_every: self.log_every,
+            });
         }
         if !(self.learning_rate > 0.0 && self.learning_rate.is_finite()) {
-            return Err(format!(
-                "learning rate must be positive, got {}",
-                self.learning_rate
-            ));
+            return Err(LhnnTrainingConfigError::LearningRate(self.learning_rate));
         }
         if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
-            return Err(format!(
-                "weight decay must be non-negative, got {}",
-                self.weight_decay
-            ));
+            return Err(LhnnTrainingConfigError::WeightDecay(self.weight_decay));
         }
         Ok(())
     }
@@ -115,8 +129,8 @@ impl LhnnTrainingConfig {
         device: &Device,
         mut progress: impl FnMut(usize, f64),
     ) -> Result<TrainedLhnn, TrainingError> {
-        self.validate().map_err(TrainingError::Config)?;
-        network.validate().map_err(TrainingError::Config)?;
+        self.validate()?;
+        network.validate()?;
         if network.dim != data.dim {
             return Err(TrainingError::Dimension {
                 network: network.dim,

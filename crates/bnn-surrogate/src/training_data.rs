@@ -56,11 +56,22 @@ impl TrajectoryData {
     }
 }
 
-/// Why trajectory data could not be generated.
+/// Trajectory settings [`TrajectoryDataConfig::validate`] refuses.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TrajectoryDataConfigError {
+    #[error("at least one trajectory is needed")]
+    NoTrajectories,
+    #[error("the step size must be positive, got {0}")]
+    StepSize(f64),
+    #[error("end time {end_time} gives no leapfrog step of size {step_size}")]
+    NoSteps { end_time: f64, step_size: f64 },
+}
+
+/// Why trajectory data could not be generated.
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum TrajectoryError {
     #[error("invalid trajectory settings: {0}")]
-    Config(String),
+    Config(#[from] TrajectoryDataConfigError),
     #[error("the start position has {got} coordinates, but the density has dimension {expected}")]
     StartDimension { expected: usize, got: usize },
     #[error("the log density could not be evaluated: {0}")]
@@ -82,21 +93,18 @@ impl TrajectoryDataConfig {
         (self.end_time / self.step_size).round() as usize
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), TrajectoryDataConfigError> {
         if self.trajectories == 0 {
-            return Err("at least one trajectory is needed".into());
+            return Err(TrajectoryDataConfigError::NoTrajectories);
         }
         if !(self.step_size > 0.0 && self.step_size.is_finite()) {
-            return Err(format!(
-                "the step size must be positive, got {}",
-                self.step_size
-            ));
+            return Err(TrajectoryDataConfigError::StepSize(self.step_size));
         }
         if !(self.end_time.is_finite() && self.steps_per_trajectory() >= 1) {
-            return Err(format!(
-                "end time {} gives no leapfrog step of size {}",
-                self.end_time, self.step_size
-            ));
+            return Err(TrajectoryDataConfigError::NoSteps {
+                end_time: self.end_time,
+                step_size: self.step_size,
+            });
         }
         Ok(())
     }
@@ -117,7 +125,7 @@ impl TrajectoryDataConfig {
         start: &[f64],
         mut progress: impl FnMut(usize, usize),
     ) -> Result<TrajectoryData, TrajectoryError> {
-        self.validate().map_err(TrajectoryError::Config)?;
+        self.validate()?;
         let dim = density.dim();
         if start.len() != dim {
             return Err(TrajectoryError::StartDimension {

@@ -4,7 +4,7 @@
 //! `#[derive(Module)]` works, because `ModulePosterior` loads each chain's flat parameter vector
 //! into a copy of the module and differentiates the user's own forward pass with Burn's autodiff.
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use bnn_model::{flatten, AutodiffLogDensity, ModulePosterior, Prior, PriorSpec};
 use bnn_sampler::{ChainStart, NutsConfig, SamplerConfig};
 use burn::module::Module;
@@ -90,8 +90,7 @@ pub fn run(
         log_likelihood,
         &PriorSpec::uniform(Prior::Normal { scale: 2.0 }),
         &device,
-    )
-    .map_err(|e| anyhow!(e))?;
+    )?;
     let density = AutodiffLogDensity::new(posterior);
     let dim = flatten(&ResidualRegressor::new(width, &device)).len();
 

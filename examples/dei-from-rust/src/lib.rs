@@ -155,8 +155,7 @@ pub fn user_module_run(sizes: Sizes) -> Result<ModuleRun> {
         log_likelihood,
         &PriorSpec::uniform(Prior::Normal { scale: 2.0 }),
         &device,
-    )
-    .map_err(|e| anyhow!(e))?;
+    )?;
     let density = AutodiffLogDensity::new(posterior);
 
     // The ensemble: members start at different initializations of the module.

@@ -279,9 +279,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     let data = prepare(args.problem.dataset(), &Preparation::default())?;
     let config = args.problem.config(data.train.x_cols);
-    let device = args.device.device().map_err(|e| anyhow!(e))?;
+    let device = args.device.device()?;
     let cpu_one_chain_us = if args.versus_cpu {
-        let cpu = DeviceName::Flex.device().map_err(|e| anyhow!(e))?;
+        let cpu = DeviceName::Flex.device()?;
         let cpu_density = AutodiffLogDensity::new(MlpPosterior::new(
             config.clone(),
             &data.train,

@@ -459,7 +459,7 @@ impl LhnnArgs {
         } else {
             self.benchmarks
                 .iter()
-                .map(|b| b.parse::<Benchmark>().map_err(anyhow::Error::msg))
+                .map(|b| b.parse::<Benchmark>().map_err(anyhow::Error::new))
                 .collect::<Result<_>>()?
         };
         Ok(LhnnStudyConfig {

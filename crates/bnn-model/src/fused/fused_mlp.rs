@@ -885,7 +885,15 @@ impl RiemannianDensity for GaussNewtonDensity {
         };
         let (potential, g) =
             bnn_kernels::posterior_potential(&self.spec, &self.x, &self.y, position, prior)
-                .map_err(LogDensityError::new)?;
+                .map_err(|e| {
+                    // A non-finite value is this point's (a divergence); a shape mismatch is not.
+                    let error = if matches!(e, bnn_kernels::PotentialError::NonFinite { .. }) {
+                        LogDensityError::recoverable(e.to_string())
+                    } else {
+                        LogDensityError::fatal(e.to_string())
+                    };
+                    error.with_source(e)
+                })?;
         gradient.copy_from_slice(&g);
         gradient.iter_mut().for_each(|g| *g = -*g);
         Ok(-potential)
@@ -893,16 +901,17 @@ impl RiemannianDensity for GaussNewtonDensity {
 
     fn metric_at(&self, position: &[f64]) -> Result<MetricAt, LogDensityError> {
         if position.len() != self.spec.dim {
-            return Err(LogDensityError::new(format!(
+            return Err(LogDensityError::fatal(format!(
                 "θ has {} values, the model {}",
                 position.len(),
                 self.spec.dim
             )));
         }
         let point = OutputPoint::new(&self.spec, &self.x, position);
+        // A metric that is not positive definite here fails this point only: a divergence.
         let metric = point
             .metric(&self.spec, &self.metric_precision)
-            .map_err(LogDensityError::new)?;
+            .map_err(|e| LogDensityError::recoverable(e.to_string()).with_source(e))?;
         Ok(MetricAt {
             metric,
             cache: Box::new(point),
@@ -938,6 +947,6 @@ impl GaussNewtonDensity {
         point
             .cache
             .downcast_ref::<OutputPoint>()
-            .ok_or_else(|| LogDensityError::new("a metric point from another density"))
+            .ok_or_else(|| LogDensityError::fatal("a metric point from another density"))
     }
 }

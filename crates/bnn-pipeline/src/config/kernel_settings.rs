@@ -212,19 +212,19 @@ impl KernelSettings {
         table.insert(key.to_string(), value);
         self.0 = self
             .with_table(table)
-            .map_err(|message| SettingsError::InvalidValue {
+            .map_err(|e| SettingsError::InvalidValue {
                 key: key.to_string(),
-                message,
+                message: one_line(e.message()),
             })?;
         Ok(())
     }
 
     /// This sampler with `table` as its settings (keys left out take serde's view: absent
     /// optional settings are unset, others an error).
-    fn with_table(&self, table: toml::Table) -> Result<AlgorithmConfig, String> {
+    fn with_table(&self, table: toml::Table) -> Result<AlgorithmConfig, toml::de::Error> {
         let mut outer = toml::Table::new();
         outer.insert(self.tag().to_string(), toml::Value::Table(table));
-        AlgorithmConfig::deserialize(toml::Value::Table(outer)).map_err(|e| one_line(e.message()))
+        AlgorithmConfig::deserialize(toml::Value::Table(outer))
     }
 
     /// The tag serde gives this sampler's variant (`Nuts` for `nuts`).

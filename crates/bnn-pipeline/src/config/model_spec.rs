@@ -1,7 +1,7 @@
 //! The text forms of a model's settings ("16,16", "fixed:0.1", "0=fan_in_normal:1") as configs and flags write them.
 
 use anyhow::{anyhow, bail, Result};
-use bnn_model::{LayerPrior, Likelihood, LogSigmaPrior, Prior, ScaleLink};
+use bnn_model::{LayerPrior, Likelihood, LogSigmaPrior, Prior, PriorError, ScaleLink};
 
 /// Hidden layer widths, comma separated; empty (or blank) for a linear model. An empty entry
 /// between commas (`8,,8`) or a width of 0 is refused rather than read as something else.
@@ -59,10 +59,10 @@ pub fn parse_layer_prior(text: &str) -> Result<(usize, LayerPrior)> {
     let (w, b) = priors.split_once('/').unwrap_or((priors, priors));
     let weight: Prior = w
         .parse()
-        .map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
+        .map_err(|e: PriorError| anyhow!("--layer-prior '{text}': {e}"))?;
     let bias: Prior = b
         .parse()
-        .map_err(|e: String| anyhow!("--layer-prior '{text}': {e}"))?;
+        .map_err(|e: PriorError| anyhow!("--layer-prior '{text}': {e}"))?;
     Ok((layer, LayerPrior { weight, bias }))
 }
 

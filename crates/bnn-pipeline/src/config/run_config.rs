@@ -3,7 +3,9 @@
 use crate::config::kernel_settings::{kernel_setting_name, KernelSettings};
 use crate::config::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
-use bnn_model::{Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorSpec};
+use bnn_model::{
+    Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorError, PriorSpec, UnknownName,
+};
 use bnn_sampler::{
     MclmcConfig, MetricEstimate, RandomWalkConfig, SamplerConfig, SamplerSettings, StepSizeSearch,
     WarmupConfig,
@@ -89,7 +91,7 @@ impl ModelSection {
         let prior: Prior = self
             .prior
             .parse()
-            .map_err(|e: String| anyhow!("--prior (config key `prior`): {e}"))?;
+            .map_err(|e: PriorError| anyhow!("--prior (config key `prior`): {e}"))?;
         let mut spec = PriorSpec::uniform(prior);
         for text in &self.layer_priors {
             let (layer, lp) = parse_layer_prior(text)?;
@@ -103,7 +105,7 @@ impl ModelSection {
         let activation: Activation = self
             .activation
             .parse()
-            .map_err(|e: String| anyhow!("--activation (config key `activation`): {e}"))?;
+            .map_err(|e: UnknownName| anyhow!("--activation (config key `activation`): {e}"))?;
         let likelihood = parse_likelihood(&self.likelihood)?;
         likelihood
             .validate()
@@ -471,7 +473,7 @@ impl RunConfig {
         let name = s.algorithm.name();
         // An optional setting left unset where a run's default sets it would read back from
         // config.toml as that default (TOML has no "unset"): the resumed run would differ.
-        let run_defaults = KernelSettings::named(name).map_err(|e| anyhow!(e))?.table();
+        let run_defaults = KernelSettings::named(name)?.table();
         if let Some((key, default)) = run_defaults
             .iter()
             .find(|(key, _)| s.algorithm.get(key).is_none())

@@ -114,7 +114,7 @@ impl DeiMcmc {
                 format!("--init-from {} (config key `init_from`)", path.display())
             })?;
         }
-        let device = config.device_name()?.device().map_err(|e| anyhow!(e))?;
+        let device = config.device_name()?.device()?;
         if let Some(threads) = config.runtime.threads {
             bnn_model::fused_mlp::set_kernel_threads(threads);
         }

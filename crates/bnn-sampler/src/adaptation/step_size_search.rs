@@ -3,7 +3,7 @@
 use rand::Rng;
 
 use crate::kernels::KernelState;
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 use crate::metric::DiagonalMassMatrix;
 use crate::phase_point::PhasePoint;
 
@@ -56,7 +56,8 @@ impl StepSizeSearch {
 /// ε until it falls below, otherwise keep halving until it rises above, and return the last ε.
 /// This gives the dual averaging a starting point of the right order of magnitude.
 ///
-/// Random numbers: `D` normals for the momentum, or for every try with `fresh_momenta`.
+/// Random numbers: `D` normals for the momentum, or for every try with `fresh_momenta`. A
+/// recoverable evaluation failure counts as a step with acceptance 0; a fatal one is returned.
 pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
     density: &L,
     rng: &mut R,
@@ -64,7 +65,7 @@ pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
     metric: &DiagonalMassMatrix,
     initial_step_size: f64,
     rule: SearchRule,
-) -> f64 {
+) -> Result<f64, LogDensityError> {
     let dim = state.dim();
     let mut start = PhasePoint::new(dim);
     start.reset_to(&state.position, &state.gradient, state.log_density);
@@ -80,18 +81,18 @@ pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         }
         let initial_energy = start.hamiltonian();
         point.copy_from(&start);
-        point.leapfrog(density, metric, step_size);
+        point.leapfrog(density, metric, step_size)?;
         let delta = initial_energy - point.hamiltonian();
-        if delta.is_nan() {
+        Ok(if delta.is_nan() {
             f64::NEG_INFINITY
         } else {
             delta
-        }
+        })
     };
 
     let log_level = rule.level.ln();
     let mut step_size = initial_step_size;
-    let grow = log_ratio(step_size) > log_level;
+    let grow = log_ratio(step_size)? > log_level;
     for _ in 0..MAX_TRIES {
         let next = if grow {
             2.0 * step_size
@@ -103,13 +104,13 @@ pub fn find_reasonable_step_size<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         }
         step_size = next;
         let crossed = if grow {
-            log_ratio(step_size) <= log_level
+            log_ratio(step_size)? <= log_level
         } else {
-            log_ratio(step_size) > log_level
+            log_ratio(step_size)? > log_level
         };
         if crossed {
             break;
         }
     }
-    step_size
+    Ok(step_size)
 }

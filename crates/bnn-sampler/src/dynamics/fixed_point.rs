@@ -3,6 +3,7 @@
 
 use bnn_numerics::Cholesky;
 
+use crate::dynamics::StepFailure;
 use crate::log_density::LogDensityError;
 use crate::metric::riemannian::dot;
 
@@ -18,9 +19,10 @@ pub struct FixedPointSolver {
 }
 
 impl FixedPointSolver {
-    /// Solves `x = update(x)` from `start`, counting evaluations in `iterations`;
-    /// `Err(iterations)` when it does not converge within the allowed iterations, a value is
-    /// not finite, or `update` fails. Plain iteration contracts slowly (or not at all) where the
+    /// Solves `x = update(x)` from `start`, counting evaluations in `iterations`; a
+    /// [`StepFailure::Divergent`] when it does not converge within the allowed iterations, a
+    /// value is not finite, or `update` fails recoverably, [`StepFailure::Fatal`] when `update`
+    /// fails fatally. Plain iteration contracts slowly (or not at all) where the
     /// metric changes fast along the step, so the iterates are Anderson-accelerated (Walker & Ni
     /// 2011; the last `ANDERSON_DEPTH` differences): the same fixed point, reached in far fewer
     /// evaluations.
@@ -29,22 +31,26 @@ impl FixedPointSolver {
         start: Vec<f64>,
         iterations: &mut usize,
         mut update: impl FnMut(&[f64]) -> Result<Vec<f64>, LogDensityError>,
-    ) -> Result<Vec<f64>, usize> {
+    ) -> Result<Vec<f64>, StepFailure> {
         let mut current = start;
         let mut history = AndersonHistory::default();
         for _ in 0..self.max_iterations {
             *iterations += 1;
-            let image = update(&current).map_err(|_| *iterations)?;
+            let image = update(&current).map_err(|error| StepFailure::after(error, *iterations))?;
             let change = max_relative_change(&current, &image);
             if !change.is_finite() {
-                return Err(*iterations);
+                return Err(StepFailure::Divergent {
+                    iterations: *iterations,
+                });
             }
             if change < self.tolerance {
                 return Ok(image);
             }
             current = history.next_iterate(&current, image);
         }
-        Err(*iterations)
+        Err(StepFailure::Divergent {
+            iterations: *iterations,
+        })
     }
 }
 
@@ -149,11 +155,25 @@ mod tests {
         let mut iterations = 0;
         // x = x + 1 has no solution.
         let unsolved = solver.solve(vec![1.0], &mut iterations, |x| Ok(vec![x[0] + 1.0]));
-        assert_eq!(unsolved, Err(5));
+        assert!(matches!(
+            unsolved,
+            Err(StepFailure::Divergent { iterations: 5 })
+        ));
         let mut iterations = 0;
         let failing = solver.solve(vec![1.0], &mut iterations, |_| {
-            Err(LogDensityError::new("no metric here"))
+            Err(LogDensityError::recoverable("no metric here"))
         });
-        assert_eq!(failing, Err(1));
+        assert!(matches!(
+            failing,
+            Err(StepFailure::Divergent { iterations: 1 })
+        ));
+        let mut iterations = 0;
+        let broken = solver.solve(vec![1.0], &mut iterations, |_| {
+            Err(LogDensityError::fatal("wrong length"))
+        });
+        assert!(
+            matches!(&broken, Err(StepFailure::Fatal(e)) if e.message() == "wrong length"),
+            "{broken:?}"
+        );
     }
 }

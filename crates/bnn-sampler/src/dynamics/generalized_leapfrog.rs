@@ -14,6 +14,7 @@
 //! Riemannian density, to batch a kernel the runner never batches.
 
 use crate::dynamics::fixed_point::FixedPointSolver;
+use crate::dynamics::StepFailure;
 use crate::error::StartError;
 use crate::metric::MetricAt;
 use crate::riemannian_density::RiemannianDensity;
@@ -74,7 +75,8 @@ pub struct GeneralizedLeapfrog {
 impl GeneralizedLeapfrog {
     /// One step of size `step_size` from `from` (`start`: the metric there, `start_log_det`:
     /// `∇θ ½ log det G` there). `Ok` with the fixed-point iterations of both implicit equations;
-    /// `Err(iterations)` when one does not converge or a value is not finite (a divergence).
+    /// [`StepFailure::Divergent`] when one does not converge or a value is not finite or fails
+    /// recoverably, [`StepFailure::Fatal`] when an evaluation fails fatally.
     pub fn step<D: RiemannianDensity + ?Sized>(
         &self,
         density: &D,
@@ -82,7 +84,7 @@ impl GeneralizedLeapfrog {
         start: &MetricAt,
         start_log_det: &[f64],
         step_size: f64,
-    ) -> Result<(StepEnd, usize), usize> {
+    ) -> Result<(StepEnd, usize), StepFailure> {
         let half = 0.5 * step_size;
         let dim = from.position.len();
         let mut iterations = 0;
@@ -116,20 +118,19 @@ impl GeneralizedLeapfrog {
             })?;
         // p' = p½ − ε/2 (−∇log p(θ') + ∇φ(θ', p½)), explicit.
         let mut gradient = vec![0.0; dim];
-        let log_density = density
-            .evaluate(&position, &mut gradient)
-            .map_err(|_| iterations)?;
-        let end = density.metric_at(&position).map_err(|_| iterations)?;
-        let log_det = density.log_det_gradient(&end).map_err(|_| iterations)?;
+        let failed = |error| StepFailure::after(error, iterations);
+        let log_density = density.evaluate(&position, &mut gradient).map_err(failed)?;
+        let end = density.metric_at(&position).map_err(failed)?;
+        let log_det = density.log_det_gradient(&end).map_err(failed)?;
         let kinetic = density
             .kinetic_gradient(&end, &end.velocity(&half_momentum))
-            .map_err(|_| iterations)?;
+            .map_err(failed)?;
         let momentum: Vec<f64> = (0..dim)
             .map(|i| half_momentum[i] - half * (-gradient[i] + log_det[i] + kinetic[i]))
             .collect();
         let energy = end.hamiltonian(log_density, end.kinetic_energy(&momentum));
         if !energy.is_finite() {
-            return Err(iterations);
+            return Err(StepFailure::Divergent { iterations });
         }
         Ok((
             StepEnd {
@@ -155,15 +156,15 @@ impl GeneralizedLeapfrog {
 pub struct FrozenMetricLeapfrog;
 
 impl FrozenMetricLeapfrog {
-    /// One step of size `step_size` from `from` under `metric` (`G(θ)` of the start);
-    /// `Err(0)` when the end's value is not finite or fails.
+    /// One step of size `step_size` from `from` under `metric` (`G(θ)` of the start); a
+    /// divergence (no iterations) when the end's value is not finite or fails recoverably.
     pub fn step<D: RiemannianDensity + ?Sized>(
         &self,
         density: &D,
         from: &RiemannianPoint,
         metric: &MetricAt,
         step_size: f64,
-    ) -> Result<StepEnd, usize> {
+    ) -> Result<StepEnd, StepFailure> {
         let half = 0.5 * step_size;
         let dim = from.position.len();
         let half_momentum: Vec<f64> = (0..dim)
@@ -176,13 +177,13 @@ impl FrozenMetricLeapfrog {
         let mut gradient = vec![0.0; dim];
         let log_density = density
             .evaluate(&position, &mut gradient)
-            .map_err(|_| 0usize)?;
+            .map_err(|error| StepFailure::after(error, 0))?;
         let momentum: Vec<f64> = (0..dim)
             .map(|i| half_momentum[i] - half * -gradient[i])
             .collect();
         let energy = metric.hamiltonian(log_density, metric.kinetic_energy(&momentum));
         if !energy.is_finite() {
-            return Err(0);
+            return Err(StepFailure::Divergent { iterations: 0 });
         }
         Ok(StepEnd {
             point: RiemannianPoint {

@@ -5,7 +5,7 @@
 
 use crate::dynamics::isokinetic::{update_velocity_scaled, update_velocity_scaled_and_drift};
 use crate::dynamics::{Evaluation, Lockstep, Walker};
-use crate::log_density::LogDensity;
+use crate::log_density::{recover, LogDensity, LogDensityError};
 
 /// McLachlan's minimal-norm coefficient `b₁` (McLachlan 1995; Omelyan et al. 2003): the velocity
 /// updates are `b₁ε, (1 − 2b₁)ε, b₁ε` around two half drifts, two gradients per step.
@@ -41,7 +41,7 @@ pub struct IsokineticPath {
     pub steps_left: usize,
     /// Gradient evaluations made.
     pub evaluations: usize,
-    /// An evaluation failed or was not finite: the path stopped there.
+    /// An evaluation failed recoverably or was not finite: the path stopped there.
     pub failed: bool,
     stage: Stage,
 }
@@ -135,7 +135,7 @@ impl IsokineticPath {
         self.log_density = log_density;
     }
 
-    /// The batch call that held this path's evaluation failed: the path stops.
+    /// The batch call that held this path's evaluation failed recoverably: the path stops.
     fn receive_failure(&mut self) {
         self.evaluations += 1;
         self.failed = true;
@@ -168,13 +168,14 @@ pub struct PathStepper<'a> {
 
 impl<'a> PathStepper<'a> {
     /// Runs every path to its end in lockstep (one batched gradient call per round), each with
-    /// its own chain's `(step size, √Σ)` from `parameters`, in path order.
+    /// its own chain's `(step size, √Σ)` from `parameters`, in path order; a fatal evaluation
+    /// error stops them all and is returned.
     pub fn walk_all<L: LogDensity + ?Sized>(
         lockstep: &mut Lockstep,
         density: &L,
         paths: &'a mut [IsokineticPath],
         parameters: impl Iterator<Item = (f64, &'a [f64])>,
-    ) {
+    ) -> Result<(), LogDensityError> {
         let mut walkers: Vec<PathStepper<'a>> = paths
             .iter_mut()
             .zip(parameters)
@@ -184,7 +185,7 @@ impl<'a> PathStepper<'a> {
                 sqrt_cov,
             })
             .collect();
-        lockstep.step(density, &mut walkers);
+        lockstep.step(density, &mut walkers)
     }
 }
 
@@ -211,12 +212,20 @@ impl Walker for PathStepper<'_> {
     }
 
     /// Evaluates at the path's position into its own gradient, without the batch's two copies.
-    fn evaluate_alone<L: LogDensity + ?Sized>(&mut self, density: &L, _kind: Evaluation) {
+    fn evaluate_alone<L: LogDensity + ?Sized>(
+        &mut self,
+        density: &L,
+        _kind: Evaluation,
+    ) -> Result<(), LogDensityError> {
         let path = &mut *self.path;
         let mut value = [0.0];
-        let evaluated = density
-            .log_density_and_gradient(&path.position, &mut value, &mut path.gradient)
-            .is_ok();
+        let evaluated = recover(density.log_density_and_gradient(
+            &path.position,
+            &mut value,
+            &mut path.gradient,
+        ))?
+        .is_some();
         path.receive_in_place(evaluated, value[0]);
+        Ok(())
     }
 }

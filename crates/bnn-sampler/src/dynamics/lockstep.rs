@@ -1,7 +1,7 @@
 //! The lockstep driver: many chains move together, one batched density call per round.
 
 use crate::dynamics::{Evaluation, Integrator, PhasePoint};
-use crate::log_density::LogDensity;
+use crate::log_density::{recover, LogDensity, LogDensityError};
 use crate::metric::Metric;
 
 /// Something that moves on its own between evaluations of the log density at its position and
@@ -18,22 +18,28 @@ pub trait Walker {
     fn position(&self) -> &[f64];
 
     /// The result of a batched evaluation of `kind` at the position: `log p` and `∇ log p` (an
-    /// empty gradient for `Evaluation::Value`), or `None` when the batch call failed.
+    /// empty gradient for `Evaluation::Value`), or `None` when the batch call failed recoverably.
     fn receive(&mut self, kind: Evaluation, result: Option<(f64, &[f64])>);
 
     /// Evaluates `kind` at the position alone and in place (a batch of one walker: no copies),
-    /// with the numbers a batched call gives.
-    fn evaluate_alone<L: LogDensity + ?Sized>(&mut self, density: &L, kind: Evaluation);
+    /// with the numbers a batched call gives; only a fatal failure is returned.
+    fn evaluate_alone<L: LogDensity + ?Sized>(
+        &mut self,
+        density: &L,
+        kind: Evaluation,
+    ) -> Result<(), LogDensityError>;
 
-    /// Answers `Evaluation::Auxiliary` for the walkers at `rows` (each asked for it) in one call.
-    /// Walkers that never ask for it keep the default, which fails them.
-    fn evaluate_auxiliary(walkers: &mut [Self], rows: &[usize])
+    /// Answers `Evaluation::Auxiliary` for the walkers at `rows` (each asked for it) in one call;
+    /// only a fatal failure is returned. Walkers that never ask for it keep the default, which
+    /// refuses (asking is a bug).
+    fn evaluate_auxiliary(walkers: &mut [Self], rows: &[usize]) -> Result<(), LogDensityError>
     where
         Self: Sized,
     {
-        for &i in rows {
-            walkers[i].receive(Evaluation::Auxiliary, None);
-        }
+        let _ = (walkers, rows);
+        Err(LogDensityError::fatal(
+            "a walker asked for an auxiliary evaluation it does not provide",
+        ))
     }
 }
 
@@ -63,7 +69,7 @@ impl<I: Integrator> Walker for Stepper<'_, I> {
         &self.point.position
     }
 
-    /// A failed batch gives the point a NaN log density (a divergence).
+    /// A recoverably failed batch gives the point a NaN log density (a divergence).
     fn receive(&mut self, kind: Evaluation, result: Option<(f64, &[f64])>) {
         match result {
             Some((log_density, gradient)) => {
@@ -76,12 +82,16 @@ impl<I: Integrator> Walker for Stepper<'_, I> {
         }
     }
 
-    fn evaluate_alone<L: LogDensity + ?Sized>(&mut self, density: &L, kind: Evaluation) {
-        self.point.evaluate_for(&*self.integrator, density, kind);
+    fn evaluate_alone<L: LogDensity + ?Sized>(
+        &mut self,
+        density: &L,
+        kind: Evaluation,
+    ) -> Result<(), LogDensityError> {
+        self.point.evaluate_for(&*self.integrator, density, kind)
     }
 
     /// The integrator of the first walker that asked answers for all of them.
-    fn evaluate_auxiliary(walkers: &mut [Self], rows: &[usize]) {
+    fn evaluate_auxiliary(walkers: &mut [Self], rows: &[usize]) -> Result<(), LogDensityError> {
         let mut owner: Option<&I> = None;
         let mut points: Vec<&mut PhasePoint> = Vec::with_capacity(rows.len());
         let mut asked = rows.iter().peekable();
@@ -92,10 +102,11 @@ impl<I: Integrator> Walker for Stepper<'_, I> {
             }
         }
         if let Some(integrator) = owner {
-            if integrator.evaluate_auxiliary(&mut points).is_err() {
+            if recover(integrator.evaluate_auxiliary(&mut points))?.is_none() {
                 points.iter_mut().for_each(|p| p.log_density = f64::NAN);
             }
         }
+        Ok(())
     }
 }
 
@@ -105,7 +116,8 @@ impl<I: Integrator> Walker for Stepper<'_, I> {
 /// through here, so each chain makes exactly the moves it would make alone (given a density
 /// that is deterministic per row), and a batch of one evaluates in place.
 ///
-/// A failed batch evaluation fails every walker in it (`Walker::receive` with `None`).
+/// A batch evaluation that fails recoverably fails every walker in it (`Walker::receive` with
+/// `None`: a divergence for each); a fatal failure stops the step and is returned.
 #[derive(Clone, Debug, Default)]
 pub struct Lockstep {
     positions: Vec<f64>,
@@ -118,16 +130,20 @@ pub struct Lockstep {
 
 impl Lockstep {
     /// Moves every walker until it is done (one integrator step of a `Stepper`, the whole path
-    /// of a `PathStepper`).
-    pub fn step<L: LogDensity + ?Sized, W: Walker>(&mut self, density: &L, walkers: &mut [W]) {
+    /// of a `PathStepper`), or until a fatal evaluation error, which is returned.
+    pub fn step<L: LogDensity + ?Sized, W: Walker>(
+        &mut self,
+        density: &L,
+        walkers: &mut [W],
+    ) -> Result<(), LogDensityError> {
         if let [single] = walkers {
             // A batch of one needs no gathering: the same evaluations, in place.
             let mut request = single.begin();
             while let Some(kind) = request {
-                single.evaluate_alone(density, kind);
+                single.evaluate_alone(density, kind)?;
                 request = single.resume();
             }
-            return;
+            return Ok(());
         }
         self.requests.clear();
         self.requests.extend(walkers.iter_mut().map(W::begin));
@@ -140,7 +156,7 @@ impl Lockstep {
             ]
             .map(|kind| (kind, pending(kind)));
             if kinds.iter().all(|(_, pending)| !pending) {
-                return;
+                return Ok(());
             }
             for (kind, _) in kinds.into_iter().filter(|(_, pending)| *pending) {
                 self.rows.clear();
@@ -151,7 +167,7 @@ impl Lockstep {
                         .filter(|(_, r)| **r == Some(kind))
                         .map(|(i, _)| i),
                 );
-                self.evaluate(density, kind, walkers);
+                self.evaluate(density, kind, walkers)?;
             }
             for (w, request) in walkers.iter_mut().zip(&mut self.requests) {
                 if request.is_some() {
@@ -167,10 +183,9 @@ impl Lockstep {
         density: &L,
         kind: Evaluation,
         walkers: &mut [W],
-    ) {
+    ) -> Result<(), LogDensityError> {
         if kind == Evaluation::Auxiliary {
-            W::evaluate_auxiliary(walkers, &self.rows);
-            return;
+            return W::evaluate_auxiliary(walkers, &self.rows);
         }
         let rows = self.rows.len();
         let dim = walkers[self.rows[0]].position().len();
@@ -184,11 +199,14 @@ impl Lockstep {
         let with_gradient = kind == Evaluation::ValueAndGradient;
         let ok = if with_gradient {
             self.gradients.resize(rows * dim, 0.0);
-            density
-                .log_density_and_gradient(positions, values, &mut self.gradients[..rows * dim])
-                .is_ok()
+            recover(density.log_density_and_gradient(
+                positions,
+                values,
+                &mut self.gradients[..rows * dim],
+            ))?
+            .is_some()
         } else {
-            density.log_density(positions, values).is_ok()
+            recover(density.log_density(positions, values))?.is_some()
         };
         for (row, &i) in self.rows.iter().enumerate() {
             let gradient: &[f64] = if with_gradient {
@@ -198,5 +216,6 @@ impl Lockstep {
             };
             walkers[i].receive(kind, ok.then_some((self.values[row], gradient)));
         }
+        Ok(())
     }
 }

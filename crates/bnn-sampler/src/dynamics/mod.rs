@@ -31,9 +31,32 @@ pub use lockstep::{Lockstep, Stepper, Walker};
 use std::fmt;
 
 use crate::error::SamplerError;
-use crate::log_density::{LogDensity, LogDensityError};
+use crate::log_density::{recover, LogDensity, LogDensityError};
 use crate::metric::Metric;
 pub use crate::phase_point::PhasePoint;
+
+/// Why a step of the generalized leapfrog (or one of its fixed-point solutions) ended without a
+/// point.
+#[derive(Debug)]
+pub enum StepFailure {
+    /// An implicit equation did not converge, or a value was not finite or failed recoverably:
+    /// a divergence, after this many fixed-point iterations.
+    Divergent { iterations: usize },
+    /// The density failed with a fatal error: the run stops.
+    Fatal(LogDensityError),
+}
+
+impl StepFailure {
+    /// An evaluation's error after `iterations` fixed-point iterations: a divergence when
+    /// recoverable.
+    pub fn after(error: LogDensityError, iterations: usize) -> Self {
+        if error.is_recoverable() {
+            StepFailure::Divergent { iterations }
+        } else {
+            StepFailure::Fatal(error)
+        }
+    }
+}
 
 /// What an integrator needs evaluated at `point.position` before it can continue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,8 +101,9 @@ impl GradientKind {
 ///
 /// Implementations hold only the state of the step in progress; between steps the point is
 /// everything. After a completed step `velocity` and `kinetic_energy` are fresh, so
-/// `PhasePoint::hamiltonian` is the energy the kernels test. A failed evaluation leaves the log
-/// density NaN, which the kernels count as a divergence.
+/// `PhasePoint::hamiltonian` is the energy the kernels test. A recoverable evaluation failure
+/// leaves the log density NaN, which the kernels count as a divergence; a fatal one ends the
+/// step with the error, and the run with it.
 pub trait Integrator: Clone + fmt::Debug + Send {
     /// Called by a kernel once per transition, after the start's momentum was drawn: lets an
     /// integrator that watches the energy error along the trajectory (online monitoring of a
@@ -114,10 +138,11 @@ pub trait Integrator: Clone + fmt::Debug + Send {
     ) -> Option<Evaluation>;
 
     /// Answers `Evaluation::Auxiliary` for a batch of points (each asked for it), writing into
-    /// their `auxiliary` caches. Only integrators that make that request implement it.
+    /// their `auxiliary` caches. Only integrators that make that request implement it; a
+    /// recoverable error fails every point of the batch (a divergence), a fatal one the run.
     fn evaluate_auxiliary(&self, points: &mut [&mut PhasePoint]) -> Result<(), LogDensityError> {
         let _ = points;
-        Err(LogDensityError::new(format!(
+        Err(LogDensityError::fatal(format!(
             "{self:?} asked for an auxiliary evaluation it does not provide"
         )))
     }
@@ -130,54 +155,43 @@ impl PhasePoint {
     }
 
     /// One step of `integrator` of size `step_size` (negative integrates backward in time),
-    /// evaluating `density` as often as the integrator asks.
+    /// evaluating `density` as often as the integrator asks. A recoverable failure leaves the log
+    /// density NaN (a divergence); a fatal one is returned.
     pub fn step<I: Integrator, L: LogDensity + ?Sized>(
         &mut self,
         integrator: &mut I,
         density: &L,
         metric: &dyn Metric,
         step_size: f64,
-    ) {
+    ) -> Result<(), LogDensityError> {
         let mut request = integrator.begin(self, metric, step_size);
         loop {
-            self.evaluate_for(&*integrator, density, request);
+            self.evaluate_for(&*integrator, density, request)?;
             match integrator.resume(self, metric, step_size) {
                 Some(next) => request = next,
-                None => return,
+                None => return Ok(()),
             }
         }
     }
 
-    /// Evaluates what `integrator` asked for at the point, in place; a failure leaves the log
-    /// density NaN.
+    /// Evaluates what `integrator` asked for at the point, in place; a recoverable failure
+    /// leaves the log density NaN, a fatal one is returned.
     pub(crate) fn evaluate_for<I: Integrator, L: LogDensity + ?Sized>(
         &mut self,
         integrator: &I,
         density: &L,
         request: Evaluation,
-    ) {
-        let failed = match request {
+    ) -> Result<(), LogDensityError> {
+        let value = match request {
             Evaluation::ValueAndGradient => {
-                match density.evaluate(&self.position, &mut self.gradient) {
-                    Ok(value) => {
-                        self.log_density = value;
-                        false
-                    }
-                    Err(_) => true,
-                }
+                recover(density.evaluate(&self.position, &mut self.gradient))?
             }
-            Evaluation::Value => match density.value(&self.position) {
-                Ok(value) => {
-                    self.log_density = value;
-                    false
-                }
-                Err(_) => true,
-            },
-            Evaluation::Auxiliary => integrator.evaluate_auxiliary(&mut [&mut *self]).is_err(),
+            Evaluation::Value => recover(density.value(&self.position))?,
+            Evaluation::Auxiliary => recover(integrator.evaluate_auxiliary(&mut [&mut *self]))?
+                .map(|()| self.log_density),
         };
-        if failed {
-            self.log_density = f64::NAN;
-        }
+        self.log_density = value.unwrap_or(f64::NAN);
+        Ok(())
     }
 
     /// One leapfrog step of size `step_size` (negative integrates backward in time).
@@ -186,7 +200,7 @@ impl PhasePoint {
         density: &L,
         metric: &dyn Metric,
         step_size: f64,
-    ) {
-        self.step(&mut Leapfrog, density, metric, step_size);
+    ) -> Result<(), LogDensityError> {
+        self.step(&mut Leapfrog, density, metric, step_size)
     }
 }

@@ -7,7 +7,7 @@ use crate::draw_stats::DrawStats;
 use crate::dynamics::{GradientKind, Integrator, Leapfrog, Lockstep, PhasePoint, Stepper};
 use crate::error::SamplerError;
 use crate::kernels::{BatchChain, BatchKernel, Kernel, KernelState, StepParams};
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 use crate::metric::Metric;
 use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
@@ -276,7 +276,7 @@ impl<I: Integrator> BatchKernel for Hmc<I> {
         density: &L,
         chains: &mut [BatchChain<'_, R>],
         stats: &mut Vec<DrawStats>,
-    ) {
+    ) -> Result<(), LogDensityError> {
         stats.clear();
         stats.resize(chains.len(), DrawStats::default());
         let mut members = std::mem::take(&mut self.members);
@@ -308,7 +308,8 @@ impl<I: Integrator> BatchKernel for Hmc<I> {
                     step_size: chain.params.step_size,
                 })
                 .collect();
-            self.lockstep.step(density, &mut steppers);
+            // A fatal error drops the members' buffers with the transition: the run stops.
+            self.lockstep.step(density, &mut steppers)?;
             drop(steppers);
             let max_energy_error = self.config.max_energy_error;
             let mut ended = Vec::new();
@@ -330,6 +331,7 @@ impl<I: Integrator> BatchKernel for Hmc<I> {
             }
         }
         self.members = members;
+        Ok(())
     }
 }
 
@@ -352,16 +354,16 @@ impl<I: Integrator> Kernel for Hmc<I> {
         rng: &mut R,
         mut state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         let mut stats = std::mem::take(&mut self.stats);
         let mut chains = [BatchChain {
             rng,
             state: &mut state,
             params,
         }];
-        self.step_batch(density, &mut chains, &mut stats);
-        let draw_stats = stats[0];
+        let result = self.step_batch(density, &mut chains, &mut stats);
+        let draw_stats = result.map(|()| stats[0]);
         self.stats = stats;
-        (state, draw_stats)
+        Ok((state, draw_stats?))
     }
 }

@@ -24,7 +24,7 @@ use crate::kernels::mclmc::MICROCANONICAL_STATS;
 use crate::kernels::{
     step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams,
 };
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
 /// Configuration of MAMS and of its warmup.
@@ -202,7 +202,7 @@ impl Kernel for Mams {
         rng: &mut R,
         state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         step_as_batch_of_one(self, density, rng, state, params)
     }
 }
@@ -215,7 +215,7 @@ impl BatchKernel for Mams {
         density: &L,
         chains: &mut [BatchChain<'_, R>],
         stats: &mut Vec<DrawStats>,
-    ) {
+    ) -> Result<(), LogDensityError> {
         let dim = density.dim();
         self.paths
             .resize_with(chains.len(), IsokineticPath::default);
@@ -245,7 +245,7 @@ impl BatchKernel for Mams {
             density,
             &mut self.paths,
             chains.iter().map(|chain| chain.params.path_parameters()),
-        );
+        )?;
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let state = &mut *chain.state;
@@ -279,5 +279,6 @@ impl BatchKernel for Mams {
                 ]),
             });
         }
+        Ok(())
     }
 }

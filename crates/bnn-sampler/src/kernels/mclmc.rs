@@ -26,7 +26,7 @@ use crate::error::SamplerError;
 use crate::kernels::{
     step_as_batch_of_one, BatchChain, BatchKernel, Kernel, KernelState, StepParams,
 };
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 use crate::sampler_settings::{Budget, ChainRunner, SamplerSettings};
 
 /// Configuration of MCLMC and of its warmup (the tuner of Robnik et al. as used by MILE).
@@ -228,7 +228,7 @@ impl Kernel for Mclmc {
         rng: &mut R,
         state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         step_as_batch_of_one(self, density, rng, state, params)
     }
 }
@@ -242,7 +242,7 @@ impl BatchKernel for Mclmc {
         density: &L,
         chains: &mut [BatchChain<'_, R>],
         stats: &mut Vec<DrawStats>,
-    ) {
+    ) -> Result<(), LogDensityError> {
         let dim = density.dim();
         self.paths
             .resize_with(chains.len(), IsokineticPath::default);
@@ -267,7 +267,7 @@ impl BatchKernel for Mclmc {
             density,
             &mut self.paths,
             chains.iter().map(|chain| chain.params.path_parameters()),
-        );
+        )?;
         stats.clear();
         for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
             let epsilon = chain.params.step_size;
@@ -305,6 +305,7 @@ impl BatchKernel for Mclmc {
                 kernel: KernelStats::new(&[energy_error, length]),
             });
         }
+        Ok(())
     }
 }
 

@@ -21,7 +21,7 @@ mod surrogate_nuts;
 pub use hmc::{Hmc, HmcConfig};
 pub use mams::{Mams, MamsConfig};
 pub use mclmc::{Mclmc, MclmcConfig};
-pub use msd::{msd_transition, Msd, MsdConfig, MsdInfo, MsdParams, MsdState};
+pub use msd::{msd_transition, try_msd_transition, Msd, MsdConfig, MsdInfo, MsdParams, MsdState};
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
@@ -51,7 +51,7 @@ use serde::{Deserialize, Serialize};
 use crate::draw_stats::DrawStats;
 use crate::dynamics::GradientKind;
 use crate::error::{SamplerError, StartError};
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 use crate::metric::DiagonalMassMatrix;
 
 /// The state a kernel carries from one transition to the next (BlackJAX's `HMCState`): the
@@ -148,15 +148,17 @@ pub trait Kernel {
         Ok(())
     }
 
-    /// One transition from `state`. Evaluation failures and non-finite log densities count as
-    /// divergences (the chain stays put); they never panic or abort the run.
+    /// One transition from `state`. Non-finite log densities and recoverable evaluation failures
+    /// count as divergences (the chain stays put); they never panic or abort the run. A fatal
+    /// evaluation failure ends the transition with the error (the state is lost with it: the run
+    /// stops).
     fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,
         state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats);
+    ) -> Result<(KernelState, DrawStats), LogDensityError>;
 }
 
 /// One chain of a batched transition: its random stream, state and parameters (which differ
@@ -172,7 +174,8 @@ pub struct BatchChain<'a, R: ?Sized> {
 ///
 /// Chain `c` of a batch makes exactly the moves it would make alone with `Kernel::step` (given a
 /// log density that is deterministic per row), drawing from its own stream in the same order.
-/// A failed evaluation of the batch makes every chain in it diverge (the chains stay put).
+/// A recoverably failed evaluation of the batch makes every chain in it diverge (the chains stay
+/// put); a fatal one ends the transition of all of them with the error.
 pub trait BatchKernel {
     /// One transition of every chain in `chains`; `stats` receives one entry per chain.
     fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
@@ -180,7 +183,7 @@ pub trait BatchKernel {
         density: &L,
         chains: &mut [BatchChain<'_, R>],
         stats: &mut Vec<DrawStats>,
-    );
+    ) -> Result<(), LogDensityError>;
 }
 
 /// `Kernel::step` for a kernel whose one transition is its batched transition with one chain
@@ -191,7 +194,7 @@ pub(crate) fn step_as_batch_of_one<K, L, R>(
     rng: &mut R,
     mut state: KernelState,
     params: StepParams<'_>,
-) -> (KernelState, DrawStats)
+) -> Result<(KernelState, DrawStats), LogDensityError>
 where
     K: BatchKernel,
     L: LogDensity + ?Sized,
@@ -206,6 +209,6 @@ where
             params,
         }],
         &mut stats,
-    );
-    (state, stats[0])
+    )?;
+    Ok((state, stats[0]))
 }

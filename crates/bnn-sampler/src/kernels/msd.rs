@@ -8,12 +8,14 @@
 //! ([`RiemannianDensity`], beside `LogDensity`), the metric at a point with its refresh and
 //! Hamiltonian ([`MetricAt`], in `metric`), and the step, the generalized leapfrog (or Zlochin &
 //! Baram's frozen-metric leapfrog) with its Anderson-accelerated fixed-point solver (in
-//! `dynamics`). A step whose iterations do not converge, or that reaches a non-finite value, is
-//! rejected and counted divergent. A rejection flips the momentum (so the chain's direction
+//! `dynamics`). A step whose iterations do not converge, or that reaches a non-finite value or a
+//! recoverable evaluation failure, is rejected and counted divergent; a fatal failure ends the
+//! transition with the error. A rejection flips the momentum (so the chain's direction
 //! persists only through accepted steps, as in Horowitz's generalized HMC).
 //!
-//! [`msd_transition`] is the transition on its own (`(state, params) -> (state, info)`), for
-//! densities that supply their metric ([`RiemannianDensity`]); [`Msd`] is the same transition as
+//! [`try_msd_transition`] is the transition on its own (`(state, params) -> (state, info)`), for
+//! densities that supply their metric ([`RiemannianDensity`]), and [`msd_transition`] the same for
+//! a density that never fails fatally; [`Msd`] is the same transition as
 //! a [`Kernel`] of the sampler (warmup, draws files, checkpoints), reaching the metric through
 //! [`LogDensity::riemannian`].
 
@@ -27,9 +29,10 @@ use crate::dynamics::fixed_point::FixedPointSolver;
 use crate::dynamics::generalized_leapfrog::{
     FrozenMetricLeapfrog, GeneralizedLeapfrog, RiemannianPoint,
 };
+use crate::dynamics::StepFailure;
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, StepParams};
-use crate::log_density::LogDensity;
+use crate::log_density::{recover, LogDensity, LogDensityError};
 use crate::metric::MetricAt;
 use crate::riemannian_density::RiemannianDensity;
 use crate::sampler_settings::{ChainRunner, SamplerSettings};
@@ -98,14 +101,31 @@ pub struct MsdInfo {
 
 /// One MSD transition: refresh, one generalized leapfrog step, Metropolis test.
 /// Random numbers: the metric's `normals()` standard normals for the refresh (`d` for a dense
-/// metric), then one uniform for the test.
+/// metric), then one uniform for the test. A recoverable evaluation failure is a divergence; a
+/// fatal one is returned.
+pub fn try_msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
+    density: &D,
+    rng: &mut R,
+    state: MsdState,
+    params: &MsdParams,
+) -> Result<(MsdState, MsdInfo), LogDensityError> {
+    msd_transition_reusing(density, rng, state, params, &mut None)
+}
+
+/// [`try_msd_transition`] for a density that never fails fatally.
+///
+/// # Panics
+///
+/// When the density fails with a fatal error (as `Vec::reserve` panics where `try_reserve`
+/// returns the error).
 pub fn msd_transition<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     density: &D,
     rng: &mut R,
     state: MsdState,
     params: &MsdParams,
 ) -> (MsdState, MsdInfo) {
-    msd_transition_reusing(density, rng, state, params, &mut None)
+    try_msd_transition(density, rng, state, params)
+        .unwrap_or_else(|error| panic!("the MSD transition's density failed: {error}"))
 }
 
 /// The metric (and, once computed, its log-determinant gradient) at the position a chain sits
@@ -125,7 +145,7 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
     mut state: MsdState,
     params: &MsdParams,
     cache: &mut Option<MetricCache>,
-) -> (MsdState, MsdInfo) {
+) -> Result<(MsdState, MsdInfo), LogDensityError> {
     let divergent = |iterations, energy| MsdInfo {
         accepted: false,
         accept_probability: 0.0,
@@ -138,9 +158,9 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
         Some(cached) if cached.position == state.position => {
             (cached.point, cached.log_det_gradient)
         }
-        _ => match density.metric_at(&state.position) {
-            Ok(point) => (point, None),
-            Err(_) => return (state, divergent(0, f64::NAN)),
+        _ => match recover(density.metric_at(&state.position))? {
+            Some(point) => (point, None),
+            None => return Ok((state, divergent(0, f64::NAN))),
         },
     };
     start.refresh_momentum(&mut state.momentum, params.persistence, rng);
@@ -168,7 +188,7 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
                 ),
                 Some(log_det),
             ),
-            Err(_) => (Err(0), None),
+            Err(error) => (Err(StepFailure::after(error, 0)), None),
         }
     };
     let keep_start = |cache: &mut Option<MetricCache>, position: &[f64]| {
@@ -203,7 +223,7 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
                 state.momentum.iter_mut().for_each(|p| *p = -*p);
             }
             let divergent = !energy_change.is_finite();
-            (
+            Ok((
                 state,
                 MsdInfo {
                     accepted,
@@ -213,13 +233,14 @@ pub fn msd_transition_reusing<D: RiemannianDensity + ?Sized, R: Rng + ?Sized>(
                     divergent,
                     energy,
                 },
-            )
+            ))
         }
-        Err(iterations) => {
+        Err(StepFailure::Divergent { iterations }) => {
             keep_start(cache, &state.position);
             state.momentum.iter_mut().for_each(|p| *p = -*p);
-            (state, divergent(iterations, energy_start))
+            Ok((state, divergent(iterations, energy_start)))
         }
+        Err(StepFailure::Fatal(error)) => Err(error),
     }
 }
 
@@ -387,7 +408,7 @@ impl Kernel for Msd {
         rng: &mut R,
         state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         let stay = |state: KernelState, step_size: f64| {
             let stats = DrawStats {
                 log_density: state.log_density,
@@ -399,7 +420,7 @@ impl Kernel for Msd {
                 kernel: KernelStats::new(&[f64::NAN, 0.0]),
                 ..DrawStats::default()
             };
-            (state, stats)
+            Ok((state, stats))
         };
         let Some(riemannian) = density.riemannian() else {
             return stay(state, params.step_size);
@@ -415,7 +436,9 @@ impl Kernel for Msd {
             }
             _ => {
                 let mut gradient = vec![0.0; dim];
-                let Ok(log_density) = riemannian.evaluate(&state.position, &mut gradient) else {
+                let Some(log_density) =
+                    recover(riemannian.evaluate(&state.position, &mut gradient))?
+                else {
                     return stay(state, params.step_size);
                 };
                 (log_density, gradient)
@@ -435,7 +458,7 @@ impl Kernel for Msd {
             frozen_metric: self.config.frozen_metric,
         };
         let (end, info) =
-            msd_transition_reusing(riemannian, rng, start, &msd_params, &mut self.cache);
+            msd_transition_reusing(riemannian, rng, start, &msd_params, &mut self.cache)?;
         let stats = DrawStats {
             log_density: end.log_density,
             accept_stat: info.accept_probability,
@@ -454,6 +477,6 @@ impl Kernel for Msd {
             gradient: end.gradient,
             momentum: Some(end.momentum),
         };
-        (state, stats)
+        Ok((state, stats))
     }
 }

@@ -7,7 +7,7 @@ use crate::draw_stats::DrawStats;
 use crate::dynamics::{GradientKind, Integrator, Leapfrog, PhasePoint, Stepper};
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, StepParams};
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 use crate::metric::Metric;
 use crate::sampler_settings::{ChainRunner, SamplerSettings};
 use crate::trajectory::{Extension, Trajectory};
@@ -249,17 +249,17 @@ impl<I: Integrator> Kernel for Nuts<I> {
         rng: &mut R,
         mut state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         self.begin(rng, &state, params);
         loop {
             let leaf = self.stepper(params.metric);
             leaf.point
-                .step(leaf.integrator, density, leaf.metric, leaf.step_size);
+                .step(leaf.integrator, density, leaf.metric, leaf.step_size)?;
             if self.finish_leaf(rng) {
                 break;
             }
         }
         let stats = self.finish(&mut state);
-        (state, stats)
+        Ok((state, stats))
     }
 }

@@ -7,7 +7,7 @@ use crate::dynamics::{Integrator, Leapfrog, Lockstep, Stepper};
 use crate::error::SamplerError;
 use crate::kernels::nuts::{Nuts, NutsConfig};
 use crate::kernels::{BatchChain, BatchKernel};
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 
 /// Batched NUTS: every chain has its own transition in flight (`Nuts`, resumable leaf by leaf),
 /// with its own directions, tree depth, step size, metric and termination; each round takes one
@@ -57,11 +57,11 @@ impl<I: Integrator> BatchKernel for BatchedNuts<I> {
         density: &L,
         chains: &mut [BatchChain<'_, R>],
         stats: &mut Vec<DrawStats>,
-    ) {
+    ) -> Result<(), LogDensityError> {
         stats.clear();
         stats.resize(chains.len(), DrawStats::default());
         let Some(dim) = chains.first().map(|chain| chain.state.dim()) else {
-            return;
+            return Ok(());
         };
         let (config, integrator) = (&self.config, &self.integrator);
         self.members
@@ -83,7 +83,7 @@ impl<I: Integrator> BatchKernel for BatchedNuts<I> {
                 .filter(|(c, _)| active.binary_search(c).is_ok())
                 .map(|(_, (member, chain))| member.stepper(chain.params.metric))
                 .collect();
-            self.lockstep.step(density, &mut steppers);
+            self.lockstep.step(density, &mut steppers)?;
             drop(steppers);
             let members = &mut self.members;
             self.active.retain(|&c| {
@@ -96,6 +96,7 @@ impl<I: Integrator> BatchKernel for BatchedNuts<I> {
                 !done
             });
         }
+        Ok(())
     }
 }
 
@@ -106,7 +107,7 @@ mod tests {
     use super::*;
     use crate::chain::chain_rng;
     use crate::kernels::{KernelState, StepParams};
-    use crate::log_density::{for_each_row, LogDensityError};
+    use crate::log_density::for_each_row;
     use crate::metric::DiagonalMassMatrix;
 
     /// A standard normal that records the number of rows of every call.
@@ -165,7 +166,7 @@ mod tests {
                     },
                 })
                 .collect();
-            nuts.step_batch(&density, &mut chains, &mut stats);
+            nuts.step_batch(&density, &mut chains, &mut stats).unwrap();
             n_leapfrog += stats.iter().map(|s| s.n_leapfrog as usize).sum::<usize>();
         }
         let rows = density.rows.into_inner().unwrap();

@@ -7,7 +7,7 @@ use rand_distr::{Distribution, StandardNormal};
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, StepParams};
-use crate::log_density::LogDensity;
+use crate::log_density::{recover, LogDensity, LogDensityError};
 use crate::sampler_settings::{ChainRunner, SamplerSettings};
 
 /// Configuration of the random-walk Metropolis kernel and of its scale adaptation target.
@@ -95,7 +95,7 @@ impl Kernel for RandomWalk {
         rng: &mut R,
         mut state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         let dim = state.dim();
         self.proposal.resize(dim, 0.0);
         self.gradient.resize(dim, 0.0);
@@ -110,9 +110,9 @@ impl Kernel for RandomWalk {
             *proposed = q + scale * sd * z;
         }
         // The gradient is computed by the interface anyway; keeping it keeps the state consistent.
-        let log_density = density
-            .evaluate(&self.proposal, &mut self.gradient)
-            .unwrap_or(f64::NAN);
+        // A recoverable failure rejects the proposal like a non-finite value.
+        let log_density =
+            recover(density.evaluate(&self.proposal, &mut self.gradient))?.unwrap_or(f64::NAN);
         let log_ratio = log_density - state.log_density;
         let divergent = !log_density.is_finite();
         let accept_prob = if divergent {
@@ -137,6 +137,6 @@ impl Kernel for RandomWalk {
             energy_error: -log_ratio,
             ..DrawStats::default()
         };
-        (state, stats)
+        Ok((state, stats))
     }
 }

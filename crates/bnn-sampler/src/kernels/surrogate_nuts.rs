@@ -13,7 +13,7 @@ use crate::dynamics::surrogate::{
 use crate::dynamics::GradientKind;
 use crate::error::SamplerError;
 use crate::kernels::{Kernel, KernelState, Nuts, NutsConfig, StepParams};
-use crate::log_density::LogDensity;
+use crate::log_density::{LogDensity, LogDensityError};
 
 /// Configuration of surrogate-gradient NUTS.
 #[derive(Config, Debug)]
@@ -120,9 +120,9 @@ impl<S: SurrogateGradient + ?Sized> Kernel for SurrogateNuts<S> {
         rng: &mut R,
         state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         let before = self.counts();
-        let (state, mut stats) = self.nuts.step(density, rng, state, params);
+        let (state, mut stats) = self.nuts.step(density, rng, state, params)?;
         let after = self.counts();
         stats.kernel = SurrogateCounts {
             true_gradients: (after.gradients - before.gradients) as u32,
@@ -130,7 +130,7 @@ impl<S: SurrogateGradient + ?Sized> Kernel for SurrogateNuts<S> {
             surrogate_gradients: (after.surrogate - before.surrogate) as u32,
         }
         .into();
-        (state, stats)
+        Ok((state, stats))
     }
 }
 

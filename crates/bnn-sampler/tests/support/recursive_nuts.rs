@@ -96,7 +96,8 @@ fn build_tree<I: Integrator, L: LogDensity + ?Sized, R: Rng + ?Sized>(
             ctx.density,
             ctx.metric,
             direction * ctx.step_size,
-        );
+        )
+        .unwrap();
         ctx.n_leapfrog += 1;
         let energy = z.hamiltonian();
         let energy = if energy.is_finite() {

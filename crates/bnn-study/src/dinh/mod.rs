@@ -24,7 +24,7 @@ use crate::fixed_step_chains::{
     Network, Progress, StartPoint,
 };
 use anyhow::{bail, Context as _, Result};
-use bnn_model::{Activation, DeviceName, HostData, Likelihood, Prior, PriorSpec};
+use bnn_model::{Activation, DeviceName, HostData, Likelihood, Prior, PriorSpec, UnknownName};
 use burn::config::Config;
 use burn::tensor::DType;
 use serde::{Deserialize, Serialize};
@@ -48,15 +48,17 @@ pub enum DinhPart {
 }
 
 impl std::str::FromStr for DinhPart {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s.trim() {
             "table2" => Ok(Self::Table2),
             "efficiency" | "figure2" => Ok(Self::Efficiency),
             "architectures" | "figure3" => Ok(Self::Architectures),
             "sensitivity" => Ok(Self::Sensitivity),
-            other => Err(format!(
-                "unknown part `{other}`; expected table2, efficiency, architectures or sensitivity"
+            other => Err(UnknownName::new(
+                "part",
+                other,
+                ["table2", "efficiency", "architectures", "sensitivity"],
             )),
         }
     }
@@ -80,12 +82,12 @@ impl Precision {
 }
 
 impl std::str::FromStr for Precision {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s.trim() {
             "f32" => Ok(Self::F32),
             "f64" => Ok(Self::F64),
-            other => Err(format!("unknown float type `{other}`; expected f32 or f64")),
+            other => Err(UnknownName::new("float type", other, ["f32", "f64"])),
         }
     }
 }
@@ -267,7 +269,7 @@ impl DinhConfig {
                 sigma: self.likelihood_sigma,
             },
             prior: PriorSpec::uniform(Prior::Normal { scale: 1.0 }),
-            device: self.device.device().map_err(anyhow::Error::msg)?,
+            device: self.device.device()?,
             dtype: self.precision.dtype(),
             burn_in: self.burn_in,
             draws: self.draws,

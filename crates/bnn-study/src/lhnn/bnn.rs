@@ -18,7 +18,7 @@ use std::time::Instant;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{
     predictive_metrics, Activation, AutodiffLogDensity, BnnConfig, HostData, Likelihood,
-    MlpPosterior, PointPrediction, Prior, PriorSpec,
+    MlpPosterior, PointPrediction, Prior, PriorSpec, UnknownName,
 };
 use bnn_sampler::{
     chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, Kernel, KernelState, LogDensity,
@@ -69,14 +69,12 @@ impl BnnProblem {
 }
 
 impl FromStr for BnnProblem {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         match s {
             "cos2x" => Ok(BnnProblem::Cos2x),
             "yacht" => Ok(BnnProblem::Yacht),
-            _ => Err(format!(
-                "unknown BNN problem `{s}` (expected cos2x or yacht)"
-            )),
+            _ => Err(UnknownName::new("BNN problem", s, ["cos2x", "yacht"])),
         }
     }
 }
@@ -240,9 +238,7 @@ pub fn run_lhnn_bnn(
         let (model, train, test) = problem
             .prepare()
             .with_context(|| format!("preparing {}", problem.name()))?;
-        let device = bnn_model::DeviceName::Flex
-            .device()
-            .map_err(|e| anyhow!(e))?;
+        let device = bnn_model::DeviceName::Flex.device()?;
         progress.stage(&format!("{}: deep ensemble", problem.name()), 1);
         let members = bnn_model::EnsembleConfig::new()
             .with_members(config.members)
@@ -288,9 +284,7 @@ fn run_pair(
     start: Vec<f64>,
     stop: &AtomicBool,
 ) -> Result<ChainPair> {
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let density = AutodiffLogDensity::new(MlpPosterior::new(
         model.clone(),
         train,
@@ -399,7 +393,7 @@ fn run_pair(
         if stop.load(Ordering::Relaxed) {
             bail!("interrupted");
         }
-        let (next, stats) = kernel.step(&whitened, &mut rng, std::mem::take(&mut state), params);
+        let (next, stats) = kernel.step(&whitened, &mut rng, std::mem::take(&mut state), params)?;
         state = next;
         lhnn_draws.extend(state.position.iter().zip(&scale).map(|(z, s)| z * s));
         lhnn_log_density.push(state.log_density);

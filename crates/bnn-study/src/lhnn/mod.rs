@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{bail, Context as _, Result};
+use bnn_model::UnknownName;
 use bnn_sampler::{
     chain_rng, ChainStart, CollectedDraws, DiagonalMassMatrix, DrawStats, Kernel, KernelState,
     LogDensity, LogDensityError, Nuts, NutsConfig, SamplerConfig, StepParams, SurrogateCounts,
@@ -80,12 +81,12 @@ impl LhnnSampler {
 }
 
 impl std::str::FromStr for LhnnSampler {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         LhnnSampler::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .ok_or_else(|| format!("unknown sampler `{s}` (expected one of lhnn-exact, lhnn-adapted, lhnn-monitored, nuts-fixed, nuts-adapted)"))
+            .ok_or_else(|| UnknownName::new("sampler", s, LhnnSampler::ALL.map(LhnnSampler::name)))
     }
 }
 
@@ -453,9 +454,7 @@ pub fn train_surrogate(
         &format!("{benchmark}: L-HNN training"),
         config.training_steps as u64,
     );
-    let device = bnn_model::DeviceName::Flex
-        .device()
-        .map_err(|e| anyhow::anyhow!(e))?;
+    let device = bnn_model::DeviceName::Flex.device()?;
     let started = Instant::now();
     let mut last_step = 0;
     let trained = training
@@ -656,7 +655,7 @@ fn run_chain(
                 &mut rng,
                 std::mem::take(&mut state),
                 tuned.step_params(),
-            );
+            )?;
             state = next;
             run.costs.surrogate_gradients +=
                 u64::from(SurrogateCounts::of(&stats).surrogate_gradients);
@@ -689,7 +688,7 @@ impl FixedKernel {
         rng: &mut R,
         state: KernelState,
         params: StepParams<'_>,
-    ) -> (KernelState, DrawStats) {
+    ) -> Result<(KernelState, DrawStats), LogDensityError> {
         match self {
             FixedKernel::Nuts(kernel) => kernel.step(density, rng, state, params),
             FixedKernel::Surrogate(kernel) => kernel.step(density, rng, state, params),

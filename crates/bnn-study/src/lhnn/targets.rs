@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use bnn_model::UnknownName;
 use bnn_sampler::{for_each_row, LogDensity, LogDensityError};
 
 /// One of the paper's targets.
@@ -81,18 +82,12 @@ impl fmt::Display for Benchmark {
 }
 
 impl FromStr for Benchmark {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, UnknownName> {
         Benchmark::ALL
             .into_iter()
             .find(|b| b.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Benchmark::ALL.iter().map(|b| b.name()).collect();
-                format!(
-                    "unknown benchmark `{s}` (expected one of {})",
-                    names.join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownName::new("benchmark", s, Benchmark::ALL.map(Benchmark::name)))
     }
 }
 

@@ -124,7 +124,7 @@ pub fn run_pm_chain<L: LogDensity>(
                 metric: &metric,
                 trajectory_length: None,
             },
-        );
+        )?;
         state = next;
         progress.advance(1);
         gradients += u64::from(stats.n_leapfrog);
