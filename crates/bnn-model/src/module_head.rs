@@ -43,8 +43,7 @@ impl<F> HeadLikelihood<F> {
         y: Tensor<2>,
         forward: F,
     ) -> Result<Self, HeadError> {
-        head.validate()
-            .map_err(|e| HeadError::Invalid(e.to_string()))?;
+        head.validate()?;
         if head.has_log_sigma() {
             return Err(HeadError::ExtraParameters(head));
         }
