@@ -7,13 +7,13 @@ use crate::analysis::run_diagnostics::RunDiagnostics;
 use crate::config::run_config::{Init, SamplerSection};
 use crate::run::map_ensemble::{MapEnsemble, MapEnsembleConfig};
 use crate::run::progress::{Progress, ProgressEvent, Silent, Stage};
-use crate::run::sampling::Sampling;
+use crate::run::sampling::{chain_states, run_session, Sampling};
 use crate::storage::draw_reader::for_each_stored_draw;
-use crate::storage::draw_store::{cmdstan_names, Checkpoint, DrawStore};
+use crate::storage::draw_store::{cmdstan_names, DrawStore};
 use crate::storage::run_dir::{write_json, RunDir};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{AutodiffLogDensity, Likelihood, ParameterLayout, Posterior, PredictiveMetrics};
-use bnn_sampler::{ChainStart, LogDensity, RunStatus, SamplerSettings};
+use bnn_sampler::{ChainStart, LogDensity, SamplerSettings};
 use burn::config::Config;
 use burn::tensor::Tensor;
 use serde_json::json;
@@ -308,25 +308,8 @@ impl<D: LogDensity> ModuleRun<D> {
         let starts: Vec<ChainStart> = ensemble.chain_starts(ids.len());
         let sampler = section.sampler_config(self.config.threads).init()?;
         let density = &self.density;
-        let mut states = ids
-            .iter()
-            .zip(&starts)
-            .map(|(&c, start)| sampler.init_chain(density, c, start))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut resumed: Vec<Option<Checkpoint>> = vec![None; ids.len()];
-        if resume {
-            for ((slot, state), &c) in resumed.iter_mut().zip(&mut states).zip(&ids) {
-                let path = self.dir.checkpoint(c);
-                if path.exists() {
-                    let checkpoint = Checkpoint::load(&path)?;
-                    if checkpoint.chain != c || checkpoint.state.kernel.dim() != self.layout.dim() {
-                        bail!("checkpoint {} belongs to another chain or model; the run directory is damaged", path.display());
-                    }
-                    *state = checkpoint.state.clone();
-                    *slot = Some(checkpoint);
-                }
-            }
-        }
+        let (mut states, resumed) =
+            chain_states(&self.dir, &sampler, density, &ids, &starts, resume)?;
         let mut store = DrawStore::open(
             &self.dir,
             &self.layout,
@@ -360,20 +343,15 @@ impl<D: LogDensity> ModuleRun<D> {
             done: &done,
         });
         store = store.with_progress(self.progress.as_ref());
-        let start = Instant::now();
-        let status = sampler.run(density, &mut states, &mut store, &self.stop);
-        let seconds_wall = start.elapsed().as_secs_f64();
-        self.progress.report(&ProgressEvent::ChainsEnded);
-        let status = status?;
-        for state in &states {
-            store.checkpoint(state)?;
-        }
-        let outcome = Sampling {
-            finished: status != RunStatus::Stopped,
-            chains: store.chain_sampling(),
-            seconds_wall,
-            draws_files: ids.iter().map(|&c| self.dir.draws(c)).collect(),
-        };
+        let outcome = run_session(
+            &self.dir,
+            &sampler,
+            density,
+            &mut states,
+            &mut store,
+            &self.stop,
+            self.progress.as_ref(),
+        )?;
         if outcome.finished {
             let (busy_warmup, busy_sampling) = store.busy_seconds();
             write_json(
@@ -383,13 +361,13 @@ impl<D: LogDensity> ModuleRun<D> {
                     "chains": ids.len(),
                     "chain_seconds_warmup": busy_warmup,
                     "chain_seconds_sampling": busy_sampling,
-                    "seconds_wall_last_session": seconds_wall,
+                    "seconds_wall_last_session": outcome.seconds_wall,
                     "resumed": resume,
                 }),
             )?;
         }
         let message = if outcome.finished {
-            format!("sampled in {seconds_wall:.1} s; draws in {root}")
+            format!("sampled in {:.1} s; draws in {root}", outcome.seconds_wall)
         } else {
             "interrupted: every chain is checkpointed".to_string()
         };

@@ -4,15 +4,16 @@ use crate::cluster::shard::ShardManifest;
 use crate::config::run_config::Init;
 use crate::run::dei_mcmc::DeiMcmc;
 use crate::run::early_stop::EarlyStop;
-use crate::run::progress::{ProgressEvent, Stage};
+use crate::run::progress::{Progress, ProgressEvent, Stage};
 use crate::storage::draw_reader::for_each_stored_draw;
 use crate::storage::draw_store::{ChainSampling, Checkpoint, DrawStore};
-use crate::storage::run_dir::write_json;
+use crate::storage::run_dir::{write_json, RunDir};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{initial_parameters, load_parameters};
-use bnn_sampler::{ChainStart, RunStatus, SamplerSettings};
+use bnn_sampler::{ChainStart, ChainState, LogDensity, RunStatus, Sampler, SamplerSettings};
 use serde_json::json;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 /// How a sampling session ended, per chain.
@@ -118,25 +119,8 @@ impl DeiMcmc {
         if let Some(manifest) = &manifest {
             write_json(&self.dir.shard_manifest(), &serde_json::to_value(manifest)?)?;
         }
-        let mut states = ids
-            .iter()
-            .zip(&starts)
-            .map(|(&c, start)| sampler.init_chain(density, c, start))
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut resumed: Vec<Option<Checkpoint>> = vec![None; chains];
-        if resume {
-            for ((slot, state), &c) in resumed.iter_mut().zip(&mut states).zip(&ids) {
-                let path = self.dir.checkpoint(c);
-                if path.exists() {
-                    let checkpoint = Checkpoint::load(&path)?;
-                    if checkpoint.chain != c || checkpoint.state.kernel.dim() != self.layout.dim() {
-                        bail!("checkpoint {} belongs to another chain or model; the run directory is damaged", path.display());
-                    }
-                    *state = checkpoint.state.clone();
-                    *slot = Some(checkpoint);
-                }
-            }
-        }
+        let (mut states, resumed) =
+            chain_states(&self.dir, &sampler, density, &ids, &starts, resume)?;
         let total = config.sampler.warmup + config.sampler.draws;
         let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
         let mut store = DrawStore::open(
@@ -205,20 +189,15 @@ impl DeiMcmc {
             done: &done,
         });
         store = store.with_progress(self.progress.as_ref());
-        let start = Instant::now();
-        let status = sampler.run(density, &mut states, &mut store, &self.stop);
-        let seconds_wall = start.elapsed().as_secs_f64();
-        self.progress.report(&ProgressEvent::ChainsEnded);
-        let status = status?;
-        for state in &states {
-            store.checkpoint(state)?;
-        }
-        let outcome = Sampling {
-            finished: status != RunStatus::Stopped,
-            chains: store.chain_sampling(),
-            seconds_wall,
-            draws_files: ids.iter().map(|&c| self.dir.draws(c)).collect(),
-        };
+        let outcome = run_session(
+            &self.dir,
+            &sampler,
+            density,
+            &mut states,
+            &mut store,
+            &self.stop,
+            self.progress.as_ref(),
+        )?;
         if !outcome.finished {
             self.progress.report(&ProgressEvent::Finished {
                 stage: Stage::Sampling,
@@ -242,7 +221,7 @@ impl DeiMcmc {
             "seconds_ensemble": seconds_ensemble,
             "seconds_warmup": busy_warmup / parallel,
             "seconds_sampling": busy_sampling / parallel,
-            "seconds_wall_last_session": seconds_wall,
+            "seconds_wall_last_session": outcome.seconds_wall,
             "chain_seconds_warmup": busy_warmup,
             "chain_seconds_sampling": busy_sampling,
             "resumed": resume,
@@ -259,11 +238,70 @@ impl DeiMcmc {
                 &serde_json::to_value(&*manifest)?,
             )?;
         }
-        let message = format!("sampled in {seconds_wall:.1} s; draws in {root}");
+        let message = format!("sampled in {:.1} s; draws in {root}", outcome.seconds_wall);
         self.progress.report(&ProgressEvent::Finished {
             stage: Stage::Sampling,
             message: &message,
         });
         Ok(outcome)
     }
+}
+
+/// The chains `ids` at their starts, each replaced by its checkpoint when resuming (and the
+/// checkpoints, which the draw store truncates the files to).
+pub(crate) fn chain_states<L: LogDensity + ?Sized>(
+    dir: &RunDir,
+    sampler: &Sampler,
+    density: &L,
+    ids: &[usize],
+    starts: &[ChainStart],
+    resume: bool,
+) -> Result<(Vec<ChainState>, Vec<Option<Checkpoint>>)> {
+    let mut states = ids
+        .iter()
+        .zip(starts)
+        .map(|(&c, start)| sampler.init_chain(density, c, start))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut resumed: Vec<Option<Checkpoint>> = vec![None; ids.len()];
+    if resume {
+        for ((slot, state), &c) in resumed.iter_mut().zip(&mut states).zip(ids) {
+            let path = dir.checkpoint(c);
+            if path.exists() {
+                let checkpoint = Checkpoint::load(&path)?;
+                if checkpoint.chain != c || checkpoint.state.kernel.dim() != density.dim() {
+                    bail!("checkpoint {} belongs to another chain or model; the run directory is damaged", path.display());
+                }
+                *state = checkpoint.state.clone();
+                *slot = Some(checkpoint);
+            }
+        }
+    }
+    Ok((states, resumed))
+}
+
+/// Runs the chains into the store until they finish or `stop` is set, then checkpoints every
+/// chain: the session's outcome.
+pub(crate) fn run_session<L: LogDensity + ?Sized>(
+    dir: &RunDir,
+    sampler: &Sampler,
+    density: &L,
+    states: &mut [ChainState],
+    store: &mut DrawStore<'_>,
+    stop: &AtomicBool,
+    progress: &dyn Progress,
+) -> Result<Sampling> {
+    let start = Instant::now();
+    let status = sampler.run(density, states, store, stop);
+    let seconds_wall = start.elapsed().as_secs_f64();
+    progress.report(&ProgressEvent::ChainsEnded);
+    let status = status?;
+    for state in states.iter() {
+        store.checkpoint(state)?;
+    }
+    Ok(Sampling {
+        finished: status != RunStatus::Stopped,
+        chains: store.chain_sampling(),
+        seconds_wall,
+        draws_files: states.iter().map(|s| dir.draws(s.chain)).collect(),
+    })
 }
