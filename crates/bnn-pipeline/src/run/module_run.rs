@@ -157,28 +157,36 @@ impl<D: LogDensity> ModuleRun<D> {
         Ok(value)
     }
 
-    /// Writes `module_run.json` unless the directory holds the same run; refuses a directory
-    /// of another run (a module run of other settings, or a `bnn run`).
-    pub fn claim(&self) -> Result<()> {
+    /// Refuses a directory of another run (a module run of other settings, or a `bnn run`);
+    /// `true` when it already holds this run's settings. Writes nothing.
+    fn holds_this_run(&self) -> Result<bool> {
         let root = self.dir.root().display();
         if self.dir.config().exists() {
             bail!("{root} holds a `bnn run` directory (config.toml); choose a new directory for a module run");
         }
         let path = self.config_path();
-        let value = self.config_value()?;
-        if path.exists() {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let existing: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a module run's settings", path.display()))?;
-            if existing != value {
-                bail!("{root} already holds a module run with other settings (module_run.json); choose a new directory");
-            }
+        if !path.exists() {
+            return Ok(false);
+        }
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let existing: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a module run's settings", path.display()))?;
+        if existing != self.config_value()? {
+            bail!("{root} already holds a module run with other settings (module_run.json); choose a new directory");
+        }
+        Ok(true)
+    }
+
+    /// Writes `module_run.json` and `layout.json` unless the directory holds the same run;
+    /// refuses a directory of another run.
+    pub fn claim(&self) -> Result<()> {
+        if self.holds_this_run()? {
             return Ok(());
         }
         self.dir.create()?;
         self.write_layout()?;
-        write_json(&path, &value)
+        write_json(&self.config_path(), &self.config_value()?)
     }
 
     fn write_layout(&self) -> Result<()> {
@@ -200,8 +208,9 @@ impl<D: LogDensity> ModuleRun<D> {
                 starts.len()
             );
         }
-        self.claim()?;
-        if self.dir.has_ensemble() {
+        // Nothing is written before the members are trained: a failed training (a non-finite
+        // density, say) leaves no settings that would refuse the corrected call.
+        if self.holds_this_run()? && self.dir.has_ensemble() {
             return self.ensemble();
         }
         let message = format!(
@@ -217,6 +226,7 @@ impl<D: LogDensity> ModuleRun<D> {
         let start = Instant::now();
         let ensemble = self.config.ensemble.train(&self.density, starts)?;
         let seconds = start.elapsed().as_secs_f64();
+        self.claim()?;
         std::fs::create_dir_all(self.dir.ensemble_dir())
             .with_context(|| format!("creating {}", self.dir.ensemble_dir().display()))?;
         write_json(
@@ -272,6 +282,8 @@ impl<D: LogDensity> ModuleRun<D> {
 
     /// Runs every chain from its member; refuses a directory that already holds draws.
     pub fn sample(&self) -> Result<Sampling> {
+        // The members first: a refusal for their absence must not leave settings behind.
+        self.ensemble()?;
         self.claim()?;
         self.run_chains(false)
     }
@@ -279,6 +291,7 @@ impl<D: LogDensity> ModuleRun<D> {
     /// Continues a stopped (or killed) run from its checkpoints, to the same bytes an
     /// uninterrupted run writes.
     pub fn resume(&self) -> Result<Sampling> {
+        self.ensemble()?;
         self.claim()?;
         self.run_chains(true)
     }
@@ -505,7 +518,21 @@ mod tests {
         .unwrap();
         let error = run.train_ensemble(vec![vec![0.0; 3]]).unwrap_err();
         assert!(format!("{error}").contains("members"), "{error}");
+        let error = run.sample().unwrap_err();
+        assert!(
+            format!("{error:#}").contains("train the ensemble first"),
+            "{error:#}"
+        );
         assert!(!root.exists(), "a refused call must write nothing");
+        // A training that fails (a density that is NaN everywhere) leaves nothing either.
+        let broken = FnLogDensity::new(3, |_: &[f64], _: &mut [f64]| {
+            Ok::<_, LogDensityError>(f64::NAN)
+        });
+        let failing =
+            ModuleRun::new(config(1000), broken, ParameterLayout::flat(3), &root).unwrap();
+        let error = failing.run(vec![vec![0.0; 3]; 2]).unwrap_err();
+        assert!(format!("{error:#}").contains("NaN"), "{error:#}");
+        assert!(!root.exists(), "a failed training must write nothing");
 
         let sampling = run
             .run(vec![vec![5.0, 5.0, 5.0], vec![-5.0, 0.0, 3.0]])
