@@ -350,17 +350,12 @@ impl<D: LogDensity> ModuleRun<D> {
             stage: Stage::Sampling,
             message: &message,
         });
-        self.progress.report(&ProgressEvent::ChainsStarted {
-            iterations: section.warmup + section.draws,
-            chains: &ids,
-            done: &done,
-        });
         store = store.with_progress(self.progress.as_ref());
         let outcome = run_session(
             &self.dir,
             &sampler,
             density,
-            &mut states,
+            (&mut states, section.warmup + section.draws),
             &mut store,
             &self.stop,
             self.progress.as_ref(),

@@ -183,17 +183,12 @@ impl DeiMcmc {
             stage: Stage::Sampling,
             message: &message,
         });
-        self.progress.report(&ProgressEvent::ChainsStarted {
-            iterations: total,
-            chains: &ids,
-            done: &done,
-        });
         store = store.with_progress(self.progress.as_ref());
         let outcome = run_session(
             &self.dir,
             &sampler,
             density,
-            &mut states,
+            (&mut states, total),
             &mut store,
             &self.stop,
             self.progress.as_ref(),
@@ -279,17 +274,24 @@ pub(crate) fn chain_states<L: LogDensity + ?Sized>(
     Ok((states, resumed))
 }
 
-/// Runs the chains into the store until they finish or `stop` is set, then checkpoints every
-/// chain: the session's outcome.
+/// Runs the chains (each to `iterations`, warmup included) into the store until they finish or
+/// `stop` is set, then checkpoints every chain: the session's outcome.
 pub(crate) fn run_session<L: LogDensity + ?Sized>(
     dir: &RunDir,
     sampler: &Sampler,
     density: &L,
-    states: &mut [ChainState],
+    (states, iterations): (&mut [ChainState], usize),
     store: &mut DrawStore<'_>,
     stop: &AtomicBool,
     progress: &dyn Progress,
 ) -> Result<Sampling> {
+    let chains: Vec<usize> = states.iter().map(|s| s.chain).collect();
+    let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
+    progress.report(&ProgressEvent::ChainsStarted {
+        iterations,
+        chains: &chains,
+        done: &done,
+    });
     let start = Instant::now();
     let status = sampler.run(density, states, store, stop);
     let seconds_wall = start.elapsed().as_secs_f64();
