@@ -12,6 +12,8 @@ const REDRAW_INTERVAL: Duration = Duration::from_millis(100);
 /// One chain's bar and when its message was last set.
 struct ChainBar {
     chain: usize,
+    /// Sampling iterations after the warmup (the bar's length is the warmup as planned plus these).
+    draws: usize,
     bar: ProgressBar,
     last_update: Option<Instant>,
 }
@@ -24,7 +26,7 @@ pub struct ProgressBars {
 }
 
 impl ProgressBars {
-    fn start(&self, iterations: usize, chains: &[usize], done: &[usize]) {
+    fn start(&self, draws: usize, warmup: &[usize], chains: &[usize], done: &[usize]) {
         let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
         let style = ProgressStyle::with_template(
             "chain {prefix:>3} [{bar:30}] {pos}/{len} {msg} eta {eta}",
@@ -34,13 +36,15 @@ impl ProgressBars {
         let bars = chains
             .iter()
             .zip(done)
-            .map(|(&c, &done)| {
-                let bar = multi.add(ProgressBar::new(iterations as u64));
+            .zip(warmup)
+            .map(|((&c, &done), &warmup)| {
+                let bar = multi.add(ProgressBar::new((warmup + draws) as u64));
                 bar.set_style(style.clone());
                 bar.set_prefix(c.to_string());
                 bar.set_position(done as u64);
                 ChainBar {
                     chain: c,
+                    draws,
                     bar,
                     last_update: None,
                 }
@@ -59,6 +63,10 @@ impl ProgressBars {
             let Some(entry) = bars.iter_mut().find(|b| b.chain == it.chain) else {
                 return;
             };
+            let length = (it.planned_warmup + entry.draws) as u64;
+            if entry.bar.length() != Some(length) {
+                entry.bar.set_length(length);
+            }
             let now = Instant::now();
             let last = it.iteration as u64 >= entry.bar.length().unwrap_or(0);
             if !last
@@ -102,10 +110,11 @@ impl Progress for ProgressBars {
                 eprintln!("{message}")
             }
             ProgressEvent::ChainsStarted {
-                iterations,
+                draws,
+                warmup,
                 chains,
                 done,
-            } => self.start(*iterations, chains, done),
+            } => self.start(*draws, warmup, chains, done),
             ProgressEvent::Iteration(it) => self.update(it),
             ProgressEvent::ChainsEnded => self.end(),
         }

@@ -6,7 +6,9 @@ use bnn_pipeline::{
     check_mclmc_fractions, parse_hidden, samplers_with, Init, RunConfig, RunDir, SamplerSection,
     Standardize,
 };
-use bnn_sampler::{AlgorithmConfig, MclmcConfig, MetricEstimate, SamplerSettings, StepSizeSearch};
+use bnn_sampler::{
+    AlgorithmConfig, MclmcConfig, MetricEstimate, SamplerSettings, StepSizeSearch, WarmupPolicy,
+};
 
 /// Whole recipes behind `--preset`.
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +121,19 @@ pub struct RunFlags {
     /// positions) or `draws-and-gradients` (nutpie's sqrt(Var[θ] / Var[∇ log p])) [default: draws].
     #[arg(long, value_parser = parse_metric_estimate)]
     pub metric_estimate: Option<MetricEstimate>,
+    /// What ends each NUTS chain's warmup: `stationary` (after --warmup iterations, a check window
+    /// at the final step size and metric must show no divergence, the target acceptance and no
+    /// climb of log p; else it adapts again, up to --max-warmup) or `fixed` (exactly --warmup
+    /// iterations: the paper's schedule) [default: stationary].
+    #[arg(long, value_parser = parse_warmup_policy)]
+    pub warmup_policy: Option<WarmupPolicy>,
+    /// Stationary warmup: iterations of each check window [default: 50].
+    #[arg(long)]
+    pub warmup_check: Option<usize>,
+    /// Stationary warmup: the most warmup iterations a chain may use, checks included
+    /// [default: --warmup + 500].
+    #[arg(long)]
+    pub max_warmup: Option<usize>,
     /// NUTS: maximum tree depth [default: 10].
     #[arg(long)]
     pub max_depth: Option<usize>,
@@ -491,6 +506,20 @@ impl RunFlags {
         set(&mut s.early_stop_tolerance, &f.early_stop_tolerance);
         set(&mut s.step_size_search, &f.step_size_search);
         set(&mut s.metric_estimate, &f.metric_estimate);
+        set(&mut s.warmup_policy, &f.warmup_policy);
+        set(&mut s.warmup_check, &f.warmup_check);
+        if f.max_warmup.is_some() {
+            s.max_warmup = f.max_warmup;
+        }
+        let asks_stationary = f.warmup_policy == Some(WarmupPolicy::Stationary)
+            || f.warmup_check.is_some()
+            || f.max_warmup.is_some();
+        if asks_stationary && !s.algorithm.0.supports_stationary_warmup() {
+            anyhow::bail!(
+                "--warmup-policy stationary, --warmup-check and --max-warmup are NUTS's; {} keeps its own warmup",
+                s.algorithm.0.name()
+            );
+        }
         set(&mut config.runtime.device, &f.device);
         if f.threads.is_some() {
             config.runtime.threads = f.threads;
@@ -627,6 +656,11 @@ fn parse_metric_estimate(value: &str) -> anyhow::Result<MetricEstimate> {
         "draws-and-gradients" | "draws_and_gradients" => Ok(MetricEstimate::DrawsAndGradients),
         other => anyhow::bail!("'{other}': expected draws or draws-and-gradients"),
     }
+}
+
+pub(crate) fn parse_warmup_policy(value: &str) -> anyhow::Result<WarmupPolicy> {
+    WarmupPolicy::named(value)
+        .ok_or_else(|| anyhow::anyhow!("'{value}': expected {}", WarmupPolicy::NAMES.join(" or ")))
 }
 
 fn parse_step_size_search(value: &str) -> anyhow::Result<StepSizeSearch> {
@@ -974,6 +1008,73 @@ mod tests {
             MetricEstimate::DrawsAndGradients
         );
         assert!(parse_metric_estimate("gradients").is_err());
+    }
+
+    #[test]
+    fn nuts_warms_up_by_the_stationary_policy_unless_told_fixed() {
+        use bnn_sampler::WarmupPolicy;
+        let default = RunFlags::default().resolve().unwrap();
+        assert!(default.sampler.stationary_warmup());
+        let warmup = default.sampler.sampler_config(None).warmup;
+        assert_eq!(warmup.policy, WarmupPolicy::Stationary);
+        assert_eq!(warmup.stationarity.max_warmup, 100 + 500);
+        assert_eq!(warmup.stationarity.check_window, 50);
+        let fixed = RunFlags {
+            warmup_policy: Some(WarmupPolicy::Fixed),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            fixed.sampler.sampler_config(None).warmup.policy,
+            WarmupPolicy::Fixed
+        );
+        let tuned = RunFlags {
+            warmup_check: Some(30),
+            max_warmup: Some(400),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap();
+        let stationarity = tuned.sampler.sampler_config(None).warmup.stationarity;
+        assert_eq!(
+            (stationarity.check_window, stationarity.max_warmup),
+            (30, 400)
+        );
+        // MCLMC keeps its own tuner: the default leaves it alone, asking for the policy is refused.
+        let mclmc = RunFlags {
+            sampler: Some("mclmc".into()),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap();
+        assert!(!mclmc.sampler.stationary_warmup());
+        for flags in [
+            RunFlags {
+                sampler: Some("mclmc".into()),
+                warmup_policy: Some(WarmupPolicy::Stationary),
+                ..RunFlags::default()
+            },
+            RunFlags {
+                sampler: Some("hmc".into()),
+                max_warmup: Some(400),
+                ..RunFlags::default()
+            },
+        ] {
+            let error = format!("{:#}", flags.resolve().unwrap_err());
+            assert!(error.contains("--warmup-policy stationary"), "{error}");
+        }
+        let too_small = RunFlags {
+            max_warmup: Some(120),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(
+            format!("{too_small:#}").contains("--max-warmup (config key `max_warmup`)"),
+            "{too_small:#}"
+        );
+        assert!(parse_warmup_policy("adaptive").is_err());
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! (pretty JSON) and `Serialize`/`Deserialize` through a plain mirror struct whose fields come
 //! in Burn's order: required, then `Option`, then defaulted. That order is the order of the
 //! serialized keys, so a configuration written by a Burn-derived version reads back, and is
-//! written, the same. An enum gets `Clone`, `Display` and serde's externally tagged form.
+//! written, the same. Unlike Burn's, a defaulted field missing from the text takes its default,
+//! so a configuration written before the field existed still loads. An enum gets `Clone`, `Display` and serde's externally tagged form.
 //! `Debug` is derived separately, as with Burn. The generated code names `::serde` and
 //! `::serde_json`: the deriving crate depends on both.
 
@@ -134,6 +135,25 @@ fn derive_struct(name: &Ident, fields: &Fields) -> syn::Result<Tokens> {
         .map(|(f, (_, shown))| builder(f, shown))
         .chain(optional.iter().map(|f| builder(f, "None")));
 
+    // A defaulted field missing from the text takes its default (a file written before the
+    // field existed still loads); a required one is an error, as with Burn.
+    let default_fn = |f: &Field| Ident::new(&format!("__default_{}", ident(f)), Span::call_site());
+    let default_fns = defaulted.iter().map(|(f, (value, _))| {
+        let (function, t) = (default_fn(f), &f.ty);
+        quote!(fn #function() -> #t { #value })
+    });
+    let de_attrs: Vec<Tokens> = ordered
+        .iter()
+        .map(
+            |f| match defaulted.iter().find(|(d, _)| std::ptr::eq(*d, *f)) {
+                Some(_) => {
+                    let path = default_fn(f).to_string();
+                    quote!(#[serde(default = #path)])
+                }
+                None => quote!(),
+            },
+        )
+        .collect();
     let mirror = Ident::new(&format!("{name}Serde"), Span::call_site());
     Ok(quote! {
         impl #name {
@@ -162,9 +182,10 @@ fn derive_struct(name: &Ident, fields: &Fields) -> syn::Result<Tokens> {
 
         impl<'de> ::serde::Deserialize<'de> for #name {
             fn deserialize<D: ::serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                #(#default_fns)*
                 #[derive(::serde::Deserialize)]
                 struct #mirror {
-                    #(#names: #types),*
+                    #(#de_attrs #names: #types),*
                 }
                 let mirror = <#mirror as ::serde::Deserialize>::deserialize(deserializer)?;
                 Ok(Self { #(#names: mirror.#names),* })

@@ -23,6 +23,7 @@ mod config;
 mod run;
 mod storage;
 
+pub use analysis::chain_stationarity::{chain_stationarity, ChainStationarity};
 pub use analysis::evaluation::{CalibrationPoint, Evaluation, RunSummary, TargetSummary};
 pub use analysis::linear_baseline::{LinearBaseline, LinearMetrics};
 pub use analysis::posterior_pass::{PointSummary, PosteriorPass, BAND_LEVELS, LEVELS};

@@ -78,6 +78,10 @@ macro_rules! registered_samplers {
                 match self { $(AlgorithmConfig::$variant(s) => s.supports_batched(),)+ }
             }
 
+            fn supports_stationary_warmup(&self) -> bool {
+                match self { $(AlgorithmConfig::$variant(s) => s.supports_stationary_warmup(),)+ }
+            }
+
             fn start_warmup(
                 &self,
                 warmup: &$crate::WarmupConfig,

@@ -68,6 +68,9 @@ pub use adaptation::dual_averaging::DualAveraging;
 pub use adaptation::mams_tuner::MamsTuner;
 pub use adaptation::mclmc_tuner::MclmcTuner;
 pub use adaptation::stan_windows::{MetricEstimate, WarmupConfig, WarmupState};
+pub use adaptation::stationary_warmup::{
+    CheckOutcome, StationarityConfig, StationaryWarmup, WarmupCheck, WarmupEnd, WarmupPolicy,
+};
 pub use adaptation::step_size_search::{find_reasonable_step_size, SearchRule, StepSizeSearch};
 pub use adaptation::welford::WelfordVariance;
 pub use adaptation::window_schedule::WindowSchedule;

@@ -464,11 +464,11 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
     stop: &AtomicBool,
     abort: &AtomicBool,
 ) -> Result<(), SamplerError> {
-    let total = chain.warmup.num_warmup() + num_draws;
     if lock(sink).chain_finished(chain.chain) {
         return Ok(());
     }
-    while chain.iteration < total {
+    // The warmup's length may grow while it runs (the stationary policy).
+    while chain.iteration < chain.warmup.num_warmup() + num_draws {
         if stop.load(Ordering::Relaxed) || abort.load(Ordering::Relaxed) {
             return Ok(());
         }

@@ -77,6 +77,13 @@ pub trait SamplerSettings: Clone + Debug + Send + Sync {
         false
     }
 
+    /// Whether this kernel's warmup may end by the stationary policy (`WarmupPolicy::Stationary`,
+    /// the default of DEI-MCMC runs): kernels with Stan's windows whose step size, tuned where
+    /// the chain starts, diverges where it goes (NUTS).
+    fn supports_stationary_warmup(&self) -> bool {
+        false
+    }
+
     /// The chain's warmup: the tuner, and any tuned parameter it starts from besides the step
     /// size and metric already in `params`. Default: Stan's windowed warmup at `target_accept`.
     fn start_warmup(

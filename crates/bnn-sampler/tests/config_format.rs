@@ -51,6 +51,22 @@ fn sampler_configs_serialize_as_burn_wrote_them() {
     }
 }
 
+/// What the configurations were before the warmup policies (the Burn-derived text): they load,
+/// as the fixed policy, and equal today's configurations.
+const BEFORE_WARMUP_POLICIES: &str = include_str!("support/sampler_configs_before_policies.json");
+
+#[test]
+fn configs_written_before_the_warmup_policies_load_as_the_fixed_policy() {
+    for (line, expected) in BEFORE_WARMUP_POLICIES.lines().zip(samplers()) {
+        let back: SamplerConfig = serde_json::from_str(line).unwrap();
+        assert_eq!(back.warmup.policy, bnn_sampler::WarmupPolicy::Fixed);
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            serde_json::to_string(&expected).unwrap()
+        );
+    }
+}
+
 #[test]
 fn display_is_pretty_json() {
     let config = SurrogateNutsConfig::new().with_adaptive(true);

@@ -117,6 +117,37 @@ pub fn print(d: &RunDiagnostics, top: usize) {
             g("pointwise_predictive_rhat_mean")
         );
     }
+    if !d.chain_stationarity.is_empty() {
+        println!("\nper chain: warmup iterations (how it ended) | divergent draws | acceptance first → last tenth | verdict");
+        for c in &d.chain_stationarity {
+            let checks = match c.warmup_checks.len() {
+                0 => String::new(),
+                n => {
+                    let outcomes: Vec<String> = c
+                        .warmup_checks
+                        .iter()
+                        .map(|k| format!("{:?}", k.outcome).to_lowercase())
+                        .collect();
+                    format!(
+                        ", {n} check{}: {}",
+                        if n == 1 { "" } else { "s" },
+                        outcomes.join(" → ")
+                    )
+                }
+            };
+            println!(
+                "  chain {:>3}: {} ({}{checks}) | {} of {} | {:.2} → {:.2} | {}",
+                c.chain,
+                c.warmup_iterations,
+                c.warmup_ended,
+                c.divergent_draws,
+                c.draws,
+                c.accept_first_tenth,
+                c.accept_last_tenth,
+                c.verdict
+            );
+        }
+    }
     for chain in &d.stuck_chains {
         println!("warning: chain {chain} did not move in its kept draws (every parameter kept one value: the chain is stuck; its R-hat is inf)");
     }

@@ -2,9 +2,10 @@
 //! progress bar and the paper's numbers beside ours.
 
 use crate::progress_bars::ProgressBars;
-use crate::run_flags::RunFlags;
+use crate::run_flags::{parse_warmup_policy, RunFlags};
 use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
+use bnn_sampler::WarmupPolicy;
 use bnn_study::dei_runs::{ExtraRunFlags, RunsProgress};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
@@ -69,9 +70,14 @@ pub struct Table3Args {
     /// NUTS draws per chain.
     #[arg(long, default_value_t = 1000)]
     pub draws: usize,
-    /// NUTS warmup iterations per chain.
+    /// NUTS warmup iterations per chain (planned: the stationary policy may add checks and
+    /// extensions).
     #[arg(long, default_value_t = 100)]
     pub warmup: usize,
+    /// What ends each chain's warmup: `stationary` (as `bnn run` does) or `fixed` (exactly
+    /// --warmup iterations: the paper's schedule).
+    #[arg(long, default_value = "stationary", value_parser = parse_warmup_policy)]
+    pub warmup_policy: WarmupPolicy,
     /// NUTS maximum tree depth.
     #[arg(long, default_value_t = 10)]
     pub max_depth: usize,
@@ -105,6 +111,7 @@ impl Table3Args {
             max_depth: self.max_depth,
             large_draws: self.large_draws,
             large_max_depth: self.large_max_depth,
+            warmup_policy: self.warmup_policy,
             extra: extra_run_flags(&self.extra, false)?,
         })
     }

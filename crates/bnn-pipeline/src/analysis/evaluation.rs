@@ -1,5 +1,6 @@
 //! A run's metrics against the deep-ensemble and linear baselines, into `summary.json`.
 
+use crate::analysis::chain_stationarity::{chain_stationarity, ChainStationarity};
 use crate::analysis::linear_baseline::LinearBaseline;
 use crate::analysis::posterior_pass::{
     calibration_error, coverage_at, ensemble_metrics, PosteriorPass, LEVELS,
@@ -117,6 +118,11 @@ pub struct RunSummary {
     /// `adaptation_chain_<c>.csv` (the step-size search's few trial steps not included). `None`
     /// without those files (a run with no warmup, or one whose files are gone).
     pub warmup_gradients: Option<f64>,
+    /// Per chain: its warmup's length and how it ended, and whether its draws look stationary
+    /// (at most 10% divergent, acceptance of the last tenth within 0.1 of the first tenth's).
+    pub chain_stationarity: Vec<ChainStationarity>,
+    /// Chains whose verdict is not `stationary`.
+    pub chains_not_stationary: Vec<usize>,
     pub seconds_ensemble: Option<f64>,
     pub seconds_warmup: Option<f64>,
     pub seconds_sampling: Option<f64>,
@@ -163,6 +169,7 @@ impl DeiMcmc {
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
             .ok_or_else(|| anyhow!("{} has no finished sampling (sampling.json missing); run or resume `bnn sample` first", self.dir.root().display()))?;
+        let stationarity = chain_stationarity(&self.dir, config.chains())?;
         let members = match config.sampler.init {
             Init::Ensemble => self.saved_ensemble()?.map(|e| e.members),
             _ => None,
@@ -288,6 +295,12 @@ impl DeiMcmc {
             pointwise_predictive_ess_median: pass.pointwise_ess_median,
             sampling_gradients: pass.gradients * self.config.sampler.thin.max(1) as f64,
             warmup_gradients: self.warmup_gradients(),
+            chains_not_stationary: stationarity
+                .iter()
+                .filter(|c| !c.is_stationary())
+                .map(|c| c.chain)
+                .collect(),
+            chain_stationarity: stationarity,
             seconds_ensemble: sampling["seconds_ensemble"].as_f64(),
             seconds_warmup: sampling["seconds_warmup"].as_f64(),
             seconds_sampling: sampling["seconds_sampling"].as_f64(),

@@ -1,5 +1,6 @@
 //! Convergence diagnostics of a run's draws or a long-format CSV, with the chains that never moved.
 
+use crate::analysis::chain_stationarity::{chain_stationarity, ChainStationarity};
 use crate::config::run_config::RunConfig;
 use crate::storage::run_dir::{write_atomic, RunDir};
 use crate::storage::stored_chains::{check_draw_count, unequal_lengths_reason};
@@ -125,6 +126,9 @@ pub struct RunDiagnostics {
     pub rhat_above_1_01: usize,
     pub ess_below_400: usize,
     pub crhat_above_1_1: usize,
+    /// Per chain of a run directory: its warmup (length, how it ended) and whether its draws
+    /// look stationary; empty for a draws CSV.
+    pub chain_stationarity: Vec<ChainStationarity>,
 }
 
 /// `[param][chain][draw]` values with their names and chain numbers.
@@ -151,6 +155,8 @@ impl RunDiagnostics {
             .and_then(|c| c.sampler.max_tree_depth());
         let mut diagnostics = Self::of_draws(draws, Some(sampler), truncated_to, function_space)?;
         diagnostics.unequal_lengths = unequal_lengths;
+        diagnostics.chain_stationarity =
+            chain_stationarity(&RunDir::new(dir), diagnostics.chains).unwrap_or_default();
         Ok(diagnostics)
     }
 
@@ -219,6 +225,7 @@ impl RunDiagnostics {
             stuck_chains,
             sampler,
             function_space,
+            chain_stationarity: Vec::new(),
         })
     }
 
@@ -263,6 +270,7 @@ impl RunDiagnostics {
             "parameters": parameters,
             "groups": serde_json::to_value(&self.groups)?,
             "function_space": self.function_space,
+            "chains": serde_json::to_value(&self.chain_stationarity)?,
             "warnings": warnings,
         }))
     }

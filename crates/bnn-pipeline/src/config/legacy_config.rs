@@ -228,6 +228,8 @@ impl LegacySamplerSection {
                 AlgorithmConfig::NAMES.join(", ")
             ),
         };
+        // The old shape had no warmup policies: its runs warmed up by the fixed schedule.
+        let defaults = SamplerSection::new();
         Ok(SamplerSection {
             algorithm: KernelSettings(algorithm),
             init: self.init,
@@ -246,6 +248,9 @@ impl LegacySamplerSection {
             early_stop_tolerance: self.early_stop_tolerance,
             step_size_search: self.step_size_search,
             metric_estimate: self.metric_estimate,
+            warmup_policy: bnn_sampler::WarmupPolicy::Fixed,
+            warmup_check: defaults.warmup_check,
+            max_warmup: defaults.max_warmup,
         })
     }
 }

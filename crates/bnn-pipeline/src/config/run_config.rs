@@ -7,8 +7,8 @@ use bnn_model::{
     Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorError, PriorSpec, UnknownName,
 };
 use bnn_sampler::{
-    MclmcConfig, MetricEstimate, RandomWalkConfig, SamplerConfig, SamplerSettings, StepSizeSearch,
-    WarmupConfig,
+    MclmcConfig, MetricEstimate, RandomWalkConfig, SamplerConfig, SamplerSettings,
+    StationarityConfig, StepSizeSearch, WarmupConfig, WarmupPolicy,
 };
 use burn::config::Config;
 use serde::{Deserialize, Serialize};
@@ -214,6 +214,19 @@ pub struct SamplerSection {
     /// `draws_and_gradients` (nutpie's `sqrt(Var[θ] / Var[∇ log p])`).
     #[config(default = "MetricEstimate::Draws")]
     pub metric_estimate: MetricEstimate,
+    /// What ends each NUTS chain's warmup: `stationary` (after the planned iterations, a check
+    /// window at the final step size and metric must show no divergence, the target acceptance
+    /// and no climb of log p, else the warmup adapts again, up to `max_warmup`) or `fixed` (the
+    /// planned iterations: the paper's 100). Other samplers keep their own warmup. A run
+    /// directory written before the policy existed reads as `fixed`, so it resumes as it began.
+    #[config(default = "WarmupPolicy::Stationary")]
+    pub warmup_policy: WarmupPolicy,
+    /// Stationary policy: iterations of each check window.
+    #[config(default = 50)]
+    pub warmup_check: usize,
+    /// Stationary policy: the most warmup iterations a chain may use, checks included
+    /// (absent: `warmup` + 500).
+    pub max_warmup: Option<usize>,
 }
 
 impl SamplerSection {
@@ -235,12 +248,51 @@ impl SamplerSection {
             .with_thin(budget.thin)
     }
 
+    /// Whether the chains' warmup ends by the stationary policy: it is asked for, the warmup
+    /// adapts, and the sampler supports it (NUTS).
+    pub fn stationary_warmup(&self) -> bool {
+        self.adapt
+            && self.warmup > 0
+            && self.warmup_policy == WarmupPolicy::Stationary
+            && self.algorithm.0.supports_stationary_warmup()
+    }
+
+    /// The warmup as a start message gives it: `100 warmup`, or for the stationary policy
+    /// `100 warmup, then checks until stationary (at most 600)`.
+    pub fn warmup_text(&self) -> String {
+        if self.stationary_warmup() {
+            format!(
+                "{} warmup, then checks until stationary (at most {})",
+                self.warmup,
+                self.max_warmup_iterations()
+            )
+        } else {
+            format!("{} warmup", self.warmup)
+        }
+    }
+
+    /// The stationary policy's cap on a chain's warmup iterations.
+    pub fn max_warmup_iterations(&self) -> usize {
+        self.max_warmup.unwrap_or(self.warmup + 500)
+    }
+
     /// The sampler this section describes, with `threads` worker threads (`None`: all cores).
     pub fn sampler_config(&self, threads: Option<usize>) -> SamplerConfig {
         let warmup = if self.adapt {
-            WarmupConfig::new()
+            let warmup = WarmupConfig::new()
                 .with_step_size_search(self.step_size_search)
-                .with_metric_estimate(self.metric_estimate)
+                .with_metric_estimate(self.metric_estimate);
+            if self.stationary_warmup() {
+                warmup
+                    .with_policy(WarmupPolicy::Stationary)
+                    .with_stationarity(
+                        StationarityConfig::new()
+                            .with_check_window(self.warmup_check)
+                            .with_max_warmup(self.max_warmup_iterations()),
+                    )
+            } else {
+                warmup
+            }
         } else {
             WarmupConfig::new()
                 .with_adapt_step_size(false)
@@ -436,6 +488,17 @@ impl RunConfig {
         }
         if s.thin == 0 {
             bail!("--thin (config key `thin`) must be at least 1");
+        }
+        if s.warmup_check < 2 {
+            bail!(
+                "--warmup-check (config key `warmup_check`) must be at least 2, got {}",
+                s.warmup_check
+            );
+        }
+        if let Some(cap) = s.max_warmup {
+            if cap < s.warmup + s.warmup_check {
+                bail!("--max-warmup (config key `max_warmup`) must be at least --warmup + --warmup-check = {}, got {cap}", s.warmup + s.warmup_check);
+            }
         }
         if let Some(step_size) = s.step_size {
             if !(step_size > 0.0 && step_size.is_finite()) {

@@ -334,10 +334,10 @@ impl<D: LogDensity> ModuleRun<D> {
         )?;
         let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
         let message = format!(
-            "sampling {} parameters: {} chains x ({} warmup + {} draws), {}{}",
+            "sampling {} parameters: {} chains x ({} + {} draws), {}{}",
             self.layout.dim(),
             ids.len(),
-            section.warmup,
+            section.warmup_text(),
             section.draws,
             section.algorithm.name(),
             if resume {
@@ -355,7 +355,7 @@ impl<D: LogDensity> ModuleRun<D> {
             &self.dir,
             &sampler,
             density,
-            (&mut states, section.warmup + section.draws),
+            (&mut states, section.draws),
             &mut store,
             &self.stop,
             self.progress.as_ref(),

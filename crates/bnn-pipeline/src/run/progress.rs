@@ -22,6 +22,9 @@ pub struct ChainIteration {
     /// Iterations of this chain done so far, warmup included (resumed runs count from the checkpoint).
     pub iteration: usize,
     pub warmup: bool,
+    /// The chain's warmup iterations as planned after this one (grows when a stationarity
+    /// check fails).
+    pub planned_warmup: usize,
     /// Divergent transitions of this chain since sampling (re)started.
     pub divergences: usize,
     pub step_size: f64,
@@ -37,9 +40,12 @@ pub enum ProgressEvent<'a> {
         message: &'a str,
     },
     /// The chains start: chain `chains[k]` (its number in the whole run; a shard runs some of
-    /// them) runs `iterations` in all, `done[k]` of them before (a resumed run).
+    /// them) runs `warmup[k]` warmup iterations as planned now (the stationary policy may add
+    /// more: see [`ChainIteration::planned_warmup`]) and `draws`, `done[k]` of them before (a
+    /// resumed run).
     ChainsStarted {
-        iterations: usize,
+        draws: usize,
+        warmup: &'a [usize],
         chains: &'a [usize],
         done: &'a [usize],
     },

@@ -121,7 +121,6 @@ impl DeiMcmc {
         }
         let (mut states, resumed) =
             chain_states(&self.dir, &sampler, density, &ids, &starts, resume)?;
-        let total = config.sampler.warmup + config.sampler.draws;
         let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
         let mut store = DrawStore::open(
             &self.dir,
@@ -162,13 +161,13 @@ impl DeiMcmc {
             store = store.with_early_stop(early);
         }
         let message = format!(
-            "sampling {} ({} train / {} test rows, {} parameters): {} chains x ({} warmup + {} draws), {} from {:?} start on {}{}",
+            "sampling {} ({} train / {} test rows, {} parameters): {} chains x ({} + {} draws), {} from {:?} start on {}{}",
             self.data.name,
             self.data.train.rows,
             self.data.test.rows,
             self.layout.dim(),
             chains,
-            config.sampler.warmup,
+            config.sampler.warmup_text(),
             config.sampler.draws,
             config.sampler.algorithm.name(),
             config.sampler.init,
@@ -188,7 +187,7 @@ impl DeiMcmc {
             &self.dir,
             &sampler,
             density,
-            (&mut states, total),
+            (&mut states, config.sampler.draws),
             &mut store,
             &self.stop,
             self.progress.as_ref(),
@@ -274,21 +273,24 @@ pub(crate) fn chain_states<L: LogDensity + ?Sized>(
     Ok((states, resumed))
 }
 
-/// Runs the chains (each to `iterations`, warmup included) into the store until they finish or
-/// `stop` is set, then checkpoints every chain: the session's outcome.
+/// Runs the chains (each through its warmup, whose length the warmup policy may grow, then
+/// `draws` iterations) into the store until they finish or `stop` is set, then checkpoints every
+/// chain: the session's outcome.
 pub(crate) fn run_session<L: LogDensity + ?Sized>(
     dir: &RunDir,
     sampler: &Sampler,
     density: &L,
-    (states, iterations): (&mut [ChainState], usize),
+    (states, draws): (&mut [ChainState], usize),
     store: &mut DrawStore<'_>,
     stop: &AtomicBool,
     progress: &dyn Progress,
 ) -> Result<Sampling> {
     let chains: Vec<usize> = states.iter().map(|s| s.chain).collect();
     let done: Vec<usize> = states.iter().map(|s| s.iteration).collect();
+    let warmup: Vec<usize> = states.iter().map(|s| s.warmup.num_warmup()).collect();
     progress.report(&ProgressEvent::ChainsStarted {
-        iterations,
+        draws,
+        warmup: &warmup,
         chains: &chains,
         done: &done,
     });

@@ -418,6 +418,7 @@ impl DrawSink for DrawStore<'_> {
                 chain: draw.chain,
                 iteration: draw.state.iteration,
                 warmup: draw.warmup,
+                planned_warmup: draw.state.warmup.num_warmup(),
                 divergences: files.divergences,
                 step_size: draw.stats.step_size,
                 accept_stat: draw.stats.accept_stat,

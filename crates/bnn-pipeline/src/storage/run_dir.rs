@@ -87,7 +87,16 @@ impl RunDir {
         if !path.exists() {
             bail!("{} is not a run directory (no config.toml): run `bnn train`, `bnn sample` or `bnn run` with --out first", self.root.display());
         }
-        RunConfig::from_toml_file(&path)
+        let mut config = RunConfig::from_toml_file(&path)?;
+        // Written before the warmup policies existed: its chains warmed up by the fixed schedule.
+        let keys = RunConfig::keys_in_toml_file(&path)?;
+        if !keys
+            .iter()
+            .any(|(s, k)| s == "sampler" && k == "warmup_policy")
+        {
+            config.sampler.warmup_policy = bnn_sampler::WarmupPolicy::Fixed;
+        }
+        Ok(config)
     }
 
     /// Whether any of `chains` has a checkpoint here (a run to continue, not to start).
@@ -163,6 +172,33 @@ pub fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run directory written before the warmup policies resumes as it began (fixed); one
+    /// written now keeps what it says.
+    #[test]
+    fn a_config_without_a_warmup_policy_reads_as_the_fixed_policy() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        std::fs::write(
+            run.config(),
+            "[data]\ndataset = \"cos2x\"\n[sampler]\nwarmup = 100\n",
+        )
+        .unwrap();
+        let old = run.load_config().unwrap();
+        assert_eq!(old.sampler.warmup_policy, bnn_sampler::WarmupPolicy::Fixed);
+        assert!(!old.sampler.stationary_warmup());
+        std::fs::write(
+            run.config(),
+            "[data]\ndataset = \"cos2x\"\n[sampler]\nwarmup_policy = \"stationary\"\n",
+        )
+        .unwrap();
+        let new = run.load_config().unwrap();
+        assert!(new.sampler.stationary_warmup());
+        assert_eq!(
+            RunConfig::new().sampler.warmup_policy,
+            bnn_sampler::WarmupPolicy::Stationary
+        );
+    }
 
     #[test]
     fn a_failed_atomic_write_keeps_its_cause_and_leaves_no_temporary_file() {

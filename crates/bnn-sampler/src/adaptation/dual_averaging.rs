@@ -59,6 +59,13 @@ impl DualAveraging {
         self.log_step_size_average = 0.0;
     }
 
+    /// Aims at a new target acceptance and restarts from `step_size` (the stationary warmup
+    /// raises the target after a divergent check).
+    pub fn retarget(&mut self, target: f64, step_size: f64) {
+        self.target = target;
+        self.restart(step_size);
+    }
+
     /// Feeds one acceptance statistic (clamped to `[0, 1]`, NaN as 0) and returns the next `ε`.
     pub fn update(&mut self, accept_stat: f64) -> f64 {
         let accept = if accept_stat.is_nan() {

@@ -11,6 +11,7 @@ pub mod dual_averaging;
 pub mod mams_tuner;
 pub mod mclmc_tuner;
 pub mod stan_windows;
+pub mod stationary_warmup;
 pub mod step_size_search;
 pub mod welford;
 pub mod window_schedule;

@@ -5,6 +5,9 @@ use bnn_config_derive::Config;
 use serde::{Deserialize, Serialize};
 
 use crate::adaptation::dual_averaging::DualAveraging;
+use crate::adaptation::stationary_warmup::{
+    Next, StationarityConfig, StationaryWarmup, WarmupPolicy,
+};
 use crate::adaptation::welford::WelfordVariance;
 use crate::adaptation::window_schedule::WindowSchedule;
 use crate::draw_stats::DrawStats;
@@ -53,6 +56,13 @@ pub struct WarmupConfig {
     /// positions, or nutpie's `sqrt(Var[θ] / Var[∇ log p])` from positions and gradients.
     #[config(default = "MetricEstimate::Draws")]
     pub metric_estimate: MetricEstimate,
+    /// What ends the warmup: the planned iterations (`Fixed`, Stan's), or a check window at
+    /// the final step size and metric that must pass (`Stationary`; needs `adapt_step_size`).
+    #[config(default = "WarmupPolicy::Fixed")]
+    pub policy: WarmupPolicy,
+    /// The stationary policy's check and extensions.
+    #[config(default = "StationarityConfig::new()")]
+    pub stationarity: StationarityConfig,
 }
 
 /// The estimator that turns a slow window's draws into the diagonal inverse mass matrix.
@@ -88,6 +98,12 @@ impl WarmupConfig {
         }
         if !(self.t0 >= 0.0 && self.t0.is_finite()) {
             return invalid(format!("warmup t0 must be non-negative, got {}", self.t0));
+        }
+        if self.policy == WarmupPolicy::Stationary {
+            if !self.adapt_step_size {
+                return invalid("the stationary warmup policy needs adapt_step_size (its check retunes the step size); use the fixed policy for a fixed step size".into());
+            }
+            self.stationarity.validate()?;
         }
         Ok(())
     }
@@ -158,6 +174,18 @@ pub struct WarmupState {
     /// (absent from checkpoints written before the option existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     gradient_variances: Option<WelfordVariance>,
+    /// First iteration of the current adaptation segment: 0, or where the stationary policy's
+    /// last extension began (`schedule` counts from there).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    segment_start: usize,
+    /// The stationary policy's check windows and extensions (absent: the fixed policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Boxed: most chains (every fixed-policy one) do without it.
+    stationary: Option<Box<StationaryWarmup>>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl WarmupState {
@@ -188,11 +216,33 @@ impl WarmupState {
             variances: WelfordVariance::new(dim),
             gradient_variances: (config.metric_estimate == MetricEstimate::DrawsAndGradients)
                 .then(|| WelfordVariance::new(dim)),
+            segment_start: 0,
+            stationary: (config.policy == WarmupPolicy::Stationary
+                && config.adapt_step_size
+                && num_warmup > 0)
+                .then(|| {
+                    Box::new(StationaryWarmup::new(
+                        &config.stationarity,
+                        dim,
+                        num_warmup,
+                        config.term_buffer,
+                    ))
+                }),
         }
     }
 
+    /// Warmup iterations as planned now: fixed for the fixed policy; the stationary policy's
+    /// grow with each failed check, up to its cap.
     pub fn num_warmup(&self) -> usize {
-        self.schedule.num_warmup()
+        match &self.stationary {
+            None => self.schedule.num_warmup(),
+            Some(stationary) => stationary.num_warmup(),
+        }
+    }
+
+    /// The stationary policy's checks and why the warmup ended (`None`: the fixed policy).
+    pub fn stationary(&self) -> Option<&StationaryWarmup> {
+        self.stationary.as_deref()
     }
 
     /// Warmup iterations observed so far.
@@ -232,16 +282,32 @@ impl WarmupState {
         }
         let iteration = self.iteration;
         self.iteration += 1;
+        if let Some(stationary) = &mut self.stationary {
+            if stationary.in_check(iteration) {
+                // The check runs the chain as it will sample: nothing adapts.
+                let target = self.dual_averaging.target();
+                if let Next::Extend { slow, target } =
+                    stationary.observe_check(iteration, gradient, stats, target)
+                {
+                    self.segment_start = iteration + 1;
+                    self.schedule = WindowSchedule::extension(slow, stationary.term_buffer());
+                    self.dual_averaging.retarget(target, *step_size);
+                }
+                return;
+            }
+            stationary.observe_segment(iteration, stats.log_density);
+        }
+        let local = iteration - self.segment_start;
         if self.adapt_step_size {
             *step_size = self.dual_averaging.update(stats.accept_stat);
         }
-        if self.adapt_metric && self.schedule.collects(iteration) {
+        if self.adapt_metric && self.schedule.collects(local) {
             self.variances.add(position);
             if let Some(gradients) = &mut self.gradient_variances {
                 gradients.add(gradient);
             }
         }
-        if self.adapt_metric && self.schedule.ends_window(iteration) {
+        if self.adapt_metric && self.schedule.ends_window(local) {
             let estimate = metric_estimate(&self.variances, self.gradient_variances.as_ref());
             if let Some(gradients) = &mut self.gradient_variances {
                 gradients.reset();
@@ -255,7 +321,7 @@ impl WarmupState {
             }
             self.variances.reset();
         }
-        if self.adapt_step_size && self.is_finished() {
+        if self.adapt_step_size && local + 1 == self.schedule.num_warmup() {
             *step_size = self.dual_averaging.averaged_step_size();
         }
     }

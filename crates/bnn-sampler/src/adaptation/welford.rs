@@ -34,6 +34,11 @@ impl WelfordVariance {
         }
     }
 
+    /// The running means.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
     /// Unbiased sample variances (divisor `n - 1`); zeros with fewer than two samples.
     pub fn variance(&self) -> Vec<f64> {
         if self.count < 2 {

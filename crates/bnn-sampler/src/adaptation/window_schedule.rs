@@ -57,6 +57,15 @@ impl WindowSchedule {
         }
     }
 
+    /// An extension of a warmup (the stationary policy's): one slow window of `slow` iterations
+    /// (none when 0) from the extension's start, then a terminal buffer of `term_buffer`.
+    pub fn extension(slow: usize, term_buffer: usize) -> Self {
+        Self {
+            num_warmup: slow + term_buffer,
+            windows: if slow > 0 { vec![(0, slow)] } else { vec![] },
+        }
+    }
+
     pub fn num_warmup(&self) -> usize {
         self.num_warmup
     }

@@ -85,6 +85,10 @@ impl SamplerSettings for NutsConfig {
         true
     }
 
+    fn supports_stationary_warmup(&self) -> bool {
+        true
+    }
+
     fn run<L: LogDensity + ?Sized>(&self, chains: ChainRunner<'_, L>) -> Result<(), SamplerError> {
         if chains.batched() {
             chains.lockstep(self.init_batched()?)

@@ -20,6 +20,7 @@ use crate::dei_runs::{
     RunsProgress,
 };
 use anyhow::{bail, Context as _, Result};
+use bnn_sampler::WarmupPolicy;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -53,6 +54,9 @@ pub struct Table3Config {
     /// The large sets' draws and depth, where they differ.
     pub large_draws: Option<usize>,
     pub large_max_depth: Option<usize>,
+    /// What ends each chain's warmup: `Stationary` (the default of `bnn run`) or `Fixed` (the
+    /// paper's 100 iterations exactly).
+    pub warmup_policy: WarmupPolicy,
     /// `bnn run` flags for every run.
     pub extra: ExtraRunFlags,
 }
@@ -68,25 +72,35 @@ impl Default for Table3Config {
             max_depth: 10,
             large_draws: None,
             large_max_depth: None,
+            warmup_policy: WarmupPolicy::Stationary,
             extra: ExtraRunFlags::default(),
         }
     }
 }
 
-/// The (warmup, draws, maximum depth) of a run: its `config.toml`'s, or one asked for.
+/// The (warmup, draws, maximum depth, warmup policy) of a run: its `config.toml`'s, or one
+/// asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     pub warmup: usize,
     pub draws: usize,
     pub max_depth: usize,
+    /// What ended the warmup: `warmup` exactly (fixed), or `warmup` and then checks (stationary).
+    pub policy: WarmupPolicy,
 }
 
 impl std::fmt::Display for Budget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} + {}, depth {}",
-            self.warmup, self.draws, self.max_depth
+            "{}{} + {}, depth {}",
+            self.warmup,
+            match self.policy {
+                WarmupPolicy::Fixed => " fixed",
+                WarmupPolicy::Stationary => "+ stationary",
+            },
+            self.draws,
+            self.max_depth
         )
     }
 }
@@ -114,6 +128,7 @@ impl Table3Config {
                 .large_max_depth
                 .filter(|_| large)
                 .unwrap_or(self.max_depth),
+            policy: self.warmup_policy,
         }
     }
 
@@ -134,6 +149,7 @@ impl Table3Config {
         paper_model_config(&self.extra, dataset, split, split, |c| {
             c.sampler.warmup = budget.warmup;
             c.sampler.draws = budget.draws;
+            c.sampler.warmup_policy = budget.policy;
             c.sampler.algorithm =
                 crate::dei_runs::nuts_with_depth(&c.sampler.algorithm, budget.max_depth);
         })

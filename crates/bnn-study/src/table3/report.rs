@@ -47,6 +47,11 @@ pub fn read_run(dataset: &str, split: u64, dir: &Path) -> Result<Table3Run> {
             warmup: s.warmup,
             draws: s.draws,
             max_depth: s.max_tree_depth().unwrap_or(0),
+            policy: if s.stationary_warmup() {
+                bnn_sampler::WarmupPolicy::Stationary
+            } else {
+                bnn_sampler::WarmupPolicy::Fixed
+            },
         },
         chains,
     })
@@ -162,17 +167,38 @@ pub(super) fn dataset_table(config: &Table3Config, runs: &[Table3Run]) -> String
 /// One row per run: where the time went and how the chains behaved.
 pub(super) fn run_table(runs: &[Table3Run]) -> String {
     let mut text = String::from(
-        "| dataset | split | budget | minutes: ensemble / warmup / sampling | gradients (M) | divergent draws | chains > 50% divergent | worst chain | acceptance (min–max) | acceptance first → last tenth | step size (min–max) | cov. 90% | calibration error | DEI LPPD | DE LPPD |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| dataset | split | budget | minutes: ensemble / warmup / sampling | gradients (M): warmup + sampling | warmup iterations (min–max) | divergent draws | chains > 10% divergent | worst chain | chains with acceptance drift > 0.1 | acceptance (min–max) | acceptance first → last tenth | step size (min–max) | test-loglik R-hat | cov. 90% | calibration error | DEI LPPD | DE LPPD |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {
         let s = &r.summary;
         let divergent: usize = r.chains.iter().map(|c| c.divergent).sum();
         let draws: usize = r.chains.iter().map(|c| c.draws).sum();
-        let over_half = r
+        let over_tenth = r
             .chains
             .iter()
-            .filter(|c| 2 * c.divergent > c.draws)
+            .filter(|c| 10 * c.divergent > c.draws)
             .count();
+        let drifting = r
+            .chains
+            .iter()
+            .filter(|c| {
+                AcceptanceDrift::of_chains(std::slice::from_ref(&c.transitions))
+                    .is_some_and(|d| (d.accept_first_tenth - d.accept_last_tenth).abs() > 0.1)
+            })
+            .count();
+        let warmups: Vec<u64> = s["chain_stationarity"]
+            .as_array()
+            .map(|chains| {
+                chains
+                    .iter()
+                    .filter_map(|c| c["warmup_iterations"].as_u64())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let warmup_range = match (warmups.iter().min(), warmups.iter().max()) {
+            (Some(lo), Some(hi)) => format!("{lo}–{hi}"),
+            _ => "–".into(),
+        };
         let worst = r
             .chains
             .iter()
@@ -193,16 +219,19 @@ pub(super) fn run_table(runs: &[Table3Run]) -> String {
             format!("{:.2} → {:.2}", d.accept_first_tenth, d.accept_last_tenth)
         });
         text += &format!(
-            "| {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.2} | {divergent} of {draws} | {over_half} | {worst} of {} | {:.2} ({accept_min:.2}–{accept_max:.2}) | {drift} | {step_min:.1e}–{step_max:.1e} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+            "| {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.2} + {:.2} | {warmup_range} | {divergent} of {draws} ({:.1}%) | {over_tenth} | {worst} of {} | {drifting} | {:.2} ({accept_min:.2}–{accept_max:.2}) | {drift} | {step_min:.1e}–{step_max:.1e} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
             r.dataset,
             r.split,
             r.budget,
             number(s, "seconds_ensemble") / 60.0,
             number(s, "seconds_warmup") / 60.0,
             number(s, "seconds_sampling") / 60.0,
+            number(s, "warmup_gradients") / 1e6,
             number(s, "sampling_gradients") / 1e6,
+            100.0 * divergent as f64 / draws.max(1) as f64,
             r.chains.first().map_or(0, |c| c.draws),
             number(s, "mean_accept_stat"),
+            number(s, "rhat_test_loglik"),
             number(s, "coverage_90"),
             number(s, "calibration_error"),
             number(s, "lppd"),
