@@ -3,6 +3,7 @@
 //! one chain per member streamed to `draws_chain_<c>.csv`, checkpoints and resume, diagnostics
 //! and predictive metrics. `bnn diagnose`, `bnn plot` and ArviZ read the directory.
 
+use crate::analysis::chain_stationarity::chain_stationarity;
 use crate::analysis::run_diagnostics::RunDiagnostics;
 use crate::config::run_config::{Init, SamplerSection};
 use crate::run::map_ensemble::{MapEnsemble, MapEnsembleConfig};
@@ -412,7 +413,8 @@ impl<D: LogDensity> ModuleRun<D> {
     /// Predictive metrics of the run on held-out rows, from the module's outputs under every
     /// kept draw (`[S, N, K]`, chains one after another as [`ModuleRun::draws`] gives them;
     /// `bnn_model::predict_with_draws` computes them with the module's own `forward`), and the
-    /// function-space R-hat of the test log likelihood across chains; written to `summary.json`.
+    /// function-space R-hat of the test log likelihood across chains, and each chain's warmup and
+    /// stationarity verdict (`chain_stationarity`); written to `summary.json`.
     pub fn evaluate(
         &self,
         head: Likelihood,
@@ -446,6 +448,12 @@ impl<D: LogDensity> ModuleRun<D> {
         let per_chain: Vec<&[f64]> = per_draw_loglik.chunks(s / chains).collect();
         let rhat_test_loglik = bnn_diagnostics::rhat(&per_chain);
         let finite = |v: f64| if v.is_finite() { json!(v) } else { json!(null) };
+        let stationarity = chain_stationarity(&self.dir, chains)?;
+        let not_stationary: Vec<usize> = stationarity
+            .iter()
+            .filter(|c| !c.is_stationary())
+            .map(|c| c.chain)
+            .collect();
         write_json(
             &self.dir.summary(),
             &json!({
@@ -457,6 +465,8 @@ impl<D: LogDensity> ModuleRun<D> {
                 "draws": s,
                 "chains": chains,
                 "rhat_test_loglik": finite(rhat_test_loglik),
+                "chain_stationarity": stationarity,
+                "chains_not_stationary": not_stationary,
             }),
         )
         .map_err(|e| anyhow!(e))?;

@@ -6,7 +6,9 @@
 //! The paper's setting (the defaults): ReLU MLP 16-16, N(0, 1) priors on all parameters,
 //! heteroscedastic Gaussian head, 12 members (Adam, 5000 full-batch epochs, weight decay 1e-2),
 //! 12 NUTS chains, warmup 100, 1000 draws, target 0.8, depth 10, data standardized with
-//! full-data statistics as in their code ([`paper_model_config`]). The two large sets
+//! full-data statistics as in their code ([`paper_model_config`]). The warmup ends by
+//! [`Table3Config::warmup_policy`]: the stationary check of `bnn run` (default) or the paper's
+//! fixed 100 iterations. The two large sets
 //! (bikesharing, protein) take [`Table3Config::large_splits`] splits (one split of protein at
 //! the paper's budget is hours on two cores) and may take a smaller budget; every row of the
 //! tables names the budget its runs had. Runs already finished in the output folder are reused,
