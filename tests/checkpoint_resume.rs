@@ -186,6 +186,52 @@ fn killed_and_interrupted_runs_resume_to_the_uninterrupted_draws() {
     assert_same_files(&reference, &run);
 }
 
+/// The stationary warmup (the default of NUTS) extends chain 1's warmup on this setting (a
+/// 64-64 net from a cold start, depth-3 trees): killed with SIGKILL inside that extension, after
+/// its first check failed and before its warmup ended, the resumed run makes the uninterrupted
+/// run's files byte for byte.
+#[test]
+fn killed_inside_a_stationary_warmup_extension_resumes_to_the_uninterrupted_draws() {
+    let args = |out: &Path| -> Vec<String> {
+        let mut args = sample_args(out);
+        for (flag, value) in [("--hidden", "64,64"), ("--max-depth", "3")] {
+            let at = args.iter().position(|a| a == flag).unwrap();
+            args[at + 1] = value.into();
+        }
+        args
+    };
+    let root = temp_dir("extension");
+    let reference = root.join("reference");
+    let o = finish(spawn(&args(&reference)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(reference.join("checkpoints/chain_1.json")).unwrap();
+    let checkpoint: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let checks = checkpoint["state"]["warmup"]["stationary"]["checks"]
+        .as_array()
+        .expect("the stationary policy's checks in chain 1's checkpoint");
+    assert!(
+        checks.len() >= 2,
+        "chain 1's warmup should have been extended: {checks:?}"
+    );
+    let first_check_end = checks[0]["end"].as_u64().unwrap();
+    let warmup_end = checks.last().unwrap()["end"].as_u64().unwrap();
+
+    let run = root.join("killed");
+    let inside = |i: u64| i > first_check_end && i + 3 < warmup_end;
+    let o = kill_when(spawn(&args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 1).is_some_and(inside)
+    });
+    assert!(!o.status.success(), "the run should have been killed");
+    let at = checkpoint_iteration(&run, 1).unwrap();
+    assert!(
+        inside(at),
+        "killed at chain 1's iteration {at}, not inside its extension ({first_check_end}..{warmup_end})"
+    );
+    let o = finish(spawn(&resume_args(&run)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_files(&reference, &run);
+}
+
 #[test]
 fn damaged_or_mismatched_run_directories_are_refused_without_losing_anything() {
     let root = temp_dir("refuse");
