@@ -27,7 +27,8 @@ pub struct SamplerConfig {
     /// Warmup adaptation settings.
     #[config(default = "WarmupConfig::new()")]
     pub warmup: WarmupConfig,
-    /// Warmup iterations per chain (adapting, not kept as draws).
+    /// Warmup iterations per chain (adapting, not kept as draws); planned ones under the
+    /// stationary policy (`WarmupConfig::policy`), which may add checks and extensions.
     #[config(default = 1000)]
     pub num_warmup: usize,
     /// Sampling iterations per chain.

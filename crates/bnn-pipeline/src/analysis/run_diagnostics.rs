@@ -462,7 +462,7 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
             &run_dir,
             &chains,
             &lengths,
-            config.sampler.warmup + config.sampler.draws,
+            config.sampler.draws,
         )?),
         _ => None,
     };

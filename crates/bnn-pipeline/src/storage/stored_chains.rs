@@ -66,12 +66,13 @@ pub fn count_draw_rows(path: &Path) -> Result<usize> {
 }
 
 /// Why the chains `chains` (with `lengths` draws in their files) differ in length, from what
-/// their checkpoints recorded: chains ended by the early-stopping rule, chains not yet finished.
+/// their checkpoints recorded: chains ended by the early-stopping rule, chains not yet finished
+/// (each runs its warmup, whose length the stationary policy may have grown, then `draws`).
 pub fn unequal_lengths_reason(
     dir: &RunDir,
     chains: &[usize],
     lengths: &[usize],
-    iterations: usize,
+    draws: usize,
 ) -> Result<String> {
     let (mut early, mut unfinished, mut unknown) = (Vec::new(), Vec::new(), Vec::new());
     for (&chain, &length) in chains.iter().zip(lengths) {
@@ -79,10 +80,13 @@ pub fn unequal_lengths_reason(
             Some(checkpoint) if checkpoint.finished_early => {
                 early.push(format!("{chain} ({length} draws)"))
             }
-            Some(checkpoint) if checkpoint.state.iteration < iterations => {
+            Some(checkpoint)
+                if checkpoint.state.iteration < checkpoint.state.warmup.num_warmup() + draws =>
+            {
                 unfinished.push(format!(
-                    "{chain} ({length} draws, iteration {} of {iterations})",
-                    checkpoint.state.iteration
+                    "{chain} ({length} draws, iteration {} of {})",
+                    checkpoint.state.iteration,
+                    checkpoint.state.warmup.num_warmup() + draws
                 ))
             }
             Some(_) => {}
