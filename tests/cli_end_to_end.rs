@@ -2510,7 +2510,7 @@ fn study_table3_runs_at_toy_size() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("== yacht split 0 (run 1 of 1): 6 + 6, depth 3"),
+        stderr(&o).contains("== yacht split 0 (run 1 of 1): 6 + 6, depth 3, stationary warmup"),
         "{}",
         stderr(&o)
     );
@@ -2522,7 +2522,7 @@ fn study_table3_runs_at_toy_size() {
         .find(|l| l.starts_with("| yacht | 1 |"))
         .unwrap_or_else(|| panic!("{table}"));
     assert!(
-        row.contains("| 6 + 6, depth 3 |")
+        row.contains("| 6 + 6, depth 3, stationary warmup |")
             && row.contains("| 3.08 |")
             && row.contains("| 2.55 |")
             && row.contains(" of 12 ("),
@@ -2537,7 +2537,7 @@ fn study_table3_runs_at_toy_size() {
         .find(|l| l.starts_with("| yacht | 0 |"))
         .unwrap_or_else(|| panic!("{table}"));
     assert!(
-        run.contains("| 6 + 6, depth 3 |") && run.contains(" of 6 |"),
+        run.contains("| 6 + 6, depth 3, stationary warmup |") && run.contains(" of 6 |"),
         "{run}"
     );
     let summary = json(&out.join("yacht-split0").join("summary.json"));
@@ -2566,11 +2566,15 @@ fn study_table3_runs_at_toy_size() {
     assert!(!stderr(&o).contains("== yacht"), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("note: reusing")
-            && stderr(&o).contains("(6 + 6, depth 3), not the one asked for (6 + 8, depth 3)"),
+            && stderr(&o).contains("(6 + 6, depth 3, stationary warmup), not the one asked for (6 + 8, depth 3, stationary warmup)"),
         "{}",
         stderr(&o)
     );
-    assert!(stdout(&o).contains("| 6 + 6, depth 3 |"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("| 6 + 6, depth 3, stationary warmup |"),
+        "{}",
+        stdout(&o)
+    );
 }
 
 /// `bnn study mile` at toy size on yacht: DEI-NUTS and MCLMC from the same members (the second

@@ -228,7 +228,8 @@ impl LegacySamplerSection {
                 AlgorithmConfig::NAMES.join(", ")
             ),
         };
-        // The old shape had no warmup policies: its runs warmed up by the fixed schedule.
+        // A run directory in the old shape predates the warmup policies and reads as the fixed
+        // one (`RunDir::load_config`); a config file for a new run gets today's default.
         let defaults = SamplerSection::new();
         Ok(SamplerSection {
             algorithm: KernelSettings(algorithm),
@@ -248,7 +249,7 @@ impl LegacySamplerSection {
             early_stop_tolerance: self.early_stop_tolerance,
             step_size_search: self.step_size_search,
             metric_estimate: self.metric_estimate,
-            warmup_policy: bnn_sampler::WarmupPolicy::Fixed,
+            warmup_policy: defaults.warmup_policy,
             warmup_check: defaults.warmup_check,
             max_warmup: defaults.max_warmup,
         })

@@ -95,14 +95,11 @@ impl std::fmt::Display for Budget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}{} + {}, depth {}",
+            "{} + {}, depth {}, {} warmup",
             self.warmup,
-            match self.policy {
-                WarmupPolicy::Fixed => " fixed",
-                WarmupPolicy::Stationary => "+ stationary",
-            },
             self.draws,
-            self.max_depth
+            self.max_depth,
+            self.policy.name()
         )
     }
 }
