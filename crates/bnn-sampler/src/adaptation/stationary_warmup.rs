@@ -321,9 +321,17 @@ impl StationaryWarmup {
         if iteration + 1 < self.segment_end + self.check_window {
             return Next::Continue;
         }
+        // Finite whatever the draws were (JSON has no NaN or infinity): a NaN statistic fails.
+        let finite = |v: f64| {
+            if v.is_nan() {
+                f64::MAX
+            } else {
+                v.clamp(-f64::MAX, f64::MAX)
+            }
+        };
         let mean_accept = self.check_accept / self.check_window as f64;
-        let lp_rise = standardized_rise(&self.before, &self.check_lp);
-        let gradient_drift = gradient_drift(&self.check_gradient);
+        let lp_rise = finite(standardized_rise(&self.before, &self.check_lp));
+        let gradient_drift = finite(gradient_drift(&self.check_gradient));
         let outcome = if self.check_divergences > self.allowed_divergences {
             CheckOutcome::Divergent
         } else if mean_accept < target_accept - self.accept_tolerance {
@@ -373,8 +381,9 @@ impl StationaryWarmup {
     }
 }
 
-/// `sqrt(mean_i mean(g_i)² / var(g_i))` over the coordinates whose gradient moved; ∞ when one
-/// never moved but pulled (a constant nonzero gradient).
+/// `sqrt(mean_i mean(g_i)² / var(g_i))` over the coordinates whose gradient moved; `f64::MAX`
+/// when one never moved but pulled (a constant nonzero gradient). Finite, since the verdicts
+/// are checkpointed as JSON, which has no infinities.
 fn gradient_drift(gradients: &WelfordVariance) -> f64 {
     let (mut sum, mut count) = (0.0, 0usize);
     for (mean, var) in gradients.mean().iter().zip(gradients.variance()) {
@@ -382,7 +391,7 @@ fn gradient_drift(gradients: &WelfordVariance) -> f64 {
             sum += mean * mean / var;
             count += 1;
         } else if *mean != 0.0 {
-            return f64::INFINITY;
+            return f64::MAX;
         }
     }
     if count == 0 {
@@ -392,8 +401,8 @@ fn gradient_drift(gradients: &WelfordVariance) -> f64 {
     }
 }
 
-/// `(mean_after − mean_before) / pooled sd`: ±∞ for a change between two constant windows, 0 when
-/// nothing changed.
+/// `(mean_after − mean_before) / pooled sd`: ±`f64::MAX` for a change between two constant
+/// windows, 0 when nothing changed (finite, for the JSON checkpoint).
 fn standardized_rise(before: &Moments, after: &Moments) -> f64 {
     let change = after.mean - before.mean;
     let pooled = ((before.variance() + after.variance()) / 2.0).sqrt();
@@ -402,7 +411,7 @@ fn standardized_rise(before: &Moments, after: &Moments) -> f64 {
     } else if change == 0.0 {
         0.0
     } else {
-        change.signum() * f64::INFINITY
+        change.signum() * f64::MAX
     }
 }
 
@@ -572,5 +581,25 @@ mod tests {
         assert!(matches!(next, Next::Extend { slow: 100, .. }));
         assert_eq!(state.checks()[0].outcome, CheckOutcome::GradientDrift);
         assert!(state.checks()[0].gradient_drift > 100.0);
+    }
+
+    /// A chain that never moved in its check (every `log p` the same, a constant gradient) but
+    /// sits above the window before: its verdict holds no infinity, so the state round-trips
+    /// through the JSON checkpoint.
+    #[test]
+    fn extreme_verdicts_survive_the_json_checkpoint() {
+        let mut state = warmup();
+        let start = state.segment_end;
+        for i in 0..4 {
+            state.observe_segment(start - 4 + i, 1.0);
+        }
+        for i in 0..4 {
+            state.observe_check(start + i, &[-5.0], &stats(3.0, 0.0, false), 0.8);
+        }
+        let check = &state.checks()[0];
+        assert_eq!((check.lp_rise, check.gradient_drift), (f64::MAX, f64::MAX));
+        let json = serde_json::to_string(&state).unwrap();
+        let back: StationaryWarmup = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, state);
     }
 }
