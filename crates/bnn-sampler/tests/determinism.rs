@@ -2,14 +2,14 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
     AlgorithmConfig, ChainStart, ChainState, CollectedDraws, Draw, DrawSink, DrawStats, HmcConfig,
     MclmcConfig, NutsConfig, RandomWalkConfig, RunStatus, SamplerConfig, SinkError, WarmupConfig,
 };
 use support::targets::{CorrelatedGaussian, IidGaussian};
-use support::uniform_starts;
+use support::{uniform_starts, StopAfter};
 
 fn collect(config: SamplerConfig, starts: &[ChainStart], dim: usize) -> CollectedDraws {
     let target = IidGaussian::log_spaced(dim);
@@ -139,26 +139,6 @@ fn batched_nuts_equals_unbatched() {
             limit_beside_divergence,
             "no round with a divergence beside a tree at the maximum depth"
         );
-    }
-}
-
-/// A sink that raises the stop flag once chain 0 has produced `after` draws (warmup included).
-struct StopAfter<'a> {
-    inner: CollectedDraws,
-    after: usize,
-    seen: usize,
-    stop: &'a AtomicBool,
-}
-
-impl DrawSink for StopAfter<'_> {
-    fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError> {
-        if draw.chain == 0 {
-            self.seen += 1;
-            if self.seen == self.after {
-                self.stop.store(true, Ordering::SeqCst);
-            }
-        }
-        self.inner.record(draw)
     }
 }
 

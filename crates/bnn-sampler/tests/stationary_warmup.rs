@@ -4,15 +4,15 @@
 
 mod support;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    for_each_row, ChainStart, ChainState, CheckOutcome, CollectedDraws, Draw, DrawSink, LogDensity,
-    LogDensityError, NutsConfig, RunStatus, Sampler, SamplerConfig, SinkError, StationarityConfig,
+    for_each_row, ChainStart, ChainState, CheckOutcome, CollectedDraws, LogDensity,
+    LogDensityError, NutsConfig, RunStatus, Sampler, SamplerConfig, StationarityConfig,
     WarmupConfig, WarmupEnd, WarmupPolicy,
 };
 use support::targets::{CorrelatedGaussian, IidGaussian};
-use support::{mcse_mean, mcse_sd, pooled_mean, pooled_sd, uniform_starts, Checks};
+use support::{mcse_mean, mcse_sd, pooled_mean, pooled_sd, uniform_starts, Checks, StopAfter};
 
 /// Stan's warmup ended by the stationary policy, capped at `max_warmup` iterations.
 fn stationary(max_warmup: usize) -> WarmupConfig {
@@ -324,26 +324,6 @@ fn a_chain_started_in_the_typical_set_stops_at_the_first_check() {
             "chain {}",
             chain.chain
         );
-    }
-}
-
-/// A sink that raises the stop flag once chain 0 has produced `after` draws (warmup included).
-struct StopAfter<'a> {
-    inner: CollectedDraws,
-    after: usize,
-    seen: usize,
-    stop: &'a AtomicBool,
-}
-
-impl DrawSink for StopAfter<'_> {
-    fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError> {
-        if draw.chain == 0 {
-            self.seen += 1;
-            if self.seen == self.after {
-                self.stop.store(true, Ordering::SeqCst);
-            }
-        }
-        self.inner.record(draw)
     }
 }
 

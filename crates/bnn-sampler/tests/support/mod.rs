@@ -4,7 +4,9 @@
 pub mod recursive_nuts;
 pub mod targets;
 
-use bnn_sampler::{ChainStart, CollectedDraws};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bnn_sampler::{ChainStart, CollectedDraws, Draw, DrawSink, SinkError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -160,4 +162,26 @@ pub fn divergences(draws: &CollectedDraws) -> usize {
     (0..draws.num_chains())
         .map(|c| draws.stats(c).iter().filter(|s| s.divergent).count())
         .sum()
+}
+
+/// A sink that collects the draws and raises the stop flag once chain 0 has produced `after`
+/// draws (warmup included): a run stopped there, serialized and resumed, is compared with an
+/// uninterrupted one.
+pub struct StopAfter<'a> {
+    pub inner: CollectedDraws,
+    pub after: usize,
+    pub seen: usize,
+    pub stop: &'a AtomicBool,
+}
+
+impl DrawSink for StopAfter<'_> {
+    fn record(&mut self, draw: &Draw<'_>) -> Result<(), SinkError> {
+        if draw.chain == 0 {
+            self.seen += 1;
+            if self.seen == self.after {
+                self.stop.store(true, Ordering::SeqCst);
+            }
+        }
+        self.inner.record(draw)
+    }
 }
