@@ -161,6 +161,8 @@ pub fn host_rows(tensor: &Tensor<2>) -> Vec<f64> {
 
 /// Starting points for an ensemble of a module: member `j` is `init(device)` after the device's
 /// generator is seeded with `seed + j` (so each member has its own initialization), flattened.
+/// That generator is the device's, shared by the whole process: reproducible starts need no other
+/// thread initializing modules on the same device meanwhile.
 pub fn module_starts<M: Module>(
     members: usize,
     seed: u64,

@@ -12,8 +12,20 @@ use bnn_sampler::LogDensity;
 use burn::tensor::{DType, Device, Tensor, TensorData};
 use common::*;
 
+/// The flex device's random generator is process-wide, and every test here initializes modules
+/// from it: they take turns, so `module_starts`' seeded draws are not interleaved with another
+/// test's initialization.
+static DEVICE_GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    DEVICE_GENERATOR
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn generic_module_path_equals_batched_mlp_path() {
+    let _turn = one_at_a_time();
     let device = Device::flex();
     let likelihood = Likelihood::GaussianFixed { sigma: 0.3 };
     let config = BnnConfig::new(2)
@@ -82,6 +94,7 @@ fn generic_module_path_equals_batched_mlp_path() {
 /// whose log σ is not a module parameter, is refused by name.
 #[test]
 fn head_likelihood_on_a_module_equals_the_builtin_mlp_posterior() {
+    let _turn = one_at_a_time();
     let device = Device::flex();
     for likelihood in all_likelihoods() {
         let config = BnnConfig::new(2)
@@ -155,6 +168,7 @@ fn head_likelihood_on_a_module_equals_the_builtin_mlp_posterior() {
 /// Members built by `module_starts` differ from each other and are reproducible.
 #[test]
 fn module_starts_are_distinct_and_reproducible() {
+    let _turn = one_at_a_time();
     let device = Device::flex();
     let config = BnnConfig::new(1).with_hidden(vec![4]);
     let a = module_starts(3, 5, &device, |d| config.init(d));
