@@ -418,3 +418,121 @@ fn killed_msd_runs_resume_to_the_uninterrupted_draws() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_same_files(&reference, &run);
 }
+
+/// LAPS tunes its chains together, so they must resume from one common iteration. Killed in the
+/// burn-in and in sampling, then a round torn by hand (two chains' newest checkpoints replaced by
+/// their previous ones, as when a kill comes between the chains' checkpoint writes): every
+/// resume ends with the uninterrupted run's files, all four chains.
+#[test]
+fn killed_laps_runs_and_torn_checkpoint_rounds_resume_to_the_uninterrupted_draws() {
+    let root = temp_dir("laps");
+    let args = |out: &Path| {
+        with_out(
+            &[
+                "sample",
+                "--dataset",
+                "cos2x",
+                "--hidden",
+                "64",
+                "--activation",
+                "tanh",
+                "--init",
+                "cold",
+                "--chains",
+                "4",
+                "--sampler",
+                "laps",
+                "--warmup",
+                "4000",
+                "--draws",
+                "400",
+                "--seed",
+                "9",
+                "--threads",
+                "2",
+                "--checkpoint-every",
+                "7",
+            ],
+            out,
+        )
+    };
+    let all_files = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+        (0..4)
+            .flat_map(|c| {
+                [
+                    format!("draws_chain_{c}.csv"),
+                    format!("adaptation_chain_{c}.csv"),
+                ]
+            })
+            .map(|name| {
+                let bytes = std::fs::read(dir.join(&name)).unwrap_or_default();
+                (name, bytes)
+            })
+            .collect()
+    };
+    let same = |reference: &Path, resumed: &Path| {
+        for ((name, want), (_, got)) in all_files(reference).iter().zip(all_files(resumed)) {
+            assert!(!want.is_empty(), "{name} of the reference run is empty");
+            assert!(
+                *want == got,
+                "{name} differs after resume ({} vs {} bytes)",
+                want.len(),
+                got.len()
+            );
+        }
+    };
+    let reference = root.join("reference");
+    let o = finish(spawn(&args(&reference)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let run = root.join("killed");
+    let o = kill_when(spawn(&args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 3).is_some_and(|i| i > 200)
+    });
+    assert!(
+        !o.status.success(),
+        "the run should have been killed in its burn-in"
+    );
+    let warmup = |dir: &Path| {
+        std::fs::read_to_string(dir.join("adaptation_chain_0.csv")).map_or(0, |t| t.lines().count())
+    };
+    let burn_in = warmup(&reference) as u64;
+    let o = kill_when(spawn(&resume_args(&run)), "-KILL", || {
+        checkpoint_iteration(&run, 3).is_some_and(|i| i > burn_in + 100)
+    });
+    assert!(
+        !o.status.success(),
+        "the resumed run should have been killed in sampling"
+    );
+    // Tear the latest round: chains 0 and 1, where they reached it, lose their newest
+    // checkpoint (the kill may have torn it already; either way one round apart at most).
+    let newest = (0..4).filter_map(|c| checkpoint_iteration(&run, c)).max();
+    for c in 0..2 {
+        let previous = run.join(format!("checkpoints/chain_{c}.previous.json"));
+        let latest = run.join(format!("checkpoints/chain_{c}.json"));
+        if previous.exists() && checkpoint_iteration(&run, c) == newest {
+            std::fs::copy(&previous, &latest).unwrap();
+        }
+    }
+    let iterations: Vec<Option<u64>> = (0..4).map(|c| checkpoint_iteration(&run, c)).collect();
+    assert!(
+        iterations.iter().any(|i| *i != iterations[0]) || iterations[0] < newest,
+        "no round was torn: {iterations:?}"
+    );
+    let o = finish(spawn(&resume_args(&run)));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    same(&reference, &run);
+
+    // Sharding an ensemble is refused by name, and writes nothing.
+    let shard = root.join("shard");
+    let mut sharded = args(&shard);
+    sharded[0] = "run".into();
+    sharded.extend(["--shard".to_string(), "0/2".to_string()]);
+    let o = finish(spawn(&sharded));
+    assert!(!o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("--shard") && stderr.contains("laps"),
+        "{stderr}"
+    );
+}

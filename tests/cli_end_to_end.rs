@@ -707,6 +707,59 @@ fn wgpu_runs_1024_dei_mcmc_chains_in_lockstep() {
     assert!(rows.iter().flatten().all(|v| v.is_finite()));
 }
 
+/// LAPS on wgpu: 256 chains from 4 members as one batched ensemble (burn-in, tuning, sampling
+/// each one `[C, D]` call per step); a burn-in capped at 200 steps and 20 draws, so lavapipe in CI finishes
+/// in well under a minute.
+#[test]
+fn wgpu_runs_a_laps_ensemble_in_lockstep() {
+    let dir = temp_dir("wgpu-laps");
+    if bnn_model::wgpu_test_device("wgpu_runs_a_laps_ensemble_in_lockstep").is_none() {
+        return;
+    }
+    let o = bnn(&[
+        "run",
+        "--dataset",
+        "cos2x",
+        "--hidden",
+        "4",
+        "--members",
+        "4",
+        "--epochs",
+        "20",
+        "--chains",
+        "256",
+        "--batched",
+        "true",
+        "--sampler",
+        "laps",
+        "--warmup",
+        "200",
+        "--draws",
+        "20",
+        "--steps-per-draw",
+        "4",
+        "--checkpoint-every",
+        "0",
+        "--device",
+        "wgpu",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = json(&dir.join("summary.json"));
+    assert_eq!(summary["chains"], 256);
+    assert_eq!(summary["sampler"], "laps");
+    assert!(summary["lppd"].as_f64().unwrap().is_finite());
+    let (_, rows) = read_csv(&dir.join("draws_chain_255.csv"));
+    assert_eq!(rows.len(), 20, "20 kept draws in the last chain");
+    assert!(rows.iter().flatten().all(|v| v.is_finite()));
+    let verdicts = summary["chain_stationarity"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 256);
+    assert!(verdicts.iter().all(|v| v["warmup_ended"]
+        .as_str()
+        .is_some_and(|e| e.starts_with("burn-in"))));
+}
+
 #[test]
 fn diagnose_matches_arviz_on_a_fixture() {
     let Some(fixtures) = bnn_data::require_fixtures_dir("diagnose_matches_arviz_on_a_fixture")

@@ -140,6 +140,10 @@ pub struct RunFlags {
     /// HMC: leapfrog steps per draw [default: 32].
     #[arg(long, visible_alias = "num-steps")]
     pub leapfrog_steps: Option<usize>,
+    /// LAPS: mean integration steps per draw, one number drawn for all chains each iteration
+    /// [default: 15].
+    #[arg(long)]
+    pub steps_per_draw: Option<usize>,
     /// Step size ε: fixed with `--adapt false`, else where the warmup's search starts.
     #[arg(long)]
     pub step_size: Option<f64>,
@@ -549,6 +553,10 @@ impl RunFlags {
         settings.extend(
             f.leapfrog_steps
                 .map(|v| ("--num-steps", "num_steps", int(v))),
+        );
+        settings.extend(
+            f.steps_per_draw
+                .map(|v| ("--steps-per-draw", "steps_per_draw", int(v))),
         );
         settings.extend(f.trajectory_length.map(|v| {
             (

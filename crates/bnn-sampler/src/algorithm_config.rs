@@ -78,6 +78,10 @@ macro_rules! registered_samplers {
                 match self { $(AlgorithmConfig::$variant(s) => s.supports_batched(),)+ }
             }
 
+            fn tunes_across_chains(&self) -> bool {
+                match self { $(AlgorithmConfig::$variant(s) => s.tunes_across_chains(),)+ }
+            }
+
             fn supports_stationary_warmup(&self) -> bool {
                 match self { $(AlgorithmConfig::$variant(s) => s.supports_stationary_warmup(),)+ }
             }

@@ -51,6 +51,7 @@ pub mod chain;
 pub mod draw_sink;
 pub mod draw_stats;
 pub mod dynamics;
+mod ensemble_run;
 pub mod error;
 mod fn_density;
 pub mod kernels;
@@ -65,6 +66,7 @@ pub mod summation;
 mod trajectory;
 
 pub use adaptation::dual_averaging::DualAveraging;
+pub use adaptation::ensemble_tuner::{BurnInEnd, EnsembleMember, EnsemblePhase, EnsembleTuner};
 pub use adaptation::mams_tuner::MamsTuner;
 pub use adaptation::mclmc_tuner::MclmcTuner;
 pub use adaptation::stan_windows::{MetricEstimate, WarmupConfig, WarmupState};
@@ -90,9 +92,9 @@ pub use error::{SamplerError, StartError};
 pub use fn_density::FnLogDensity;
 pub use kernels::{
     msd_transition, try_msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig,
-    Kernel, KernelState, Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo, MsdParams,
-    MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, StepParams, SurrogateCounts,
-    SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
+    Kernel, KernelState, LapsConfig, Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo,
+    MsdParams, MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, StepParams,
+    SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
 };
 pub use log_density::{for_each_row, recover, LogDensity, LogDensityError, LogDensityErrorKind};
 pub use metric::{DiagonalMassMatrix, Metric, MetricAt};

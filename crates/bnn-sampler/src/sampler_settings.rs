@@ -77,6 +77,13 @@ pub trait SamplerSettings: Clone + Debug + Send + Sync {
         false
     }
 
+    /// Whether the chains are tuned together from the whole ensemble's statistics (LAPS), so a
+    /// chain's draws depend on every other chain of the run: its chains cannot run as separate
+    /// shards, and a resumed run continues them all from one common iteration.
+    fn tunes_across_chains(&self) -> bool {
+        false
+    }
+
     /// Whether this kernel's warmup may end by the stationary policy (`WarmupPolicy::Stationary`,
     /// the default of DEI-MCMC runs): kernels with Stan's windows whose step size, tuned where
     /// the chain starts, diverges where it goes (NUTS).
@@ -146,6 +153,26 @@ impl<L: LogDensity + ?Sized> ChainRunner<'_, L> {
         self.sampler.run_threaded(
             self.density,
             make_kernel,
+            self.chains,
+            self.recorded,
+            self.sink,
+            self.stop,
+        )
+    }
+
+    /// All chains as one ensemble tuned together (LAPS): `burn_in` steps them while the
+    /// ensemble burns in, `adjusted` after; threaded in groups, or one batch when batched.
+    pub fn ensemble(
+        self,
+        burn_in: crate::kernels::Mclmc,
+        adjusted: crate::kernels::Mams,
+        start_jitter: f64,
+    ) -> Result<(), SamplerError> {
+        self.sampler.run_ensemble(
+            self.density,
+            burn_in,
+            adjusted,
+            start_jitter,
             self.chains,
             self.recorded,
             self.sink,

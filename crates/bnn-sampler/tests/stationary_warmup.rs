@@ -7,11 +7,10 @@ mod support;
 use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    for_each_row, ChainStart, ChainState, CheckOutcome, CollectedDraws, LogDensity,
-    LogDensityError, NutsConfig, RunStatus, Sampler, SamplerConfig, StationarityConfig,
-    WarmupConfig, WarmupEnd, WarmupPolicy,
+    ChainStart, ChainState, CheckOutcome, CollectedDraws, LogDensity, NutsConfig, RunStatus,
+    Sampler, SamplerConfig, StationarityConfig, WarmupConfig, WarmupEnd, WarmupPolicy,
 };
-use support::targets::{CorrelatedGaussian, IidGaussian};
+use support::targets::{Banana, CorrelatedGaussian, IidGaussian, MildFunnel, MILD_FUNNEL_SD};
 use support::{mcse_mean, mcse_sd, pooled_mean, pooled_sd, uniform_starts, Checks, StopAfter};
 
 /// Stan's warmup ended by the stationary policy, capped at `max_warmup` iterations.
@@ -69,66 +68,6 @@ fn warmup_of(chain: &ChainState) -> (usize, Option<WarmupEnd>, Vec<CheckOutcome>
         stationary.end(),
         stationary.checks().iter().map(|c| c.outcome).collect(),
     )
-}
-
-/// Haario's banana: `x₀ ~ N(0, 1)`, `x₁ = y + b (x₀² − 1)` with `y ~ N(0, 1)`; E[x₁] = 0 and
-/// Var[x₁] = 1 + 2b².
-struct Banana {
-    b: f64,
-}
-
-impl LogDensity for Banana {
-    fn dim(&self) -> usize {
-        2
-    }
-
-    fn log_density_and_gradient(
-        &self,
-        positions: &[f64],
-        values: &mut [f64],
-        gradients: &mut [f64],
-    ) -> Result<(), LogDensityError> {
-        for_each_row(2, positions, values, gradients, |q, g| {
-            let y = q[1] - self.b * (q[0] * q[0] - 1.0);
-            g[0] = -q[0] + y * 2.0 * self.b * q[0];
-            g[1] = -y;
-            Ok(-0.5 * q[0] * q[0] - 0.5 * y * y)
-        })
-    }
-}
-
-/// A funnel whose neck NUTS can still reach: `v ~ N(0, 1.5²)`, `x_i | v ~ N(0, e^v)`, so
-/// E[x_i²] = E[e^v] = e^{1.5²/2}.
-struct MildFunnel {
-    dim: usize,
-}
-
-const MILD_FUNNEL_SD: f64 = 1.5;
-
-impl LogDensity for MildFunnel {
-    fn dim(&self) -> usize {
-        self.dim
-    }
-
-    fn log_density_and_gradient(
-        &self,
-        positions: &[f64],
-        values: &mut [f64],
-        gradients: &mut [f64],
-    ) -> Result<(), LogDensityError> {
-        let n = (self.dim - 1) as f64;
-        let var = MILD_FUNNEL_SD * MILD_FUNNEL_SD;
-        for_each_row(self.dim, positions, values, gradients, |q, g| {
-            let v = q[0];
-            let inv = (-v).exp();
-            let sum_sq: f64 = q[1..].iter().map(|x| x * x).sum();
-            g[0] = -v / var + 0.5 * inv * sum_sq - 0.5 * n;
-            for (gi, x) in g[1..].iter_mut().zip(&q[1..]) {
-                *gi = -x * inv;
-            }
-            Ok(-v * v / (2.0 * var) - 0.5 * inv * sum_sq - 0.5 * n * v)
-        })
-    }
 }
 
 fn within_mcse(checks: &mut Checks, name: &str, chains: &[Vec<f64>], truth: f64) {

@@ -4,7 +4,7 @@
 use crate::storage::run_dir::RunDir;
 use crate::storage::stored_chains::stored_checkpoint;
 use anyhow::{Context, Result};
-use bnn_sampler::{WarmupCheck, WarmupEnd};
+use bnn_sampler::{BurnInEnd, WarmupCheck, WarmupEnd};
 use serde::Serialize;
 use std::path::Path;
 
@@ -60,6 +60,18 @@ pub fn chain_stationarity(dir: &RunDir, chains: usize) -> Result<Vec<ChainStatio
             Err(_) => 0,
         };
         let checkpoint = stored_checkpoint(dir, chain)?;
+        // An ensemble's burn-in (LAPS) ends by its own signal or at its cap.
+        let ensemble_end = checkpoint.as_ref().and_then(|checkpoint| {
+            checkpoint
+                .state
+                .warmup
+                .ensemble()
+                .map(|member| match member.ensemble.burn_in_end {
+                    Some(BurnInEnd::Converged) => "burn-in converged",
+                    Some(BurnInEnd::Cap) => "burn-in cap",
+                    None => "running",
+                })
+        });
         let stationary = checkpoint.as_ref().map(|checkpoint| {
             checkpoint
                 .state
@@ -68,6 +80,7 @@ pub fn chain_stationarity(dir: &RunDir, chains: usize) -> Result<Vec<ChainStatio
                 .and_then(|w| w.stationary())
         });
         let (warmup_ended, warmup_checks) = match stationary {
+            _ if ensemble_end.is_some() => (ensemble_end.unwrap_or_default(), Vec::new()),
             None => ("unknown (no checkpoint)", Vec::new()),
             Some(None) => ("planned", Vec::new()),
             Some(Some(s)) => (

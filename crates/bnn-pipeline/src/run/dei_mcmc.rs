@@ -233,6 +233,15 @@ impl DeiMcmc {
                  this config keeps {kept}. Raise the draws, or only sample (`bnn sample`)"
             );
         }
+        if let Some(shard) = self.shard {
+            let algorithm = &self.config.sampler.algorithm.0;
+            if algorithm.tunes_across_chains() {
+                bail!(
+                    "--shard {shard}: {} tunes its chains together from the whole ensemble, so a shard would tune from its own chains and sample another chain than the whole run; run it unsharded (batched on one GPU for many chains)",
+                    algorithm.name()
+                );
+            }
+        }
         self.claim()?;
         let ensemble = if self.config.sampler.init == Init::Ensemble && !self.dir.has_ensemble() {
             Some(self.train_ensemble()?)

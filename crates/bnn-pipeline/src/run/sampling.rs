@@ -201,8 +201,10 @@ impl DeiMcmc {
         }
         let (busy_warmup, busy_sampling) = store.busy_seconds();
         // Chain busy time (summed over chains, kept across resumes) over the chains run at once:
-        // all of them when batched (each chain's clock then runs through every round).
-        let parallel = if config.sampler.batched {
+        // all of them when batched or run as one ensemble (each chain's clock then runs
+        // through every round).
+        let parallel = if config.sampler.batched || sampler.config().algorithm.tunes_across_chains()
+        {
             chains
         } else {
             config.threads().min(chains)
@@ -269,8 +271,69 @@ pub(crate) fn chain_states<L: LogDensity + ?Sized>(
                 *slot = Some(checkpoint);
             }
         }
+        if sampler.config().algorithm.tunes_across_chains() {
+            align_ensemble(
+                dir,
+                sampler,
+                density,
+                ids,
+                starts,
+                &mut states,
+                &mut resumed,
+            )?;
+        }
     }
     Ok((states, resumed))
+}
+
+/// An ensemble's chains (LAPS) move together, so they resume from one iteration: a run killed
+/// while writing one round's checkpoints has chains at that round and chains at the one before;
+/// those ahead go back to their previous checkpoint (kept for this), and if some chain has none
+/// at all, every chain starts again.
+fn align_ensemble<L: LogDensity + ?Sized>(
+    dir: &RunDir,
+    sampler: &Sampler,
+    density: &L,
+    ids: &[usize],
+    starts: &[ChainStart],
+    states: &mut [ChainState],
+    resumed: &mut [Option<Checkpoint>],
+) -> Result<()> {
+    let target = resumed
+        .iter()
+        .map(|k| k.as_ref().map_or(0, |k| k.state.iteration))
+        .min()
+        .unwrap_or(0);
+    for (k, &c) in ids.iter().enumerate() {
+        let Some(iteration) = resumed[k].as_ref().map(|k| k.state.iteration) else {
+            continue;
+        };
+        if iteration == target {
+            continue;
+        }
+        if target == 0 {
+            states[k] = sampler.init_chain(density, c, &starts[k])?;
+            resumed[k] = None;
+            continue;
+        }
+        let path = dir.previous_checkpoint(c);
+        let previous = if path.exists() {
+            Some(Checkpoint::load(&path)?)
+        } else {
+            None
+        };
+        match previous {
+            Some(previous) if previous.state.iteration == target && previous.chain == c => {
+                states[k] = previous.state.clone();
+                resumed[k] = Some(previous);
+            }
+            _ => bail!(
+                "the ensemble's chains were checkpointed at different iterations (chain {c} at {iteration}, another at {target}) and {} does not hold iteration {target}; the run directory is damaged: start the run again",
+                path.display()
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// Runs the chains (each through its warmup, whose length the warmup policy may grow, then

@@ -270,10 +270,14 @@ impl<'a> DrawStore<'a> {
             seconds_sampling: files.seconds_sampling,
             state: state.clone(),
         };
-        write_atomic(
-            &self.dir.checkpoint(c),
-            serde_json::to_string(&checkpoint)?.as_bytes(),
-        )
+        let path = self.dir.checkpoint(c);
+        if state.warmup.ensemble().is_some() && path.exists() {
+            // An ensemble's chains resume from one common iteration: keep the one before.
+            let previous = self.dir.previous_checkpoint(c);
+            std::fs::rename(&path, &previous)
+                .with_context(|| format!("keeping {} as {}", path.display(), previous.display()))?;
+        }
+        write_atomic(&path, serde_json::to_string(&checkpoint)?.as_bytes())
     }
 
     /// Where chain `chain`'s files are kept (the sampler only hands over this store's chains).

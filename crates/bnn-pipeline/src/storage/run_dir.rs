@@ -58,6 +58,13 @@ impl RunDir {
     pub fn checkpoint(&self, chain: usize) -> PathBuf {
         self.checkpoint_dir().join(format!("chain_{chain}.json"))
     }
+    /// The checkpoint a chain of an ensemble sampler had before its latest one: a run killed
+    /// while its chains were writing one round's checkpoints resumes every chain from the
+    /// round they all reached.
+    pub fn previous_checkpoint(&self, chain: usize) -> PathBuf {
+        self.checkpoint_dir()
+            .join(format!("chain_{chain}.previous.json"))
+    }
     /// `shard.json`: the manifest of one shard of a cluster run.
     pub fn shard_manifest(&self) -> PathBuf {
         self.root.join("shard.json")

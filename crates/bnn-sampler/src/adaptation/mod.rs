@@ -8,6 +8,7 @@
 
 pub mod autocorrelation_length;
 pub mod dual_averaging;
+pub mod ensemble_tuner;
 pub mod mams_tuner;
 pub mod mclmc_tuner;
 pub mod stan_windows;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::draw_stats::DrawStats;
 use crate::kernels::StepParams;
 use crate::metric::DiagonalMassMatrix;
+use ensemble_tuner::EnsembleMember;
 use mams_tuner::MamsTuner;
 use mclmc_tuner::MclmcTuner;
 use stan_windows::WarmupState;
@@ -70,6 +72,9 @@ pub enum Tuner {
     Mclmc(MclmcTuner),
     /// MAMS: dual averaging of ε, preconditioner and L from variances, then L from the ESS.
     Mams(MamsTuner),
+    /// LAPS: one chain's copy of the ensemble's shared tuning (the runner updates all chains
+    /// together after each step, `ensemble_tuner::Ensemble`).
+    Ensemble(Box<EnsembleMember>),
 }
 
 impl Tuner {
@@ -79,6 +84,7 @@ impl Tuner {
             Tuner::StanWindows(state) => state.num_warmup(),
             Tuner::Mclmc(state) => state.num_warmup(),
             Tuner::Mams(state) => state.num_warmup(),
+            Tuner::Ensemble(state) => state.num_warmup(),
         }
     }
 
@@ -88,6 +94,7 @@ impl Tuner {
             Tuner::StanWindows(state) => state.iteration(),
             Tuner::Mclmc(state) => state.iteration(),
             Tuner::Mams(state) => state.iteration(),
+            Tuner::Ensemble(state) => state.iteration(),
         }
     }
 
@@ -117,6 +124,8 @@ impl Tuner {
             ),
             Tuner::Mclmc(state) => state.observe(position, stats, params),
             Tuner::Mams(state) => state.observe(position, stats, params),
+            // The ensemble is tuned by the runner, from all chains at once.
+            Tuner::Ensemble(_) => {}
         }
     }
 
@@ -124,7 +133,7 @@ impl Tuner {
     /// should wait until it lets go of it.
     pub fn holds_positions(&self) -> bool {
         match self {
-            Tuner::StanWindows(_) => false,
+            Tuner::StanWindows(_) | Tuner::Ensemble(_) => false,
             Tuner::Mclmc(state) => state.holds_positions(),
             Tuner::Mams(state) => state.holds_positions(),
         }
@@ -134,7 +143,17 @@ impl Tuner {
     pub fn stan_windows(&self) -> Option<&WarmupState> {
         match self {
             Tuner::StanWindows(state) => Some(state),
-            Tuner::Mclmc(_) | Tuner::Mams(_) => None,
+            Tuner::Mclmc(_) | Tuner::Mams(_) | Tuner::Ensemble(_) => None,
+        }
+    }
+}
+
+impl Tuner {
+    /// The ensemble's warmup, if this chain belongs to one (LAPS).
+    pub fn ensemble(&self) -> Option<&EnsembleMember> {
+        match self {
+            Tuner::Ensemble(member) => Some(member),
+            _ => None,
         }
     }
 }

@@ -115,6 +115,7 @@ impl MamsConfig {
         Ok(Mams {
             max_num_steps: self.max_num_steps,
             max_energy_error: self.max_energy_error,
+            shared_steps: false,
             paths: Vec::new(),
             lockstep: Lockstep::default(),
         })
@@ -187,8 +188,25 @@ impl SamplerSettings for MamsConfig {
 pub struct Mams {
     max_num_steps: usize,
     max_energy_error: f64,
+    /// Every chain takes exactly `L / ε` steps (an ensemble that draws the number for all its
+    /// chains, LAPS) instead of a number drawn per chain.
+    shared_steps: bool,
     paths: Vec<IsokineticPath>,
     lockstep: Lockstep,
+}
+
+impl Mams {
+    /// MAMS whose chains all take `round(L / ε)` steps (`L` and `ε` from `StepParams`): the
+    /// ensemble draws the number once per iteration, so the chains stay in lockstep.
+    pub(crate) fn with_shared_steps(max_num_steps: usize, max_energy_error: f64) -> Self {
+        Mams {
+            max_num_steps,
+            max_energy_error,
+            shared_steps: true,
+            paths: Vec::new(),
+            lockstep: Lockstep::default(),
+        }
+    }
 }
 
 impl Kernel for Mams {
@@ -208,8 +226,8 @@ impl Kernel for Mams {
 }
 
 impl BatchKernel for Mams {
-    /// Random numbers per chain, in order: one uniform for the number of steps, `d` normals for
-    /// the velocity, one uniform for the Metropolis test.
+    /// Random numbers per chain, in order: one uniform for the number of steps (not with shared
+    /// steps), `d` normals for the velocity, one uniform for the Metropolis test.
     fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
         &mut self,
         density: &L,
@@ -225,11 +243,15 @@ impl BatchKernel for Mams {
                 .trajectory_length
                 .unwrap_or((dim as f64).sqrt())
                 / chain.params.step_size;
-            let upper = (2.0 * mean_steps)
-                .ceil()
-                .clamp(1.0, self.max_num_steps as f64);
-            let u: f64 = chain.rng.random();
-            let steps = ((u * upper).ceil() as usize).clamp(1, self.max_num_steps);
+            let steps = if self.shared_steps {
+                (mean_steps.round() as usize).clamp(1, self.max_num_steps)
+            } else {
+                let upper = (2.0 * mean_steps)
+                    .ceil()
+                    .clamp(1.0, self.max_num_steps as f64);
+                let u: f64 = chain.rng.random();
+                ((u * upper).ceil() as usize).clamp(1, self.max_num_steps)
+            };
             let velocity = random_direction(&mut *chain.rng, dim);
             let state = &*chain.state;
             path.start(

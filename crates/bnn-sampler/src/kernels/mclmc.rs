@@ -215,6 +215,20 @@ pub struct Mclmc {
     paths: Vec<IsokineticPath>,
     lockstep: Lockstep,
     noise: Vec<f64>,
+    /// A step whose energy error exceeds this fails like a non-finite one (the chain stays put):
+    /// a burn-in's guard against a first step that heats the chain by thousands of nats (LAPS);
+    /// `None` (MCLMC's own runs) takes every finite step.
+    max_energy_error: Option<f64>,
+}
+
+impl Mclmc {
+    /// MCLMC that refuses steps whose energy error exceeds `max_energy_error`.
+    pub(crate) fn with_max_energy_error(max_energy_error: f64) -> Self {
+        Mclmc {
+            max_energy_error: Some(max_energy_error),
+            ..Mclmc::default()
+        }
+    }
 }
 
 impl Kernel for Mclmc {
@@ -277,7 +291,11 @@ impl BatchKernel for Mclmc {
                 .unwrap_or_else(|| (dim as f64).sqrt());
             let state = &mut *chain.state;
             let energy_change = path.energy_change(state.log_density);
-            let failed = path.failed || !energy_change.is_finite();
+            let failed = path.failed
+                || !energy_change.is_finite()
+                || self
+                    .max_energy_error
+                    .is_some_and(|max| energy_change.abs() > max);
             // A failed step leaves position and velocity as they were (the velocity is still
             // refreshed below, so the next try differs).
             let mut velocity = state.momentum.take().unwrap_or_default();

@@ -10,6 +10,7 @@
 //! saves evaluations (MSD's metric where its chain sits) and changes no number.
 
 mod hmc;
+mod laps;
 mod mams;
 mod mclmc;
 mod msd;
@@ -19,6 +20,7 @@ mod random_walk;
 mod surrogate_nuts;
 
 pub use hmc::{Hmc, HmcConfig};
+pub use laps::LapsConfig;
 pub use mams::{Mams, MamsConfig};
 pub use mclmc::{Mclmc, MclmcConfig};
 pub use msd::{msd_transition, try_msd_transition, Msd, MsdConfig, MsdInfo, MsdParams, MsdState};
@@ -43,6 +45,8 @@ crate::algorithm_config::registered_samplers! {
     Mams(MamsConfig),
     /// Manifold stochastic dynamics: needs a density with a metric ([`LogDensity::riemannian`]).
     Msd(MsdConfig),
+    /// Late-adjusted parallel sampling: an ensemble's MCLMC burn-in, then MAMS with shared steps.
+    Laps(LapsConfig),
 }
 
 use rand::Rng;

@@ -219,3 +219,63 @@ impl LogDensity for LogisticRegression {
         })
     }
 }
+
+/// Haario's banana: `x₀ ~ N(0, 1)`, `x₁ = y + b (x₀² − 1)` with `y ~ N(0, 1)`; E[x₁] = 0 and
+/// Var[x₁] = 1 + 2b².
+pub struct Banana {
+    pub b: f64,
+}
+
+impl LogDensity for Banana {
+    fn dim(&self) -> usize {
+        2
+    }
+
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        for_each_row(2, positions, values, gradients, |q, g| {
+            let y = q[1] - self.b * (q[0] * q[0] - 1.0);
+            g[0] = -q[0] + y * 2.0 * self.b * q[0];
+            g[1] = -y;
+            Ok(-0.5 * q[0] * q[0] - 0.5 * y * y)
+        })
+    }
+}
+
+/// A funnel whose neck NUTS can still reach: `v ~ N(0, 1.5²)`, `x_i | v ~ N(0, e^v)`, so
+/// E[x_i²] = E[e^v] = e^{1.5²/2}.
+pub struct MildFunnel {
+    pub dim: usize,
+}
+
+pub const MILD_FUNNEL_SD: f64 = 1.5;
+
+impl LogDensity for MildFunnel {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        let n = (self.dim - 1) as f64;
+        let var = MILD_FUNNEL_SD * MILD_FUNNEL_SD;
+        for_each_row(self.dim, positions, values, gradients, |q, g| {
+            let v = q[0];
+            let inv = (-v).exp();
+            let sum_sq: f64 = q[1..].iter().map(|x| x * x).sum();
+            g[0] = -v / var + 0.5 * inv * sum_sq - 0.5 * n;
+            for (gi, x) in g[1..].iter_mut().zip(&q[1..]) {
+                *gi = -x * inv;
+            }
+            Ok(-v * v / (2.0 * var) - 0.5 * inv * sum_sq - 0.5 * n * v)
+        })
+    }
+}

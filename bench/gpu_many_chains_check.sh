@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Issue "Thousands of chains on a GPU": every number it asks of a GPU in one call of at most
+# 8 minutes on a lent GPU machine, which builds and fetches nothing. Writes one JSON,
+# $OUT/many_chains.json (default OUT=gpu-out), with:
+#   - kernel µs per chain-gradient at C = 1, 64, 256, 1024, 4096 on concrete and cos(2x), and one
+#     CPU chain of the same host (`bnn bench --versus-cpu`);
+#   - end-to-end chain-gradients/s of LAPS and of batched NUTS at 1024 chains on concrete;
+#   - LPPD and wall time of a 1024-chain LAPS run on yacht from the 12 members (100 draws each),
+#     beside the 12-chain DEI-NUTS LPPD of the same members measured on the CPU.
+#
+# On the development machine, from the repository root (after `cargo test --release --workspace
+# --no-run`, with BNN_DATA_DIR set):
+#   bash bench/gpu_many_chains_check.sh prepare      # .gpu/: bnn.xz, data, members; .gl/: Vulkan loader
+# On the GPU machine, with .gpu and .gl carried:
+#   bash bench/gpu_many_chains_check.sh              # SMALL=1: a toy dry run on any Vulkan (lavapipe)
+set -u
+OUT=${OUT:-gpu-out}
+SMALL=${SMALL:-0}
+DEADLINE=${DEADLINE:-470}   # seconds in all (8 minutes less the start); each step gets what is left
+TARGET=${CARGO_TARGET_DIR:-target}
+
+if [ "${1:-}" = prepare ]; then
+    set -e
+    : "${BNN_DATA_DIR:?set BNN_DATA_DIR to the UCI datasets}"
+    mkdir -p .gpu/data .gl
+    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
+    grep -qx '/.gl/' .git/info/exclude 2>/dev/null || echo /.gl/ >> .git/info/exclude
+    (cd .gl && ls libvulkan1*.deb >/dev/null 2>&1 || apt-get download libvulkan1) || echo "no libvulkan1 package (offline?): the GPU machine needs its own Vulkan loader"
+    strip -o /tmp/bnn-stripped "$TARGET/release/bnn" && xz -T0 -c /tmp/bnn-stripped > .gpu/bnn.xz
+    cp -r "$BNN_DATA_DIR"/{concrete,yacht} .gpu/data/
+    for set in concrete yacht; do
+        rm -rf "/tmp/members-$set"
+        "$TARGET/release/bnn" train --config bench/many_chains/$set.toml --out "/tmp/members-$set"
+        rm -rf ".gpu/members-$set" && cp -r "/tmp/members-$set/ensemble" ".gpu/members-$set"
+    done
+    echo "prepared .gpu ($(du -sh .gpu | cut -f1)) and .gl"
+    exit 0
+fi
+
+mkdir -p "$OUT"
+cap() { local left=$(( DEADLINE - SECONDS - 5 )); [ "$left" -lt "$1" ] && echo $(( left > 1 ? left : 1 )) || echo "$1"; }
+if ls .gl/*.deb >/dev/null 2>&1 && command -v nvidia-smi >/dev/null; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+fi
+for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+    if [ -f "$icd" ]; then export VK_DRIVER_FILES=$icd; break; fi
+done
+(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi") > "$OUT/gpu.txt"
+(grep -m1 'model name' /proc/cpuinfo; nproc; grep -o 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ') > "$OUT/cpu.txt"
+BIN=/tmp/bnn-many-chains; mkdir -p $BIN
+xz -d -c .gpu/bnn.xz > $BIN/bnn && chmod +x $BIN/bnn
+export BNN_DATA_DIR=$PWD/.gpu/data
+
+if [ "$SMALL" = 1 ]; then CH=1,16; EV="--evals 2 --repeats 2"; RUNCH=16; W=60; D=10; NW=5; ND=5; DEPTH=3
+else CH=1,64,256,1024,4096; EV="--evals 30 --repeats 3"; RUNCH=1024; W=1000; D=100; NW=30; ND=30; DEPTH=6; fi
+
+for problem in concrete cos2x-sigmoid; do
+    echo "== kernel: $problem, chains $CH"
+    timeout "$(cap 120)" $BIN/bnn bench --device wgpu --problem $problem --chains $CH --versus-cpu $EV \
+        --json "$OUT/bench_$problem.json" > "$OUT/bench_$problem.log" 2>&1
+    echo "rc=$?"
+done
+
+# A run from the members trained on the CPU: chain c starts at member c mod 12.
+run() {  # run NAME SET LIMIT FLAGS...
+    local name=$1 set=$2 limit=$3; shift 3
+    rm -rf "/tmp/run-$name"; mkdir -p "/tmp/run-$name"; cp -r ".gpu/members-$set" "/tmp/run-$name/ensemble"
+    echo "== $name"
+    local start=$SECONDS
+    timeout "$(cap "$limit")" $BIN/bnn run --config "bench/many_chains/$set.toml" --device wgpu --batched true \
+        --chains $RUNCH --checkpoint-every 0 --out "/tmp/run-$name" "$@" > "$OUT/run_$name.log" 2>&1
+    echo "rc=$? wall $(( SECONDS - start )) s" | tee "$OUT/run_$name.rc"
+    cp "/tmp/run-$name/summary.json" "$OUT/summary_$name.json" 2>/dev/null
+    cp "/tmp/run-$name/sampling.json" "$OUT/sampling_$name.json" 2>/dev/null
+}
+run laps_concrete concrete 120 --sampler laps --warmup $W --draws $D
+run nuts_concrete concrete 150 --sampler nuts --warmup-policy fixed --warmup $NW --draws $ND --max-depth $DEPTH
+run laps_yacht yacht 120 --sampler laps --warmup $W --draws $D
+
+python3 - "$OUT" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except Exception:
+        return None
+result = {"gpu": open(os.path.join(out, "gpu.txt")).read().strip(),
+          "cpu": open(os.path.join(out, "cpu.txt")).read().strip(), "kernel": {}, "runs": {}}
+for problem in ["concrete", "cos2x-sigmoid"]:
+    bench = load(f"bench_{problem}.json")
+    result["kernel"][problem] = bench
+for name in ["laps_concrete", "nuts_concrete", "laps_yacht"]:
+    summary, sampling = load(f"summary_{name}.json"), load(f"sampling_{name}.json")
+    if not summary or not sampling:
+        result["runs"][name] = {"finished": False}
+        continue
+    grads = summary["warmup_gradients"] + summary["sampling_gradients"]
+    seconds = sampling["seconds_warmup"] + sampling["seconds_sampling"]
+    result["runs"][name] = {
+        "chains": summary["chains"], "sampler": summary["sampler"], "draws": summary["draws"],
+        "chain_gradients": grads, "seconds_warmup_and_sampling": seconds,
+        "chain_gradients_per_second": grads / seconds if seconds > 0 else None,
+        "lppd": summary["lppd"], "rmse": summary["rmse"], "coverage_90": summary["coverage_90"],
+        "rhat_test_loglik": summary["rhat_test_loglik"], "divergences": summary["divergences"],
+    }
+json.dump(result, open(os.path.join(out, "many_chains.json"), "w"), indent=1)
+print(json.dumps(result["runs"], indent=1))
+PY
+echo done
