@@ -52,8 +52,8 @@ BIN=/tmp/bnn-many-chains; mkdir -p $BIN
 xz -d -c .gpu/bnn.xz > $BIN/bnn && chmod +x $BIN/bnn
 export BNN_DATA_DIR=$PWD/.gpu/data
 
-if [ "$SMALL" = 1 ]; then CH=1,16; EV="--evals 2 --repeats 2"; RUNCH=16; W=60; D=10; NW=5; ND=5; DEPTH=3
-else CH=1,64,256,1024,4096; EV="--evals 30 --repeats 3"; RUNCH=1024; W=1000; D=100; NW=30; ND=30; DEPTH=6; fi
+if [ "$SMALL" = 1 ]; then CH=1,16; EV="--evals 2 --repeats 2"; RUNCH=16; W=60; D=10; NW=5; ND=5; DEPTH=3; SPD=2
+else CH=1,64,256,1024,4096; EV="--evals 30 --repeats 3"; RUNCH=1024; W=1000; D=100; NW=30; ND=30; DEPTH=6; SPD=15; fi
 
 for problem in concrete cos2x-sigmoid; do
     echo "== kernel: $problem, chains $CH"
@@ -74,9 +74,9 @@ run() {  # run NAME SET LIMIT FLAGS...
     cp "/tmp/run-$name/summary.json" "$OUT/summary_$name.json" 2>/dev/null
     cp "/tmp/run-$name/sampling.json" "$OUT/sampling_$name.json" 2>/dev/null
 }
-run laps_concrete concrete 120 --sampler laps --warmup $W --draws $D
+run laps_concrete concrete 120 --sampler laps --warmup $W --draws $D --steps-per-draw $SPD
 run nuts_concrete concrete 150 --sampler nuts --warmup-policy fixed --warmup $NW --draws $ND --max-depth $DEPTH
-run laps_yacht yacht 120 --sampler laps --warmup $W --draws $D
+run laps_yacht yacht 120 --sampler laps --warmup $W --draws $D --steps-per-draw $SPD
 
 python3 - "$OUT" <<'PY'
 import json, os, sys
