@@ -10,8 +10,9 @@ use bnn_sampler::{
     ChainStart, ChainState, CheckOutcome, CollectedDraws, LogDensity, NutsConfig, RunStatus,
     Sampler, SamplerConfig, StationarityConfig, WarmupConfig, WarmupEnd, WarmupPolicy,
 };
-use support::targets::{Banana, CorrelatedGaussian, IidGaussian, MildFunnel, MILD_FUNNEL_SD};
-use support::{mcse_mean, mcse_sd, pooled_mean, pooled_sd, uniform_starts, Checks, StopAfter};
+use support::held_out::Suite;
+use support::targets::IidGaussian;
+use support::StopAfter;
 
 /// Stan's warmup ended by the stationary policy, capped at `max_warmup` iterations.
 fn stationary(max_warmup: usize) -> WarmupConfig {
@@ -41,7 +42,7 @@ fn sampler_with(
 }
 
 /// Runs to the end; returns the draws (warmup kept when asked) and the final chain states.
-fn run<L: LogDensity>(
+fn run<L: LogDensity + ?Sized>(
     sampler: &Sampler,
     target: &L,
     starts: &[ChainStart],
@@ -70,110 +71,28 @@ fn warmup_of(chain: &ChainState) -> (usize, Option<WarmupEnd>, Vec<CheckOutcome>
     )
 }
 
-fn within_mcse(checks: &mut Checks, name: &str, chains: &[Vec<f64>], truth: f64) {
-    checks.within(name, pooled_mean(chains), truth, mcse_mean(chains), 4.0);
-}
-
 /// The held-out style targets of the sampler suite (log-spaced Gaussian, correlated Gaussian,
 /// banana, funnel) under the stationary policy: every mean, standard deviation and second moment
-/// within 4 MCSE of the truth (4 MCSE is past the 0.1% Bonferroni level of the 19 checks).
+/// within 4 MCSE of the truth (4 MCSE is past the 0.1% Bonferroni level of the 20 checks).
 #[test]
 fn nuts_stays_exact_under_the_stationary_warmup() {
-    let mut checks = Checks::default();
-    let chains = 4;
-
-    let gaussian = IidGaussian::log_spaced(5);
-    let (draws, _) = run(
-        &sampler(stationary(1300), 300, 4000, 11),
-        &gaussian,
-        &uniform_starts(chains, 5, 1.0, 11),
-        false,
-    );
-    for (d, scale) in gaussian.scales.iter().enumerate() {
-        let x = draws.coordinate(d);
-        let z: Vec<Vec<f64>> = x
-            .iter()
-            .map(|c| c.iter().map(|v| v / scale).collect())
-            .collect();
-        within_mcse(&mut checks, &format!("gaussian mean[{d}]/sd"), &z, 0.0);
-        checks.within(
-            &format!("gaussian sd[{d}]"),
-            pooled_sd(&x),
-            *scale,
-            mcse_sd(&x),
-            4.0,
-        );
-    }
-
-    let correlated = CorrelatedGaussian {
-        sd: [1.0, 2.0],
-        rho: 0.9,
+    let suite = Suite {
+        gaussian_dim: 5,
+        chains: 4,
+        first_seed: 11,
+        k: 4.0,
     };
-    let (draws, _) = run(
-        &sampler(stationary(1300), 300, 4000, 12),
-        &correlated,
-        &uniform_starts(chains, 2, 2.0, 12),
-        false,
-    );
-    for d in 0..2 {
-        let x = draws.coordinate(d);
-        within_mcse(&mut checks, &format!("correlated mean[{d}]"), &x, 0.0);
-        checks.within(
-            &format!("correlated sd[{d}]"),
-            pooled_sd(&x),
-            correlated.sd[d],
-            mcse_sd(&x),
-            4.0,
-        );
-    }
-    let product = draws.map(|q| q[0] * q[1]);
-    within_mcse(&mut checks, "correlated E[x0 x1]", &product, 0.9 * 2.0);
-
-    let banana = Banana { b: 0.5 };
-    let (draws, _) = run(
-        &sampler(stationary(1300), 300, 4000, 13),
-        &banana,
-        &uniform_starts(chains, 2, 1.0, 13),
-        false,
-    );
-    within_mcse(&mut checks, "banana E[x0]", &draws.coordinate(0), 0.0);
-    within_mcse(&mut checks, "banana E[x1]", &draws.coordinate(1), 0.0);
-    within_mcse(
-        &mut checks,
-        "banana E[x0^2]",
-        &draws.map(|q| q[0] * q[0]),
-        1.0,
-    );
-    within_mcse(
-        &mut checks,
-        "banana E[x1^2]",
-        &draws.map(|q| q[1] * q[1]),
-        1.0 + 2.0 * 0.25,
-    );
-
-    let funnel = MildFunnel { dim: 3 };
-    let (draws, _) = run(
-        &sampler(stationary(1300), 300, 4000, 14),
-        &funnel,
-        &uniform_starts(chains, 3, 1.0, 14),
-        false,
-    );
-    let v = draws.coordinate(0);
-    within_mcse(&mut checks, "funnel E[v]", &v, 0.0);
-    checks.within(
-        "funnel sd(v)",
-        pooled_sd(&v),
-        MILD_FUNNEL_SD,
-        mcse_sd(&v),
-        4.0,
-    );
-    within_mcse(
-        &mut checks,
-        "funnel E[x1^2]",
-        &draws.map(|q| q[1] * q[1]),
-        (MILD_FUNNEL_SD * MILD_FUNNEL_SD / 2.0).exp(),
-    );
-    checks.assert_all("NUTS under the stationary warmup");
+    suite
+        .check(|target, starts, seed| {
+            run(
+                &sampler(stationary(1300), 300, 4000, seed),
+                target,
+                starts,
+                false,
+            )
+            .0
+        })
+        .assert_all("NUTS under the stationary warmup");
 }
 
 /// A Gaussian with a stiff axis (sd 0.01) and a soft one (sd 10), as a BNN's posterior has: ε is

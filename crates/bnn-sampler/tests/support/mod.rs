@@ -1,6 +1,7 @@
 //! Shared pieces of the end-to-end tests: target densities, reference values and MCSE checks.
 #![allow(dead_code)]
 
+pub mod held_out;
 pub mod recursive_nuts;
 pub mod targets;
 
