@@ -14,12 +14,12 @@ use crate::adaptation::ensemble_tuner::{
 };
 use crate::adaptation::Tuner;
 use crate::chain::ChainState;
-use crate::draw_sink::{Draw, DrawSink};
+use crate::draw_sink::DrawSink;
 use crate::draw_stats::DrawStats;
 use crate::error::SamplerError;
 use crate::kernels::{BatchChain, BatchKernel, KernelState, Mams, Mclmc};
 use crate::log_density::LogDensity;
-use crate::sampler::Sampler;
+use crate::sampler::{record_draw, Sampler};
 
 impl Sampler {
     /// Runs `chains` as one ensemble: MCLMC (`burn_in`) while the ensemble burns in, MAMS with
@@ -94,15 +94,7 @@ impl Sampler {
                 }
                 let draw_stats = stats.next().expect("one statistic per moving chain");
                 chain.iteration += 1;
-                let draw = Draw {
-                    chain: chain.chain,
-                    index,
-                    warmup,
-                    position: &chain.kernel.position[recorded.clone()],
-                    stats: draw_stats,
-                    state: chain,
-                };
-                sink.record(&draw).map_err(SamplerError::Sink)?;
+                record_draw(sink, chain, (warmup, index), draw_stats, recorded)?;
             }
         }
         Ok(())

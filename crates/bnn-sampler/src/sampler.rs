@@ -431,19 +431,31 @@ impl Sampler {
             for (&i, draw_stats) in running.iter().zip(&stats) {
                 let chain = &mut chains[i];
                 let (warmup, index) = finish_transition(density, chain, draw_stats, search)?;
-                let draw = Draw {
-                    chain: chain.chain,
-                    index,
-                    warmup,
-                    position: &chain.kernel.position[recorded.clone()],
-                    stats: draw_stats,
-                    state: chain,
-                };
-                sink.record(&draw).map_err(SamplerError::Sink)?;
+                record_draw(sink, chain, (warmup, index), draw_stats, recorded)?;
             }
         }
         Ok(())
     }
+}
+
+/// Hands the chain's transition just made to `sink`: its phase and index within the phase, its
+/// statistics and the recorded coordinates of its position.
+pub(crate) fn record_draw(
+    sink: &mut (dyn DrawSink + Send),
+    chain: &ChainState,
+    (warmup, index): (bool, usize),
+    stats: &DrawStats,
+    recorded: &Range<usize>,
+) -> Result<(), SamplerError> {
+    let draw = Draw {
+        chain: chain.chain,
+        index,
+        warmup,
+        position: &chain.kernel.position[recorded.clone()],
+        stats,
+        state: chain,
+    };
+    sink.record(&draw).map_err(SamplerError::Sink)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -486,16 +498,8 @@ fn advance_chain<L: LogDensity + ?Sized, K: Kernel>(
             // The warmup may have adapted a metric the kernel cannot use (a pseudo-marginal u block).
             kernel.check_params(chain.params.step_params())?;
         }
-        let draw = Draw {
-            chain: chain.chain,
-            index,
-            warmup,
-            position: &chain.kernel.position[recorded.clone()],
-            stats: &stats,
-            state: chain,
-        };
         let mut sink = lock(sink);
-        sink.record(&draw).map_err(SamplerError::Sink)?;
+        record_draw(&mut **sink, chain, (warmup, index), &stats, recorded)?;
         if sink.chain_finished(chain.chain) {
             return Ok(());
         }

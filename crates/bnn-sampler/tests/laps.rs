@@ -7,12 +7,12 @@ mod support;
 use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    BurnInEnd, ChainStart, ChainState, CollectedDraws, LapsConfig, LogDensity, RunStatus, Sampler,
+    BurnInEnd, ChainStart, ChainState, CollectedDraws, LapsConfig, RunStatus, Sampler,
     SamplerConfig,
 };
 use support::held_out::Suite;
 use support::targets::{Banana, IidGaussian};
-use support::{uniform_starts, StopAfter};
+use support::{run_to_end, uniform_starts, StopAfter};
 
 fn sampler(laps: LapsConfig, burn_in: usize, draws: usize, seed: u64) -> Sampler {
     SamplerConfig::new(laps.into())
@@ -21,22 +21,6 @@ fn sampler(laps: LapsConfig, burn_in: usize, draws: usize, seed: u64) -> Sampler
         .with_seed(seed)
         .init()
         .unwrap()
-}
-
-/// Runs to the end, warmup kept when asked; returns the draws and the final chain states.
-fn run<L: LogDensity + ?Sized>(
-    sampler: &Sampler,
-    target: &L,
-    starts: &[ChainStart],
-    keep_warmup: bool,
-) -> (CollectedDraws, Vec<ChainState>) {
-    let mut chains = sampler.init_chains(target, starts).unwrap();
-    let mut draws = CollectedDraws::new(starts.len(), target.dim()).with_warmup(keep_warmup);
-    let status = sampler
-        .run(target, &mut chains, &mut draws, &AtomicBool::new(false))
-        .unwrap();
-    assert_eq!(status, RunStatus::Finished);
-    (draws, chains)
 }
 
 /// The burn-in's length and why it ended, as chain 0's ensemble state records them.
@@ -69,7 +53,7 @@ fn exact_after_burn_in(laps: LapsConfig) {
     };
     let mut burn_in_ends = Vec::new();
     let mut checks = suite.check(|target, starts, seed| {
-        let (draws, chains) = run(
+        let (draws, chains) = run_to_end(
             &sampler(laps.clone(), 2000, 300, seed),
             target,
             starts,
@@ -107,7 +91,7 @@ fn the_burn_in_ends_near_the_typical_set_from_far_out_starts() {
         .map(|_| ChainStart::at(target.scales.iter().map(|s| 50.0 * s).collect()))
         .collect();
     let start = gaussian_log_density(&target, &far[0].position);
-    let (draws, chains) = run(
+    let (draws, chains) = run_to_end(
         &sampler(LapsConfig::new(), 2000, 20, 31),
         &target,
         &far,
@@ -126,7 +110,7 @@ fn the_burn_in_ends_near_the_typical_set_from_far_out_starts() {
         "first draws' mean log p {mean:.2} (started at {start:.0})"
     );
 
-    let (_, chains) = run(
+    let (_, chains) = run_to_end(
         &sampler(LapsConfig::new(), 2000, 20, 32),
         &target,
         &uniform_starts(CHAINS, 10, 1.0, 32),
@@ -143,7 +127,7 @@ fn the_burn_in_ends_near_the_typical_set_from_far_out_starts() {
 #[test]
 fn adjusted_transitions_take_one_number_of_steps_for_every_chain() {
     let target = IidGaussian::log_spaced(10);
-    let (draws, _) = run(
+    let (draws, _) = run_to_end(
         &sampler(LapsConfig::new(), 1000, 50, 41),
         &target,
         &uniform_starts(8, 10, 1.0, 41),
@@ -178,7 +162,7 @@ fn draws_do_not_depend_on_threads_or_batching() {
             .with_batched(batched)
             .init()
             .unwrap();
-        run(&sampler, &target, &starts, true)
+        run_to_end(&sampler, &target, &starts, true)
     };
     let (reference, chains) = draws(Some(1), false);
     for (threads, batched) in [(Some(2), false), (Some(3), false), (None, true)] {
@@ -198,7 +182,7 @@ fn a_stopped_ensemble_resumes_bit_for_bit() {
     let target = IidGaussian::log_spaced(4);
     let starts = uniform_starts(6, 4, 1.0, 61);
     let sampler = sampler(LapsConfig::new().with_adjusted_tuning(20), 400, 30, 61);
-    let (whole, whole_chains) = run(&sampler, &target, &starts, true);
+    let (whole, whole_chains) = run_to_end(&sampler, &target, &starts, true);
     let burn_in_steps = burn_in(&whole_chains).0;
     for after in [1, 50, burn_in_steps + 5, burn_in_steps + 20 + 10] {
         let stop = AtomicBool::new(false);

@@ -7,12 +7,12 @@ mod support;
 use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    ChainStart, ChainState, CheckOutcome, CollectedDraws, LogDensity, NutsConfig, RunStatus,
-    Sampler, SamplerConfig, StationarityConfig, WarmupConfig, WarmupEnd, WarmupPolicy,
+    ChainStart, ChainState, CheckOutcome, CollectedDraws, NutsConfig, RunStatus, Sampler,
+    SamplerConfig, StationarityConfig, WarmupConfig, WarmupEnd, WarmupPolicy,
 };
 use support::held_out::Suite;
 use support::targets::IidGaussian;
-use support::StopAfter;
+use support::{run_to_end, StopAfter};
 
 /// Stan's warmup ended by the stationary policy, capped at `max_warmup` iterations.
 fn stationary(max_warmup: usize) -> WarmupConfig {
@@ -39,22 +39,6 @@ fn sampler_with(
         .with_seed(seed)
         .init()
         .unwrap()
-}
-
-/// Runs to the end; returns the draws (warmup kept when asked) and the final chain states.
-fn run<L: LogDensity + ?Sized>(
-    sampler: &Sampler,
-    target: &L,
-    starts: &[ChainStart],
-    keep_warmup: bool,
-) -> (CollectedDraws, Vec<ChainState>) {
-    let mut chains = sampler.init_chains(target, starts).unwrap();
-    let mut draws = CollectedDraws::new(starts.len(), target.dim()).with_warmup(keep_warmup);
-    let status = sampler
-        .run(target, &mut chains, &mut draws, &AtomicBool::new(false))
-        .unwrap();
-    assert_eq!(status, RunStatus::Finished);
-    (draws, chains)
 }
 
 /// The warmup iterations a chain used, and why its warmup ended.
@@ -84,7 +68,7 @@ fn nuts_stays_exact_under_the_stationary_warmup() {
     };
     suite
         .check(|target, starts, seed| {
-            run(
+            run_to_end(
                 &sampler(stationary(1300), 300, 4000, seed),
                 target,
                 starts,
@@ -127,14 +111,14 @@ fn a_chain_started_50_sd_out_keeps_adapting_until_it_arrives() {
     };
 
     let fixed = sampler_with(short_trees(), WarmupConfig::new(), 100, 200, 21);
-    let (draws, _) = run(&fixed, &target, &far, false);
+    let (draws, _) = run_to_end(&fixed, &target, &far, false);
     let fixed_lp = typical(&draws);
     assert!(
         fixed_lp < -20.0,
         "after a fixed 100-iteration warmup the chain should still be arriving; its first draws' mean log p is {fixed_lp}"
     );
 
-    let (draws, chains) = run(
+    let (draws, chains) = run_to_end(
         &sampler_with(short_trees(), stationary(5000), 100, 200, 21),
         &target,
         &far,
@@ -164,7 +148,7 @@ fn a_chain_started_in_the_typical_set_stops_at_the_first_check() {
         ChainStart::at(vec![-0.01, -8.0]),
         ChainStart::at(vec![0.002, 12.0]),
     ];
-    let (_, chains) = run(
+    let (_, chains) = run_to_end(
         &sampler(stationary(5000), 100, 10, 22),
         &target,
         &starts,
@@ -195,7 +179,7 @@ fn a_run_stopped_inside_an_extension_resumes_bit_for_bit() {
         ChainStart::at(vec![0.0, -300.0]),
     ];
     let sampler = sampler_with(short_trees(), stationary(5000), 100, 50, 23);
-    let (whole, whole_chains) = run(&sampler, &target, &starts, true);
+    let (whole, whole_chains) = run_to_end(&sampler, &target, &starts, true);
     let (length, _, _) = warmup_of(&whole_chains[0]);
     assert!(
         length > 200,

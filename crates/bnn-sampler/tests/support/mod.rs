@@ -7,7 +7,10 @@ pub mod targets;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bnn_sampler::{ChainStart, CollectedDraws, Draw, DrawSink, SinkError};
+use bnn_sampler::{
+    ChainStart, ChainState, CollectedDraws, Draw, DrawSink, LogDensity, RunStatus, Sampler,
+    SinkError,
+};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -185,4 +188,21 @@ impl DrawSink for StopAfter<'_> {
         }
         self.inner.record(draw)
     }
+}
+
+/// Runs chains from `starts` to the end (warmup draws kept when asked); the draws and the final
+/// chain states.
+pub fn run_to_end<L: LogDensity + ?Sized>(
+    sampler: &Sampler,
+    target: &L,
+    starts: &[ChainStart],
+    keep_warmup: bool,
+) -> (CollectedDraws, Vec<ChainState>) {
+    let mut chains = sampler.init_chains(target, starts).unwrap();
+    let mut draws = CollectedDraws::new(starts.len(), target.dim()).with_warmup(keep_warmup);
+    let status = sampler
+        .run(target, &mut chains, &mut draws, &AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(status, RunStatus::Finished);
+    (draws, chains)
 }
