@@ -1124,6 +1124,78 @@ fn early_stopping_ends_converged_chains_and_plots_are_drawn() {
 
 /// The MILE recipe (minibatch AdamW with early stopping on a validation split) and the single
 /// warm start (every chain from one saved network).
+/// `--preset smile`: MILE's members sampled by stochastic-gradient MCLMC on 16-row batches; a
+/// batch beyond the training rows and the learned-σ likelihood are refused by flag before
+/// anything is written.
+#[test]
+fn smile_preset_runs_and_refuses_what_it_cannot_sample() {
+    let dir = temp_dir("smile");
+    let base = [
+        "run",
+        "--dataset",
+        "cos2x",
+        "--hidden",
+        "8",
+        "--members",
+        "2",
+        "--epochs",
+        "30",
+        "--preset",
+        "smile",
+        "--warmup",
+        "300",
+        "--draws",
+        "100",
+        "--thin",
+        "1",
+    ];
+    let run = |extra: &[&str], out: &Path| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        bnn(&args)
+    };
+    let o = run(&["--sampler-batch-size", "16"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary = json(&dir.join("summary.json"));
+    assert_eq!(summary["sampler"], "smile");
+    assert!(summary["lppd"].as_f64().unwrap().is_finite());
+    let (_, rows) = read_csv(&dir.join("draws_chain_1.csv"));
+    assert_eq!(rows.len(), 100);
+    assert!(rows.iter().flatten().all(|v| v.is_finite()));
+    let config = std::fs::read_to_string(dir.join("config.toml")).unwrap();
+    assert!(
+        config.contains("name = \"smile\"") && config.contains("batch_size = 16"),
+        "{config}"
+    );
+
+    let refused = temp_dir("smile-refused").join("run");
+    let o = run(&["--sampler-batch-size", "100000"], &refused);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--sampler-batch-size 100000 (config key `batch_size` in [sampler.algorithm]) exceeds the"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !refused.exists(),
+        "a refused run wrote {}",
+        refused.display()
+    );
+    let o = run(&["--likelihood", "learned-sigma"], &refused);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--sampler smile estimates the log likelihood from minibatches"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !refused.exists(),
+        "a refused run wrote {}",
+        refused.display()
+    );
+}
+
 #[test]
 fn mile_training_and_single_warm_start() {
     let dir = temp_dir("mile");
@@ -2711,4 +2783,35 @@ fn study_mile_runs_at_toy_size() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!stderr(&o).contains("=="), "{}", stderr(&o));
+    // --smile adds SMILE from the MILE runs' members, and its table; the rest is reused.
+    let o = bnn(&[
+        "study",
+        "mile",
+        "--out",
+        out.to_str().unwrap(),
+        "--datasets",
+        "yacht",
+        "--splits",
+        "1",
+        "--seeds",
+        "2",
+        "--smile",
+        "--extra",
+        "--epochs 40 --members 2 --chains 2 --warmup 40 --draws 20 --thin 2 --max-depth 3 --sampler-batch-size 16",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("== yacht split 0 chain seed 100, smile (run 6 of 6)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("dei-nuts (run"), "{}", stderr(&o));
+    let table = std::fs::read_to_string(out.join("mile.md")).unwrap();
+    assert!(table.contains("| LPPD MILE | LPPD SMILE |"), "{table}");
+    for seed in ["", "seed1/"] {
+        assert_eq!(
+            std::fs::read(split.join(format!("{seed}mile/ensemble/members.json"))).unwrap(),
+            std::fs::read(split.join(format!("{seed}smile/ensemble/members.json"))).unwrap()
+        );
+    }
 }

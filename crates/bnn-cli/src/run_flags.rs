@@ -7,7 +7,8 @@ use bnn_pipeline::{
     Standardize,
 };
 use bnn_sampler::{
-    AlgorithmConfig, MclmcConfig, MetricEstimate, SamplerSettings, StepSizeSearch, WarmupPolicy,
+    AlgorithmConfig, MclmcConfig, MetricEstimate, SamplerSettings, SmileConfig, StepSizeSearch,
+    WarmupPolicy,
 };
 
 /// Whole recipes behind `--preset`.
@@ -15,6 +16,8 @@ use bnn_sampler::{
 pub enum Preset {
     /// MILE: AdamW minibatch members with early stopping, then MCLMC at MILE's budget.
     Mile,
+    /// SMILE: MILE's members and budget, sampled by stochastic-gradient MCLMC (`--sampler smile`).
+    Smile,
 }
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -89,7 +92,8 @@ pub struct RunFlags {
     pub mile: bool,
     /// A whole recipe: `mile` = MILE (Sommer et al. 2025): the --mile ensemble, then MCLMC from
     /// every member, 50,000 tuning + 10,000 sampling steps kept every 10th (other flags still
-    /// override its parts; add --batched true on a GPU).
+    /// override its parts; add --batched true on a GPU); `smile` = the same with SMILE's
+    /// minibatch gradients (Sommer et al. 2026; --sampler-batch-size rows per gradient).
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
     /// Transition kernel: any registered sampler (config: `name` in [sampler.algorithm]).
@@ -144,6 +148,10 @@ pub struct RunFlags {
     /// [default: 15].
     #[arg(long)]
     pub steps_per_draw: Option<usize>,
+    /// SMILE: data rows per minibatch gradient, drawn afresh each step [default: 256] (not
+    /// `--batch-size`, which is the members' training batch).
+    #[arg(long)]
+    pub sampler_batch_size: Option<usize>,
     /// Step size ε: fixed with `--adapt false`, else where the warmup's search starts.
     #[arg(long)]
     pub step_size: Option<f64>,
@@ -345,7 +353,9 @@ impl RunFlags {
             ),
             ("--seed", "sampler", "seed", f.seed.is_some()),
         ];
-        let recipe = if f.preset.is_some() {
+        let recipe = if f.preset == Some(Preset::Smile) {
+            " (or --preset smile)"
+        } else if f.preset.is_some() {
             " (or --preset mile)"
         } else if f.mile {
             " (or --mile)"
@@ -380,6 +390,7 @@ impl RunFlags {
     fn chosen_sampler(&self) -> Option<&str> {
         self.sampler.as_deref().or(match self.preset {
             Some(Preset::Mile) => Some(MclmcConfig::NAME),
+            Some(Preset::Smile) => Some(SmileConfig::NAME),
             None => None,
         })
     }
@@ -439,8 +450,10 @@ impl RunFlags {
         if f.mile {
             config = config.with_mile();
         }
-        if f.preset == Some(Preset::Mile) {
-            config = config.with_mile().with_mile_sampling();
+        match f.preset {
+            Some(Preset::Mile) => config = config.with_mile().with_mile_sampling(),
+            Some(Preset::Smile) => config = config.with_mile().with_smile_sampling(),
+            None => {}
         }
         let d = &mut config.data;
         set(&mut d.dataset, &f.dataset);
@@ -557,6 +570,10 @@ impl RunFlags {
         settings.extend(
             f.steps_per_draw
                 .map(|v| ("--steps-per-draw", "steps_per_draw", int(v))),
+        );
+        settings.extend(
+            f.sampler_batch_size
+                .map(|v| ("--sampler-batch-size", "batch_size", int(v))),
         );
         settings.extend(f.trajectory_length.map(|v| {
             (
@@ -896,6 +913,37 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn smile_preset_runs_smile_at_miles_budget_with_its_batch_flag() {
+        let config = RunFlags {
+            preset: Some(Preset::Smile),
+            sampler_batch_size: Some(512),
+            ..RunFlags::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(
+            (
+                config.sampler.warmup,
+                config.sampler.draws,
+                config.sampler.thin
+            ),
+            (50_000, 10_000, 10)
+        );
+        assert_eq!(config.ensemble.batch_size, Some(32), "the --mile members");
+        match config.sampler.sampler_config(None).algorithm {
+            bnn_sampler::AlgorithmConfig::Smile(smile) => assert_eq!(smile.batch_size, 512),
+            other => panic!("{other:?}"),
+        }
+        let flags = RunFlags {
+            sampler: Some("nuts".into()),
+            sampler_batch_size: Some(512),
+            ..RunFlags::default()
+        };
+        let message = format!("{:#}", flags.resolve().unwrap_err());
+        assert!(message.contains("--sampler-batch-size"), "{message}");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Bridges a tensor-valued [`Posterior`] to the sampler's host-side `LogDensity` through Burn's autodiff.
 
 use crate::posterior::Posterior;
-use bnn_sampler::{LogDensity, LogDensityError, RiemannianDensity};
+use bnn_sampler::{LogDensity, LogDensityError, MinibatchDensity, RiemannianDensity};
 use burn::tensor::{DType, Tensor, TensorData};
 
 /// Evaluates value and gradient of a [`Posterior`] with one forward and one backward pass per
@@ -54,6 +54,12 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
             .map(|r| r as &dyn RiemannianDensity)
     }
 
+    fn minibatch(&self) -> Option<&dyn MinibatchDensity> {
+        self.posterior
+            .minibatch_rows()
+            .map(|_| self as &dyn MinibatchDensity)
+    }
+
     fn dim(&self) -> usize {
         self.posterior.layout().dim()
     }
@@ -81,36 +87,9 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         {
             return Ok(());
         }
-        let dtype = self.posterior.dtype();
-        // Straight to the evaluation's float type: one host copy instead of two.
-        let data = match dtype {
-            DType::F32 => TensorData::new(
-                positions.iter().map(|&v| v as f32).collect::<Vec<_>>(),
-                [c, d],
-            ),
-            _ => TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype),
-        };
-        let theta = Tensor::<2>::from_data(data, (self.posterior.device(), dtype)).require_grad();
+        let theta = self.upload(positions, c);
         let values = self.posterior.log_posterior(theta.clone());
-        // Burn seeds backward with ones of the root's shape, so backward from the `[C]` values
-        // is the gradient of their sum (one graph node fewer than `sum().backward()`); chains
-        // do not share parameters, so row c of the result is ∇ log p(θ_c).
-        let grads = values.backward();
-        let gradient = theta
-            .grad(&grads)
-            .ok_or_else(|| LogDensityError::fatal("log posterior does not depend on θ"))?;
-        fn read<const D: usize>(t: Tensor<D>, out: &mut [f64]) -> Result<(), LogDensityError> {
-            let data = t.try_into_data().map_err(|e| {
-                LogDensityError::fatal("reading from the device failed").with_source(e)
-            })?;
-            for (o, v) in out.iter_mut().zip(data.iter::<f64>()) {
-                *o = v;
-            }
-            Ok(())
-        }
-        // Read as they are: a reshape of the tracked values would register one more graph node.
-        read(values, log_densities)?;
-        read(gradient, gradients)
+        self.read_back(theta, values, log_densities, gradients)
     }
 
     /// The value alone: through the posterior's forward-only host path where it has one (the
@@ -135,5 +114,108 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         }
         let mut gradients = vec![0.0; positions.len()];
         self.log_density_and_gradient(positions, log_densities, &mut gradients)
+    }
+}
+
+impl<P: Posterior> AutodiffLogDensity<P> {
+    /// A host `[C, D]` batch as a tracked tensor in the posterior's float type.
+    fn upload(&self, positions: &[f64], c: usize) -> Tensor<2> {
+        let d = self.dim();
+        let dtype = self.posterior.dtype();
+        // Straight to the evaluation's float type: one host copy instead of two.
+        let data = match dtype {
+            DType::F32 => TensorData::new(
+                positions.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+                [c, d],
+            ),
+            _ => TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype),
+        };
+        Tensor::<2>::from_data(data, (self.posterior.device(), dtype)).require_grad()
+    }
+
+    /// Backward from `values` and both read back to the host.
+    fn read_back(
+        &self,
+        theta: Tensor<2>,
+        values: Tensor<1>,
+        log_densities: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        // Burn seeds backward with ones of the root's shape, so backward from the `[C]` values
+        // is the gradient of their sum (one graph node fewer than `sum().backward()`); chains
+        // do not share parameters, so row c of the result is ∇ log p(θ_c).
+        let grads = values.backward();
+        let gradient = theta
+            .grad(&grads)
+            .ok_or_else(|| LogDensityError::fatal("log posterior does not depend on θ"))?;
+        // Read as they are: a reshape of the tracked values would register one more graph node.
+        read(values, log_densities)?;
+        read(gradient, gradients)
+    }
+}
+
+fn read<const D: usize>(t: Tensor<D>, out: &mut [f64]) -> Result<(), LogDensityError> {
+    let data = t
+        .try_into_data()
+        .map_err(|e| LogDensityError::fatal("reading from the device failed").with_source(e))?;
+    for (o, v) in out.iter_mut().zip(data.iter::<f64>()) {
+        *o = v;
+    }
+    Ok(())
+}
+
+/// The posterior's minibatch estimate ([`Posterior::minibatch_log_posterior`]): through its host
+/// path where it has one, else Burn's graph on the device.
+impl<P: Posterior> MinibatchDensity for AutodiffLogDensity<P> {
+    fn num_rows(&self) -> usize {
+        self.posterior.minibatch_rows().unwrap_or(0)
+    }
+
+    fn minibatch_log_density(
+        &self,
+        rows: &[usize],
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: Option<&mut [f64]>,
+    ) -> Result<(), LogDensityError> {
+        let (d, c) = (self.dim(), log_densities.len());
+        let n = self.num_rows();
+        let shapes_fit = c > 0
+            && positions.len() == c * d
+            && gradients.as_ref().is_none_or(|g| g.len() == c * d)
+            && !rows.is_empty()
+            && rows.len().is_multiple_of(c);
+        if !shapes_fit {
+            return Err(LogDensityError::fatal(format!(
+                "a minibatch call of {c} chains in dimension {d} got {} positions and {} rows",
+                positions.len(),
+                rows.len()
+            )));
+        }
+        if let Some(&row) = rows.iter().find(|&&r| r >= n) {
+            return Err(LogDensityError::fatal(format!(
+                "minibatch row {row} is beyond the {n} data rows"
+            )));
+        }
+        let mut gradients = gradients;
+        if self.direct_host_path
+            && self.posterior.host_minibatch_log_posterior(
+                rows,
+                positions,
+                log_densities,
+                gradients.as_deref_mut(),
+            )
+        {
+            return Ok(());
+        }
+        let theta = self.upload(positions, c);
+        let values = self
+            .posterior
+            .minibatch_log_posterior(theta.clone(), rows)
+            .ok_or_else(|| LogDensityError::fatal("the posterior has no minibatch form"))?;
+        match gradients {
+            Some(g) => self.read_back(theta, values, log_densities, g),
+            None => read(values, log_densities),
+        }
     }
 }

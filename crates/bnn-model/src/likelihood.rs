@@ -132,8 +132,18 @@ impl Likelihood {
         targets: &Tensor<2>,
         log_sigma: Option<Tensor<2>>,
     ) -> Tensor<1> {
+        self.log_likelihood_of_rows(outputs, targets.clone().unsqueeze::<3>(), log_sigma)
+    }
+
+    /// As [`Likelihood::log_likelihood`], with targets `[1, N, K]` shared by the chains or
+    /// `[C, N, K]`, each chain its own rows (a minibatch per chain).
+    pub fn log_likelihood_of_rows(
+        &self,
+        outputs: Tensor<3>,
+        y: Tensor<3>,
+        log_sigma: Option<Tensor<2>>,
+    ) -> Tensor<1> {
         let [c, n, k] = outputs.dims();
-        let y = targets.clone().unsqueeze::<3>();
         let half_log_2pi = 0.5 * (2.0 * PI).ln();
         match *self {
             Likelihood::GaussianHeteroscedastic { link } => {

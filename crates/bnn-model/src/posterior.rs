@@ -4,12 +4,13 @@ use crate::ensemble::EnsembleConfigError;
 use crate::flatten::layout_of;
 use crate::fused::fused_mlp::{FusedMlp, FusedProgram, LayerOffsets};
 use crate::layout::{ParameterKind, ParameterLayout};
+use crate::likelihood::Likelihood;
 use crate::model::{BnnConfig, BnnConfigError};
 use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
 use crate::prior::PriorError;
 use crate::unknown_name::UnknownName;
 use bnn_kernels::KernelError;
-use burn::tensor::{DType, Device, Tensor};
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use std::ops::Range;
 
 /// log p(θ | data) up to a constant, for a batch of flat parameter vectors.
@@ -49,6 +50,32 @@ pub trait Posterior: Send + Sync {
     /// such a path (then `true`, with the values of the gradient path to the last bit): what a
     /// surrogate-force leaf or a Metropolis test needs, at a fraction of a gradient's cost.
     fn host_log_posterior(&self, _positions: &[f64], _values: &mut [f64]) -> bool {
+        false
+    }
+
+    /// The number of data rows `N` the log likelihood sums over, where the posterior can be
+    /// estimated from subsets of them ([`Posterior::minibatch_log_posterior`]); `None` (the
+    /// default) where it cannot.
+    fn minibatch_rows(&self) -> Option<usize> {
+        None
+    }
+
+    /// The minibatch estimate `log prior(θ_c) + (N / B) Σ_{n ∈ rows_c} log p(yₙ | θ_c)` for
+    /// `theta` `[C, D]` (tracked for gradients by the caller), chain `c` on the rows
+    /// `rows[c·B..(c+1)·B]`; `None` where the posterior has no minibatch form.
+    fn minibatch_log_posterior(&self, _theta: Tensor<2>, _rows: &[usize]) -> Option<Tensor<1>> {
+        None
+    }
+
+    /// The same estimate from host memory, with gradients where asked for, where the posterior
+    /// has such a path (then `true`); `false` otherwise.
+    fn host_minibatch_log_posterior(
+        &self,
+        _rows: &[usize],
+        _positions: &[f64],
+        _values: &mut [f64],
+        _gradients: Option<&mut [f64]>,
+    ) -> bool {
         false
     }
 }
@@ -351,24 +378,7 @@ impl MlpPosterior {
             // the CPU backends for the small matrices of BNN regression).
             return self.forward_single(theta, x).unsqueeze::<3>();
         }
-        let last = self.layers.len() - 1;
-        let mut h: Tensor<3> = x.clone().unsqueeze::<3>();
-        for (i, layer) in self.layers.iter().enumerate() {
-            let w = theta.clone().slice([0..c, layer.weight.clone()]).reshape([
-                c,
-                layer.d_in,
-                layer.d_out,
-            ]);
-            let b = theta
-                .clone()
-                .slice([0..c, layer.bias.clone()])
-                .reshape([c, 1, layer.d_out]);
-            h = h.matmul(w) + b;
-            if i < last {
-                h = self.config.activation.apply(h);
-            }
-        }
-        h
+        self.forward_rows(theta, x.clone().unsqueeze::<3>())
     }
 
     /// `[N, K]` outputs for a single θ `[1, D]`.
@@ -381,6 +391,30 @@ impl MlpPosterior {
                 .slice([0..1, layer.weight.clone()])
                 .reshape([layer.d_in, layer.d_out]);
             let b = theta.clone().slice([0..1, layer.bias.clone()]);
+            h = h.matmul(w) + b;
+            if i < last {
+                h = self.config.activation.apply(h);
+            }
+        }
+        h
+    }
+
+    /// Network outputs `[C, B, K]` for θ `[C, D]` on inputs `x` `[C, B, d_in]` (each chain its
+    /// own rows) or `[1, B, d_in]` (rows shared, broadcast over the chains).
+    fn forward_rows(&self, theta: &Tensor<2>, x: Tensor<3>) -> Tensor<3> {
+        let c = theta.dims()[0];
+        let last = self.layers.len() - 1;
+        let mut h = x;
+        for (i, layer) in self.layers.iter().enumerate() {
+            let w = theta.clone().slice([0..c, layer.weight.clone()]).reshape([
+                c,
+                layer.d_in,
+                layer.d_out,
+            ]);
+            let b = theta
+                .clone()
+                .slice([0..c, layer.bias.clone()])
+                .reshape([c, 1, layer.d_out]);
             h = h.matmul(w) + b;
             if i < last {
                 h = self.config.activation.apply(h);
@@ -457,5 +491,61 @@ impl Posterior for MlpPosterior {
         self.fused
             .as_ref()
             .is_some_and(|f| f.host_log_posterior(self.dtype, positions, values))
+    }
+
+    /// Every head but the learned σ, whose prior on log σ sits inside its likelihood term (a
+    /// scaled minibatch would scale that prior too).
+    fn minibatch_rows(&self) -> Option<usize> {
+        (!matches!(
+            self.config.likelihood,
+            Likelihood::GaussianLearnedSigma { .. }
+        ))
+        .then_some(self.data.rows)
+    }
+
+    /// Burn's graph on the gathered rows (`select`, then `[C, B, ·]` batched products): the
+    /// path on every device that has no host kernel.
+    fn minibatch_log_posterior(&self, theta: Tensor<2>, rows: &[usize]) -> Option<Tensor<1>> {
+        let n = self.minibatch_rows()?;
+        let c = theta.dims()[0];
+        if c == 0 || rows.is_empty() || !rows.len().is_multiple_of(c) {
+            return None;
+        }
+        let b = rows.len() / c;
+        let indices: Vec<i32> = rows.iter().map(|&r| r as i32).collect();
+        let indices = Tensor::<1, Int>::from_ints(TensorData::new(indices, [c * b]), &self.device);
+        let [_, features] = self.data.x.dims();
+        let [_, columns] = self.data.targets.dims();
+        let x = self
+            .data
+            .x
+            .clone()
+            .select(0, indices.clone())
+            .reshape([c, b, features]);
+        let y = self
+            .data
+            .targets
+            .clone()
+            .select(0, indices)
+            .reshape([c, b, columns]);
+        let outputs = self.forward_rows(&theta, x);
+        let likelihood =
+            self.config
+                .likelihood
+                .log_likelihood_of_rows(outputs, y, self.log_sigma(&theta));
+        Some(self.log_prior(&theta) + likelihood.mul_scalar(n as f64 / b as f64))
+    }
+
+    fn host_minibatch_log_posterior(
+        &self,
+        rows: &[usize],
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: Option<&mut [f64]>,
+    ) -> bool {
+        self.minibatch_rows().is_some()
+            && self.fused.as_ref().is_some_and(|f| {
+                f.host_minibatch_log_posterior(self.dtype, rows, positions, values, gradients)
+            })
     }
 }

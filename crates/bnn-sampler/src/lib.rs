@@ -67,6 +67,7 @@ mod trajectory;
 
 pub use adaptation::dual_averaging::DualAveraging;
 pub use adaptation::ensemble_tuner::{BurnInEnd, EnsembleMember, EnsemblePhase, EnsembleTuner};
+pub use adaptation::gradient_noise::{GradientNoise, SmileTuner};
 pub use adaptation::mams_tuner::MamsTuner;
 pub use adaptation::mclmc_tuner::MclmcTuner;
 pub use adaptation::stan_windows::{MetricEstimate, WarmupConfig, WarmupState};
@@ -93,10 +94,12 @@ pub use fn_density::FnLogDensity;
 pub use kernels::{
     msd_transition, try_msd_transition, BatchChain, BatchKernel, BatchedNuts, Hmc, HmcConfig,
     Kernel, KernelState, LapsConfig, Mams, MamsConfig, Mclmc, MclmcConfig, Msd, MsdConfig, MsdInfo,
-    MsdParams, MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, StepParams,
-    SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
+    MsdParams, MsdState, Nuts, NutsConfig, RandomWalk, RandomWalkConfig, Smile, SmileConfig,
+    StepParams, SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
 };
-pub use log_density::{for_each_row, recover, LogDensity, LogDensityError, LogDensityErrorKind};
+pub use log_density::{
+    for_each_row, recover, LogDensity, LogDensityError, LogDensityErrorKind, MinibatchDensity,
+};
 pub use metric::{DiagonalMassMatrix, Metric, MetricAt};
 pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
 pub use riemannian_density::RiemannianDensity;

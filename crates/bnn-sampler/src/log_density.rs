@@ -153,6 +153,36 @@ pub trait LogDensity: Send + Sync {
     fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
         None
     }
+
+    /// The same target as a prior plus a sum over data rows, estimable from a subset of the rows
+    /// (stochastic-gradient samplers: SMILE); `None` (the default) for a density that is not.
+    fn minibatch(&self) -> Option<&dyn MinibatchDensity> {
+        None
+    }
+}
+
+/// A log density `log p(θ) = log prior(θ) + Σₙ log p(yₙ | θ)` over `N` data rows that can be
+/// estimated from a random subset of them: with `B` rows drawn uniformly without replacement,
+/// `log prior(θ) + (N / B) Σ_{n ∈ batch} log p(yₙ | θ)` and its gradient are unbiased for the
+/// full ones (the prior enters once, unscaled).
+///
+/// Each chain of a `[C, D]` call has its own rows, so a batched step gives every chain the
+/// noise it would have alone.
+pub trait MinibatchDensity: Send + Sync {
+    /// The number of data rows `N` the full log likelihood sums over.
+    fn num_rows(&self) -> usize;
+
+    /// The minibatch estimate for a row-major `[C, D]` batch: chain `c` uses the row indices
+    /// `rows[c·B..(c+1)·B]` (each below [`MinibatchDensity::num_rows`], `B = rows.len() / C`).
+    /// Writes the values, and the gradients where `gradients` is given (`C · D` values).
+    /// Errors as for [`LogDensity::log_density_and_gradient`].
+    fn minibatch_log_density(
+        &self,
+        rows: &[usize],
+        positions: &[f64],
+        log_densities: &mut [f64],
+        gradients: Option<&mut [f64]>,
+    ) -> Result<(), LogDensityError>;
 }
 
 impl<T: LogDensity + ?Sized> LogDensity for &T {
@@ -177,6 +207,9 @@ impl<T: LogDensity + ?Sized> LogDensity for &T {
     fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
         (**self).riemannian()
     }
+    fn minibatch(&self) -> Option<&dyn MinibatchDensity> {
+        (**self).minibatch()
+    }
 }
 
 impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
@@ -200,6 +233,9 @@ impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
     }
     fn riemannian(&self) -> Option<&dyn RiemannianDensity> {
         (**self).riemannian()
+    }
+    fn minibatch(&self) -> Option<&dyn MinibatchDensity> {
+        (**self).minibatch()
     }
 }
 

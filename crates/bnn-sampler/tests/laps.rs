@@ -12,7 +12,7 @@ use bnn_sampler::{
 };
 use support::held_out::Suite;
 use support::targets::{Banana, IidGaussian};
-use support::{run_to_end, uniform_starts, StopAfter};
+use support::{assert_resumes_bit_for_bit, run_to_end, uniform_starts};
 
 fn sampler(laps: LapsConfig, burn_in: usize, draws: usize, seed: u64) -> Sampler {
     SamplerConfig::new(laps.into())
@@ -182,36 +182,13 @@ fn a_stopped_ensemble_resumes_bit_for_bit() {
     let target = IidGaussian::log_spaced(4);
     let starts = uniform_starts(6, 4, 1.0, 61);
     let sampler = sampler(LapsConfig::new().with_adjusted_tuning(20), 400, 30, 61);
-    let (whole, whole_chains) = run_to_end(&sampler, &target, &starts, true);
-    let burn_in_steps = burn_in(&whole_chains).0;
-    for after in [1, 50, burn_in_steps + 5, burn_in_steps + 20 + 10] {
-        let stop = AtomicBool::new(false);
-        let mut chains = sampler.init_chains(&target, &starts).unwrap();
-        let mut first = StopAfter {
-            inner: CollectedDraws::new(6, 4).with_warmup(true),
-            after,
-            seen: 0,
-            stop: &stop,
-        };
-        assert_eq!(
-            sampler
-                .run(&target, &mut chains, &mut first, &stop)
-                .unwrap(),
-            RunStatus::Stopped
-        );
-        let json = serde_json::to_string(&chains).unwrap();
-        let mut resumed: Vec<ChainState> = serde_json::from_str(&json).unwrap();
-        assert_eq!(resumed, chains, "stopped after {after}");
-        let mut rest = first.inner;
-        assert_eq!(
-            sampler
-                .run(&target, &mut resumed, &mut rest, &AtomicBool::new(false))
-                .unwrap(),
-            RunStatus::Finished
-        );
-        assert_eq!(rest, whole, "stopped after {after}");
-        assert_eq!(resumed, whole_chains, "stopped after {after}");
-    }
+    let burn_in_steps = burn_in(&run_to_end(&sampler, &target, &starts, true).1).0;
+    assert_resumes_bit_for_bit(
+        &sampler,
+        &target,
+        &starts,
+        &[1, 50, burn_in_steps + 5, burn_in_steps + 20 + 10],
+    );
 }
 
 /// One chain is no ensemble; chains of another sampler are refused by name.

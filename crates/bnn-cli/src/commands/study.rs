@@ -143,6 +143,10 @@ pub struct MileArgs {
         allow_hyphen_values = true
     )]
     pub extra: String,
+    /// Also SMILE (stochastic-gradient MCLMC, `--sampler smile`) from the MILE run's members, with
+    /// a SMILE-against-MILE table; its settings through --extra (`--sampler-batch-size 512`).
+    #[arg(long)]
+    pub smile: bool,
 }
 
 impl MileArgs {
@@ -152,6 +156,7 @@ impl MileArgs {
             splits: self.splits,
             seeds: self.seeds,
             extra: extra_run_flags(&self.extra, true)?,
+            smile: self.smile,
         })
     }
 }

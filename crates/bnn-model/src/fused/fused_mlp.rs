@@ -620,6 +620,121 @@ impl FusedMlp {
         true
     }
 
+    /// The minibatch estimate `log prior + (N / B) Σ_{n ∈ rows_c} log p(yₙ | θ_c)` of a host
+    /// `[C, D]` batch, chain `c` on `rows[c·B..(c+1)·B]`, with gradients where asked for: each
+    /// chain's rows gathered into a per-thread buffer, then the host kernel on them. `false`
+    /// (nothing written) unless this operation runs the host kernel.
+    pub fn host_minibatch_log_posterior(
+        &self,
+        dtype: DType,
+        rows: &[usize],
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: Option<&mut [f64]>,
+    ) -> bool {
+        if self.program != FusedProgram::HostKernel {
+            return false;
+        }
+        let (d, c) = (self.dim(), values.len());
+        let b = rows.len() / c.max(1);
+        let m = &self.inner;
+        let scale = m.rows as f64 / b as f64;
+        match dtype {
+            DType::F64 => MINIBATCH_F64.with_borrow_mut(|gathered| {
+                let mut gradients = gradients;
+                for (chain, value) in values.iter_mut().enumerate() {
+                    let theta = &positions[chain * d..(chain + 1) * d];
+                    let gradient = gradients
+                        .as_deref_mut()
+                        .map(|g| &mut g[chain * d..(chain + 1) * d]);
+                    self.minibatch_chain(
+                        (&m.x64, &m.y64),
+                        &rows[chain * b..(chain + 1) * b],
+                        theta,
+                        value,
+                        gradient,
+                        scale,
+                        gathered,
+                        &WORKSPACE_F64,
+                    );
+                }
+            }),
+            DType::F32 => MINIBATCH_F32.with_borrow_mut(|gathered| {
+                let mut theta = vec![0.0f32; d];
+                let mut gradient = vec![0.0f32; d];
+                let mut gradients = gradients;
+                for (chain, value) in values.iter_mut().enumerate() {
+                    for (t, &p) in theta.iter_mut().zip(&positions[chain * d..(chain + 1) * d]) {
+                        *t = p as f32;
+                    }
+                    let with_gradient = gradients.is_some();
+                    self.minibatch_chain(
+                        (&m.x32, &m.y32),
+                        &rows[chain * b..(chain + 1) * b],
+                        &theta,
+                        value,
+                        with_gradient.then_some(&mut gradient[..]),
+                        scale,
+                        gathered,
+                        &WORKSPACE_F32,
+                    );
+                    if let Some(g) = gradients.as_deref_mut() {
+                        for (out, &h) in g[chain * d..(chain + 1) * d].iter_mut().zip(&gradient) {
+                            *out = h as f64;
+                        }
+                    }
+                    *value = *value as f32 as f64;
+                }
+            }),
+            _ => return false,
+        }
+        true
+    }
+
+    /// One chain of [`Self::host_minibatch_log_posterior`].
+    #[allow(clippy::too_many_arguments)]
+    fn minibatch_chain<R: Real>(
+        &self,
+        (x, y): (&[R], &[R]),
+        rows: &[usize],
+        theta: &[R],
+        value: &mut f64,
+        mut gradient: Option<&mut [R]>,
+        scale: f64,
+        gathered: &mut (Vec<R>, Vec<R>),
+        workspace: &'static LocalKey<RefCell<Workspace<R>>>,
+    ) {
+        let n = self.inner.rows;
+        let (features, columns) = (x.len() / n, y.len() / n);
+        let (xs, ys) = gathered;
+        xs.clear();
+        ys.clear();
+        for &r in rows {
+            xs.extend_from_slice(&x[r * features..(r + 1) * features]);
+            ys.extend_from_slice(&y[r * columns..(r + 1) * columns]);
+        }
+        let data = KernelData {
+            x: xs,
+            y: ys,
+            rows: rows.len(),
+        };
+        let values = std::slice::from_mut(value);
+        workspace
+            .with_borrow_mut(|ws| {
+                self.inner
+                    .kernel
+                    .evaluate(data, theta, values, gradient.as_deref_mut(), ws)
+            })
+            .expect("shapes were validated when the operation was built");
+        values[0] *= scale;
+        if let Some(g) = gradient.as_deref_mut() {
+            for v in g.iter_mut() {
+                *v = R::from_f64(v.to_f64() * scale);
+            }
+        }
+        self.add_prior(theta, values, gradient);
+    }
+
     /// The host kernel (and prior) over the chains of one call. Chains are independent, so a
     /// call with enough work is split into contiguous blocks of chains over Rayon's pool (the
     /// batched samplers make one call for all chains); every chain is computed by the same code
@@ -692,6 +807,9 @@ thread_local! {
     /// allocated per call after the first.
     static WORKSPACE_F32: RefCell<Workspace<f32>> = RefCell::new(Workspace::default());
     static WORKSPACE_F64: RefCell<Workspace<f64>> = RefCell::new(Workspace::default());
+    /// Each chain's minibatch rows (inputs, targets) for [`FusedMlp::host_minibatch_log_posterior`].
+    static MINIBATCH_F32: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    static MINIBATCH_F64: RefCell<(Vec<f64>, Vec<f64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
     /// f32 copies of positions and gradients for [`FusedMlp::host_log_posterior_and_gradient`].
     static HOST_BUFFERS_F32: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }

@@ -48,11 +48,12 @@ fn bnn_defaults(settings: AlgorithmConfig) -> AlgorithmConfig {
 /// The command-line flags that set a sampler's own settings: `(flag, key in
 /// [sampler.algorithm])`. A flag applies to whichever chosen sampler has the key; one flag may
 /// feed several keys (`--tune-fractions` is MCLMC's two phase shares or MAMS's four).
-pub const SETTING_FLAGS: [(&str, &str); 16] = [
+pub const SETTING_FLAGS: [(&str, &str); 17] = [
     ("--target-accept", "target_accept"),
     ("--max-depth", "max_tree_depth"),
     ("--num-steps", "num_steps"),
     ("--steps-per-draw", "steps_per_draw"),
+    ("--sampler-batch-size", "batch_size"),
     ("--trajectory-length", "initial_trajectory_length"),
     ("--energy-variance-start", "energy_variance_start"),
     ("--energy-variance-end", "energy_variance_end"),

@@ -7,7 +7,7 @@ use bnn_model::{
     Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorError, PriorSpec, UnknownName,
 };
 use bnn_sampler::{
-    MclmcConfig, MetricEstimate, RandomWalkConfig, SamplerConfig, SamplerSettings,
+    MclmcConfig, MetricEstimate, RandomWalkConfig, SamplerConfig, SamplerSettings, SmileConfig,
     StationarityConfig, StepSizeSearch, WarmupConfig, WarmupPolicy,
 };
 use burn::config::Config;
@@ -402,6 +402,19 @@ impl RunConfig {
             .with_draws(10_000)
             .with_thin(10)
             .with_checkpoint_every(1000);
+        self
+    }
+
+    /// SMILE at MILE's budget (Sommer et al. 2026 run it so): the sampler switched to `smile`
+    /// (a file's SMILE settings stay), 50,000 tuning and 10,000 sampling steps kept every 10th.
+    pub fn with_smile_sampling(mut self) -> Self {
+        let smile = self
+            .sampler
+            .algorithm
+            .switched_to(SmileConfig::NAME)
+            .expect("SMILE is registered");
+        self = self.with_mile_sampling();
+        self.sampler = self.sampler.with_algorithm(smile);
         self
     }
 

@@ -13,7 +13,7 @@ use crate::storage::run_dir::{write_json, RunDir};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_data::Dataset;
 use bnn_model::{AutodiffLogDensity, BnnConfig, MlpPosterior, ParameterLayout, Posterior};
-use bnn_sampler::{MsdConfig, SamplerSettings};
+use bnn_sampler::{AlgorithmConfig, LogDensity, MsdConfig, SamplerSettings, SmileConfig};
 use burn::tensor::{DType, Device};
 use serde_json::json;
 use std::path::PathBuf;
@@ -131,6 +131,9 @@ impl DeiMcmc {
             _ => None,
         };
         let density = AutodiffLogDensity::new(posterior);
+        if let AlgorithmConfig::Smile(smile) = &config.sampler.algorithm.0 {
+            check_smile(smile, &density, &config.model.likelihood)?;
+        }
         let density = match riemannian {
             Some(riemannian) => density.with_riemannian(riemannian),
             None => density,
@@ -309,4 +312,26 @@ impl DeiMcmc {
         let value = json!({ "dim": self.layout.dim(), "entries": serde_json::to_value(&self.layout.entries)?, "columns": crate::storage::draw_store::cmdstan_names(&self.layout) });
         write_json(&self.dir.layout(), &value)
     }
+}
+
+/// SMILE's refusals before anything is written: a likelihood without per-row terms, and a batch
+/// larger than the training set (each naming its flag).
+fn check_smile(
+    smile: &SmileConfig,
+    density: &AutodiffLogDensity<MlpPosterior>,
+    likelihood: &str,
+) -> Result<()> {
+    let Some(minibatch) = density.minibatch() else {
+        bail!(
+            "--sampler smile estimates the log likelihood from minibatches of rows, which --likelihood {likelihood} does not allow (its prior on log σ sits inside the likelihood term); choose another --likelihood, or a full-batch sampler such as --sampler mclmc"
+        );
+    };
+    let rows = minibatch.num_rows();
+    if smile.batch_size > rows {
+        bail!(
+            "--sampler-batch-size {} (config key `batch_size` in [sampler.algorithm]) exceeds the {rows} training rows; use at most {rows}, or --sampler mclmc for full-batch gradients",
+            smile.batch_size
+        );
+    }
+    Ok(())
 }

@@ -9,6 +9,7 @@
 pub mod autocorrelation_length;
 pub mod dual_averaging;
 pub mod ensemble_tuner;
+pub mod gradient_noise;
 pub mod mams_tuner;
 pub mod mclmc_tuner;
 pub mod stan_windows;
@@ -23,6 +24,7 @@ use crate::draw_stats::DrawStats;
 use crate::kernels::StepParams;
 use crate::metric::DiagonalMassMatrix;
 use ensemble_tuner::EnsembleMember;
+use gradient_noise::SmileTuner;
 use mams_tuner::MamsTuner;
 use mclmc_tuner::MclmcTuner;
 use stan_windows::WarmupState;
@@ -68,6 +70,9 @@ impl TunedParams {
 pub enum Tuner {
     /// Stan's windowed warmup: dual averaging of the step size, diagonal metric from windows.
     StanWindows(WarmupState),
+    /// SMILE: MCLMC's tuner and a preconditioner from the minibatch gradients' noise (before
+    /// `Mclmc`, so that an untagged checkpoint of either reads back as itself).
+    Smile(Box<SmileTuner>),
     /// MCLMC's three-phase tuner of ε (energy-error variance) and L (variances, then ESS).
     Mclmc(MclmcTuner),
     /// MAMS: dual averaging of ε, preconditioner and L from variances, then L from the ESS.
@@ -83,6 +88,7 @@ impl Tuner {
         match self {
             Tuner::StanWindows(state) => state.num_warmup(),
             Tuner::Mclmc(state) => state.num_warmup(),
+            Tuner::Smile(state) => state.num_warmup(),
             Tuner::Mams(state) => state.num_warmup(),
             Tuner::Ensemble(state) => state.num_warmup(),
         }
@@ -93,6 +99,7 @@ impl Tuner {
         match self {
             Tuner::StanWindows(state) => state.iteration(),
             Tuner::Mclmc(state) => state.iteration(),
+            Tuner::Smile(state) => state.iteration(),
             Tuner::Mams(state) => state.iteration(),
             Tuner::Ensemble(state) => state.iteration(),
         }
@@ -123,6 +130,7 @@ impl Tuner {
                 search,
             ),
             Tuner::Mclmc(state) => state.observe(position, stats, params),
+            Tuner::Smile(state) => state.observe(position, gradient, stats, params),
             Tuner::Mams(state) => state.observe(position, stats, params),
             // The ensemble is tuned by the runner, from all chains at once.
             Tuner::Ensemble(_) => {}
@@ -135,6 +143,7 @@ impl Tuner {
         match self {
             Tuner::StanWindows(_) | Tuner::Ensemble(_) => false,
             Tuner::Mclmc(state) => state.holds_positions(),
+            Tuner::Smile(state) => state.holds_positions(),
             Tuner::Mams(state) => state.holds_positions(),
         }
     }
@@ -143,7 +152,7 @@ impl Tuner {
     pub fn stan_windows(&self) -> Option<&WarmupState> {
         match self {
             Tuner::StanWindows(state) => Some(state),
-            Tuner::Mclmc(_) | Tuner::Mams(_) | Tuner::Ensemble(_) => None,
+            Tuner::Mclmc(_) | Tuner::Smile(_) | Tuner::Mams(_) | Tuner::Ensemble(_) => None,
         }
     }
 }

@@ -120,7 +120,7 @@ impl IsokineticPath {
     }
 
     /// Takes the evaluation at `position`; a failure or a non-finite value ends the path.
-    fn receive(&mut self, log_density: f64, gradient: &[f64]) {
+    pub(crate) fn receive(&mut self, log_density: f64, gradient: &[f64]) {
         self.evaluations += 1;
         // Copy and check in one pass; a failed path's gradient is never read again.
         let mut finite = log_density.is_finite();
@@ -136,7 +136,7 @@ impl IsokineticPath {
     }
 
     /// The batch call that held this path's evaluation failed recoverably: the path stops.
-    fn receive_failure(&mut self) {
+    pub(crate) fn receive_failure(&mut self) {
         self.evaluations += 1;
         self.failed = true;
     }

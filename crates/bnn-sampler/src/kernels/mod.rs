@@ -17,6 +17,7 @@ mod msd;
 mod nuts;
 mod nuts_batched;
 mod random_walk;
+mod smile;
 mod surrogate_nuts;
 
 pub use hmc::{Hmc, HmcConfig};
@@ -27,6 +28,7 @@ pub use msd::{msd_transition, try_msd_transition, Msd, MsdConfig, MsdInfo, MsdPa
 pub use nuts::{Nuts, NutsConfig};
 pub use nuts_batched::BatchedNuts;
 pub use random_walk::{RandomWalk, RandomWalkConfig};
+pub use smile::{Smile, SmileConfig};
 pub use surrogate_nuts::{
     SurrogateCounts, SurrogateNuts, SurrogateNutsConfig, SURROGATE_NUTS_STATS,
 };
@@ -47,6 +49,9 @@ crate::algorithm_config::registered_samplers! {
     Msd(MsdConfig),
     /// Late-adjusted parallel sampling: an ensemble's MCLMC burn-in, then MAMS with shared steps.
     Laps(LapsConfig),
+    /// Stochastic-gradient MCLMC: needs a density with minibatch evaluation
+    /// ([`LogDensity::minibatch`]).
+    Smile(SmileConfig),
 }
 
 use rand::Rng;

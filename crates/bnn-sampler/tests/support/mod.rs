@@ -206,3 +206,40 @@ pub fn run_to_end<L: LogDensity + ?Sized>(
     assert_eq!(status, RunStatus::Finished);
     (draws, chains)
 }
+
+/// Runs from `starts` stopped after each of `afters` draws of chain 0 (warmup included),
+/// serialized and resumed: the draws and final states must be those of an uninterrupted run.
+pub fn assert_resumes_bit_for_bit<L: LogDensity + ?Sized>(
+    sampler: &Sampler,
+    target: &L,
+    starts: &[ChainStart],
+    afters: &[usize],
+) {
+    let (whole, whole_chains) = run_to_end(sampler, target, starts, true);
+    for &after in afters {
+        let stop = AtomicBool::new(false);
+        let mut chains = sampler.init_chains(target, starts).unwrap();
+        let mut first = StopAfter {
+            inner: CollectedDraws::new(starts.len(), target.dim()).with_warmup(true),
+            after,
+            seen: 0,
+            stop: &stop,
+        };
+        assert_eq!(
+            sampler.run(target, &mut chains, &mut first, &stop).unwrap(),
+            RunStatus::Stopped
+        );
+        let json = serde_json::to_string(&chains).unwrap();
+        let mut resumed: Vec<ChainState> = serde_json::from_str(&json).unwrap();
+        assert_eq!(resumed, chains, "stopped after {after}");
+        let mut rest = first.inner;
+        assert_eq!(
+            sampler
+                .run(target, &mut resumed, &mut rest, &AtomicBool::new(false))
+                .unwrap(),
+            RunStatus::Finished
+        );
+        assert_eq!(rest, whole, "stopped after {after}");
+        assert_eq!(resumed, whole_chains, "stopped after {after}");
+    }
+}

@@ -25,7 +25,7 @@ use crate::dei_runs::{
 };
 use anyhow::{bail, Context as _, Result};
 use bnn_pipeline::{RunConfig, RunDir};
-use bnn_sampler::{MclmcConfig, SamplerSettings};
+use bnn_sampler::{MclmcConfig, SamplerSettings, SmileConfig};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -39,6 +39,8 @@ pub enum MileSampler {
     DeiNuts,
     /// MCLMC at MILE's budget: 50,000 tuning + 10,000 sampling steps kept every 10th.
     Mile,
+    /// SMILE (stochastic-gradient MCLMC, its default batch of 256 rows) at MILE's budget.
+    Smile,
 }
 
 impl MileSampler {
@@ -48,6 +50,7 @@ impl MileSampler {
         match self {
             MileSampler::DeiNuts => "dei-nuts",
             MileSampler::Mile => "mile",
+            MileSampler::Smile => "smile",
         }
     }
 
@@ -61,11 +64,13 @@ impl MileSampler {
                 s.warmup = 100;
                 s.draws = 1000;
             }
-            MileSampler::Mile => {
-                s.algorithm = s
-                    .algorithm
-                    .switched_to(MclmcConfig::NAME)
-                    .expect("MCLMC is registered");
+            MileSampler::Mile | MileSampler::Smile => {
+                let name = if self == MileSampler::Mile {
+                    MclmcConfig::NAME
+                } else {
+                    SmileConfig::NAME
+                };
+                s.algorithm = s.algorithm.switched_to(name).expect("registered");
                 s.warmup = 50_000;
                 s.draws = 10_000;
                 s.thin = 10;
@@ -84,6 +89,8 @@ pub struct MileConfig {
     pub seeds: u64,
     /// `bnn run` flags for every run (by default `--learning-rate 0.01`).
     pub extra: ExtraRunFlags,
+    /// Also SMILE from the same members (its members copied from the MILE run).
+    pub smile: bool,
 }
 
 impl Default for MileConfig {
@@ -95,11 +102,21 @@ impl Default for MileConfig {
             splits: 3,
             seeds: 1,
             extra: ExtraRunFlags::default(),
+            smile: false,
         }
     }
 }
 
 impl MileConfig {
+    /// The samplers each (dataset, split, seed) runs, in order.
+    pub fn samplers(&self) -> Vec<MileSampler> {
+        let mut samplers = MileSampler::BOTH.to_vec();
+        if self.smile {
+            samplers.push(MileSampler::Smile);
+        }
+        samplers
+    }
+
     /// The run config of one sampler on a dataset, split and chain seed index `k` (chain seed
     /// `100·k + split`).
     pub fn run_config(
@@ -136,7 +153,7 @@ impl MileConfig {
             bail!("--seeds takes a positive number");
         }
         for dataset in &self.datasets {
-            for sampler in MileSampler::BOTH {
+            for sampler in self.samplers() {
                 let config = self.run_config(sampler, dataset, 0, 0).with_context(|| {
                     format!("the {} runs on {dataset} (--extra)", sampler.name())
                 })?;
@@ -165,13 +182,18 @@ pub fn run_mile(
 ) -> Result<MileReport> {
     config.validate()?;
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let samplers = config.samplers();
     let planned: Vec<(String, u64, u64, MileSampler)> = config
         .datasets
         .iter()
         .flat_map(|d| {
+            let samplers = &samplers;
             (0..config.splits).flat_map(move |s| {
-                (0..config.seeds)
-                    .flat_map(move |k| MileSampler::BOTH.map(|sampler| (d.clone(), s, k, sampler)))
+                (0..config.seeds).flat_map(move |k| {
+                    samplers
+                        .iter()
+                        .map(move |&sampler| (d.clone(), s, k, sampler))
+                })
             })
         })
         .collect();
@@ -185,8 +207,19 @@ pub fn run_mile(
             sampler.name()
         );
         if report::read_run(&dir).is_none() {
-            if *k > 0 && !RunDir::new(&dir).has_ensemble() {
-                let first = MileConfig::run_dir(out, *sampler, dataset, *split, 0);
+            // SMILE samples from the MILE run's members; a further chain seed from the first's.
+            let source = match (*k, *sampler) {
+                (_, MileSampler::Smile) => Some(MileSampler::Mile),
+                (0, _) => None,
+                _ => Some(*sampler),
+            };
+            if let Some(source) = source.filter(|_| !RunDir::new(&dir).has_ensemble()) {
+                let source_k = if *sampler == MileSampler::Smile {
+                    *k
+                } else {
+                    0
+                };
+                let first = MileConfig::run_dir(out, source, dataset, *split, source_k);
                 copy_members(
                     &RunDir::new(&first).ensemble_dir(),
                     &RunDir::new(&dir).ensemble_dir(),
@@ -225,15 +258,17 @@ pub fn run_mile(
     }
     let mut rows = Vec::new();
     let mut pairs = runs.into_iter();
-    for (dataset, split, _, _) in planned.iter().step_by(2) {
+    for (dataset, split, _, _) in planned.iter().step_by(samplers.len()) {
         let (Some(nuts), Some(mile)) = (pairs.next(), pairs.next()) else {
             bail!("two runs per (dataset, split, seed)");
         };
+        let smile = if config.smile { pairs.next() } else { None };
         rows.push(MileRow {
             dataset: dataset.clone(),
             split: *split,
             nuts,
             mile,
+            smile,
         });
     }
     let table = report::markdown(config, &rows);

@@ -19,6 +19,8 @@ pub struct MileRow {
     pub split: u64,
     pub nuts: SamplerRun,
     pub mile: SamplerRun,
+    /// SMILE from the same members, where the study ran it.
+    pub smile: Option<SamplerRun>,
 }
 
 /// The finished run in `dir`, `None` while it has no summary.
@@ -120,6 +122,9 @@ pub(super) fn markdown(config: &MileConfig, rows: &[MileRow]) -> String {
         per_split.pop();
         per_split += "\n";
     }
+    if config.smile {
+        text += &smile_table(config, rows);
+    }
     let seeds = if config.seeds > 1 {
         format!(" and chain seeds (split + 100·k, k < {})", config.seeds)
     } else {
@@ -134,4 +139,42 @@ pub(super) fn markdown(config: &MileConfig, rows: &[MileRow]) -> String {
         config.splits.saturating_sub(1),
     );
     text
+}
+
+/// SMILE against MILE from the same members: predictive quality, time and minibatch gradients.
+fn smile_table(config: &MileConfig, rows: &[MileRow]) -> String {
+    let f = |run: &SamplerRun, key: &str| number(&run.summary, key);
+    let mut text = String::from(
+        "\n| dataset | LPPD MILE | LPPD SMILE | Δ LPPD | RMSE MILE / SMILE | cov. 90% MILE / SMILE | minutes MILE / SMILE | time SMILE/MILE | gradients (M) MILE / SMILE (minibatch) |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for dataset in &config.datasets {
+        let mine: Vec<(&MileRow, &SamplerRun)> = rows
+            .iter()
+            .filter(|r| &r.dataset == dataset)
+            .filter_map(|r| Some((r, r.smile.as_ref()?)))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let n = mine.len() as f64;
+        let mean = |g: &dyn Fn(&MileRow, &SamplerRun) -> f64| {
+            mine.iter().map(|(r, s)| g(r, s)).sum::<f64>() / n
+        };
+        text += &format!(
+            "| {dataset} | {:.3} | {:.3} | {:+.3} | {:.3} / {:.3} | {:.3} / {:.3} | {:.1} / {:.1} | {:.2} | {:.2} / {:.2} |\n",
+            mean(&|r, _| f(&r.mile, "lppd")),
+            mean(&|_, s| f(s, "lppd")),
+            mean(&|r, s| f(s, "lppd") - f(&r.mile, "lppd")),
+            mean(&|r, _| f(&r.mile, "rmse")),
+            mean(&|_, s| f(s, "rmse")),
+            mean(&|r, _| f(&r.mile, "coverage_90")),
+            mean(&|_, s| f(s, "coverage_90")),
+            mean(&|r, _| r.mile.seconds) / 60.0,
+            mean(&|_, s| s.seconds) / 60.0,
+            mean(&|r, s| s.seconds / r.mile.seconds),
+            mean(&|r, _| r.mile.gradients) / 1e6,
+            mean(&|_, s| s.gradients) / 1e6,
+        );
+    }
+    text + "\nSMILE: stochastic-gradient MCLMC (`--sampler smile`), its gradients over minibatches of `batch_size` rows, at MILE's budget from the MILE run's members.\n"
 }
