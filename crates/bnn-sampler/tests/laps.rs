@@ -7,8 +7,7 @@ mod support;
 use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    BurnInEnd, ChainStart, ChainState, CollectedDraws, LapsConfig, RunStatus, Sampler,
-    SamplerConfig,
+    BurnInEnd, ChainStart, ChainState, CollectedDraws, LapsConfig, Sampler, SamplerConfig,
 };
 use support::held_out::Suite;
 use support::targets::{Banana, IidGaussian};
