@@ -11,7 +11,9 @@ use bnn_sampler::{
 };
 use support::held_out::Suite;
 use support::targets::{Banana, IidGaussian};
-use support::{assert_resumes_bit_for_bit, run_to_end, uniform_starts};
+use support::{
+    assert_resumes_bit_for_bit, assert_same_draws_whatever_threads, run_to_end, uniform_starts,
+};
 
 fn sampler(laps: LapsConfig, burn_in: usize, draws: usize, seed: u64) -> Sampler {
     SamplerConfig::new(laps.into())
@@ -152,26 +154,7 @@ fn adjusted_transitions_take_one_number_of_steps_for_every_chain() {
 fn draws_do_not_depend_on_threads_or_batching() {
     let target = Banana { b: 0.5 };
     let starts = uniform_starts(7, 2, 1.0, 51);
-    let draws = |threads: Option<usize>, batched: bool| {
-        let sampler = SamplerConfig::new(LapsConfig::new().into())
-            .with_num_warmup(300)
-            .with_num_draws(40)
-            .with_seed(51)
-            .with_threads(threads)
-            .with_batched(batched)
-            .init()
-            .unwrap();
-        run_to_end(&sampler, &target, &starts, true)
-    };
-    let (reference, chains) = draws(Some(1), false);
-    for (threads, batched) in [(Some(2), false), (Some(3), false), (None, true)] {
-        let (other, other_chains) = draws(threads, batched);
-        assert_eq!(other, reference, "threads {threads:?}, batched {batched}");
-        assert_eq!(
-            other_chains, chains,
-            "threads {threads:?}, batched {batched}"
-        );
-    }
+    assert_same_draws_whatever_threads(LapsConfig::new().into(), (300, 40, 51), &target, &starts);
 }
 
 /// Stopped in the burn-in, in the adjusted tuning and in sampling, serialized and resumed: the

@@ -8,8 +8,8 @@ pub mod targets;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bnn_sampler::{
-    ChainStart, ChainState, CollectedDraws, Draw, DrawSink, LogDensity, RunStatus, Sampler,
-    SinkError,
+    AlgorithmConfig, ChainStart, ChainState, CollectedDraws, Draw, DrawSink, LogDensity, RunStatus,
+    Sampler, SamplerConfig, SinkError,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -241,5 +241,35 @@ pub fn assert_resumes_bit_for_bit<L: LogDensity + ?Sized>(
         );
         assert_eq!(rest, whole, "stopped after {after}");
         assert_eq!(resumed, whole_chains, "stopped after {after}");
+    }
+}
+
+/// Runs `algorithm` from `starts` threaded on 1, 2 and 3 threads and batched: every draw and
+/// final chain state must be the same.
+pub fn assert_same_draws_whatever_threads<L: LogDensity + ?Sized>(
+    algorithm: AlgorithmConfig,
+    (warmup, draws, seed): (usize, usize, u64),
+    target: &L,
+    starts: &[ChainStart],
+) {
+    let run = |threads: Option<usize>, batched: bool| {
+        let sampler = SamplerConfig::new(algorithm.clone())
+            .with_num_warmup(warmup)
+            .with_num_draws(draws)
+            .with_seed(seed)
+            .with_threads(threads)
+            .with_batched(batched)
+            .init()
+            .unwrap();
+        run_to_end(&sampler, target, starts, true)
+    };
+    let (reference, chains) = run(Some(1), false);
+    for (threads, batched) in [(Some(2), false), (Some(3), false), (None, true)] {
+        let (other, other_chains) = run(threads, batched);
+        assert_eq!(other, reference, "threads {threads:?}, batched {batched}");
+        assert_eq!(
+            other_chains, chains,
+            "threads {threads:?}, batched {batched}"
+        );
     }
 }
