@@ -25,7 +25,13 @@ if [ "${1:-}" = prepare ]; then
     mkdir -p .gpu/data .gl
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo /.gpu/ >> .git/info/exclude
     grep -qx '/.gl/' .git/info/exclude 2>/dev/null || echo /.gl/ >> .git/info/exclude
-    (cd .gl && ls libvulkan1*.deb >/dev/null 2>&1 || apt-get download libvulkan1) || echo "no libvulkan1 package (offline?): the GPU machine needs its own Vulkan loader"
+    # The Vulkan loader and glvnd: NVIDIA's Vulkan driver lives in libGLX_nvidia, which needs
+    # libGLdispatch (libglvnd0); without it the loader finds the ICD and no adapter.
+    mkdir -p /tmp/amd64/partial
+    apt_amd64='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+    (cd .gl && ls libglvnd0*.deb >/dev/null 2>&1 || { apt-get $apt_amd64 update >/dev/null &&
+        apt-get $apt_amd64 download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2; }) ||
+        echo "no Vulkan loader/glvnd packages (offline?): the GPU machine needs its own"
     strip -o /tmp/bnn-stripped "$TARGET/release/bnn" && xz -T0 -c /tmp/bnn-stripped > .gpu/bnn.xz
     cp -r "$BNN_DATA_DIR"/{concrete,yacht} .gpu/data/
     for set in concrete yacht; do
@@ -37,7 +43,10 @@ if [ "${1:-}" = prepare ]; then
     exit 0
 fi
 
-mkdir -p "$OUT"
+# Every intermediate file goes to $WORK; $OUT gets the JSON and one tarball of the logs (a lent
+# machine sends back at most 8 files).
+WORK=${WORK:-/tmp/many-chains-work}
+rm -rf "$WORK"; mkdir -p "$OUT" "$WORK"
 cap() { local left=$(( DEADLINE - SECONDS - 5 )); [ "$left" -lt "$1" ] && echo $(( left > 1 ? left : 1 )) || echo "$1"; }
 if ls .gl/*.deb >/dev/null 2>&1 && command -v nvidia-smi >/dev/null; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -46,11 +55,18 @@ fi
 for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
     if [ -f "$icd" ]; then export VK_DRIVER_FILES=$icd; break; fi
 done
-(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi") > "$OUT/gpu.txt"
-(grep -m1 'model name' /proc/cpuinfo; nproc; grep -o 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ') > "$OUT/cpu.txt"
+(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "no nvidia-smi") > "$WORK/gpu.txt"
+(grep -m1 'model name' /proc/cpuinfo; nproc; grep -o 'avx512f\|avx2' /proc/cpuinfo | sort -u | tr '\n' ' ') > "$WORK/cpu.txt"
 BIN=/tmp/bnn-many-chains; mkdir -p $BIN
 xz -d -c .gpu/bnn.xz > $BIN/bnn && chmod +x $BIN/bnn
 export BNN_DATA_DIR=$PWD/.gpu/data
+
+# Stop at once, with the loader's own words, when there is no adapter: every step needs one.
+if ! $BIN/bnn bench --device wgpu --problem cos2x-sigmoid --chains 1 --evals 1 --repeats 1 > "$WORK/probe.log" 2>&1; then
+    cat "$WORK/probe.log"; ldconfig -p | grep -E 'libvulkan|libGLdispatch|libGLX_nvidia'
+    VK_LOADER_DEBUG=error,warn $BIN/bnn bench --device wgpu --problem cos2x-sigmoid --chains 1 --evals 1 --repeats 1 2>&1 | head -30
+    tar -czf "$OUT/logs.tar.gz" -C "$WORK" .; exit 1
+fi
 
 if [ "$SMALL" = 1 ]; then CH=1,16; EV="--evals 2 --repeats 2"; RUNCH=16; W=60; D=10; NW=5; ND=5; DEPTH=3; SPD=2
 else CH=1,64,256,1024,4096; EV="--evals 30 --repeats 3"; RUNCH=1024; W=1000; D=100; NW=30; ND=30; DEPTH=6; SPD=15; fi
@@ -58,7 +74,7 @@ else CH=1,64,256,1024,4096; EV="--evals 30 --repeats 3"; RUNCH=1024; W=1000; D=1
 for problem in concrete cos2x-sigmoid; do
     echo "== kernel: $problem, chains $CH"
     timeout "$(cap 120)" $BIN/bnn bench --device wgpu --problem $problem --chains $CH --versus-cpu $EV \
-        --json "$OUT/bench_$problem.json" > "$OUT/bench_$problem.log" 2>&1
+        --json "$WORK/bench_$problem.json" > "$WORK/bench_$problem.log" 2>&1
     echo "rc=$?"
 done
 
@@ -69,16 +85,27 @@ run() {  # run NAME SET LIMIT FLAGS...
     echo "== $name"
     local start=$SECONDS
     timeout "$(cap "$limit")" $BIN/bnn run --config "bench/many_chains/$set.toml" --device wgpu --batched true \
-        --chains $RUNCH --checkpoint-every 0 --out "/tmp/run-$name" "$@" > "$OUT/run_$name.log" 2>&1
-    echo "rc=$? wall $(( SECONDS - start )) s" | tee "$OUT/run_$name.rc"
-    cp "/tmp/run-$name/summary.json" "$OUT/summary_$name.json" 2>/dev/null
-    cp "/tmp/run-$name/sampling.json" "$OUT/sampling_$name.json" 2>/dev/null
+        --chains $RUNCH --checkpoint-every 0 --out "/tmp/run-$name" "$@" > "$WORK/run_$name.log" 2>&1
+    echo "rc=$? wall $(( SECONDS - start )) s" | tee "$WORK/run_$name.rc"
+    cp "/tmp/run-$name/summary.json" "$WORK/summary_$name.json" 2>/dev/null
+    cp "/tmp/run-$name/sampling.json" "$WORK/sampling_$name.json" 2>/dev/null
 }
 run laps_concrete concrete 120 --sampler laps --warmup $W --draws $D --steps-per-draw $SPD
 run nuts_concrete concrete 150 --sampler nuts --warmup-policy fixed --warmup $NW --draws $ND --max-depth $DEPTH
 run laps_yacht yacht 120 --sampler laps --warmup $W --draws $D --steps-per-draw $SPD
 
-python3 - "$OUT" <<'PY'
+# Item 3's levers one at a time, at the sizes where they matter: 128 rows per block (64 is the
+# default), and one cube per chain (no row splits; the default splits a small batch's rows).
+if [ "$SMALL" != 1 ]; then
+    for variant in BNN_DEVICE_BLOCK_ROWS=128 BNN_DEVICE_ROW_SPLITS=1; do
+        echo "== kernel: concrete, $variant"
+        env "$variant" timeout "$(cap 60)" $BIN/bnn bench --device wgpu --problem concrete \
+            --chains 1,64,256,1024 $EV --json "$WORK/bench_$variant.json" > "$WORK/bench_$variant.log" 2>&1
+        echo "rc=$?"
+    done
+fi
+
+python3 - "$WORK" "$OUT" <<'PY'
 import json, os, sys
 out = sys.argv[1]
 def load(name):
@@ -91,6 +118,8 @@ result = {"gpu": open(os.path.join(out, "gpu.txt")).read().strip(),
 for problem in ["concrete", "cos2x-sigmoid"]:
     bench = load(f"bench_{problem}.json")
     result["kernel"][problem] = bench
+for variant in ["BNN_DEVICE_BLOCK_ROWS=128", "BNN_DEVICE_ROW_SPLITS=1"]:
+    result["kernel"][f"concrete {variant}"] = load(f"bench_{variant}.json")
 for name in ["laps_concrete", "nuts_concrete", "laps_yacht"]:
     summary, sampling = load(f"summary_{name}.json"), load(f"sampling_{name}.json")
     if not summary or not sampling:
@@ -104,8 +133,10 @@ for name in ["laps_concrete", "nuts_concrete", "laps_yacht"]:
         "chain_gradients_per_second": grads / seconds if seconds > 0 else None,
         "lppd": summary["lppd"], "rmse": summary["rmse"], "coverage_90": summary["coverage_90"],
         "rhat_test_loglik": summary["rhat_test_loglik"], "divergences": summary["divergences"],
+        "wall_seconds_whole_command": int(open(os.path.join(out, f"run_{name}.rc")).read().split()[2]),
     }
-json.dump(result, open(os.path.join(out, "many_chains.json"), "w"), indent=1)
+json.dump(result, open(os.path.join(sys.argv[2], "many_chains.json"), "w"), indent=1)
 print(json.dumps(result["runs"], indent=1))
 PY
+tar -czf "$OUT/logs.tar.gz" -C "$WORK" .
 echo done

@@ -330,6 +330,44 @@ fn device_kernel_covers_more_chains_than_one_grid_axis() {
 }
 
 #[test]
+fn device_kernel_gives_a_chain_the_same_bits_however_its_rows_are_split() {
+    // 600 rows: 5 segments of two 64-row blocks (4 of 128 rows, one of 88). A lone chain's
+    // segments go to 5 cubes, 20 chains' to 4 parts (part 0 takes segments 0 and 4), and
+    // 1100 chains' to one cube each: the segment sums are added in the same order in all three.
+    let Some(device) = wgpu_device() else { return };
+    let likelihood = bnn_model::Likelihood::GaussianHeteroscedastic {
+        link: Default::default(),
+    };
+    let config = BnnConfig::new(2)
+        .with_hidden(vec![6, 5])
+        .with_activation(Activation::Tanh)
+        .with_likelihood(likelihood);
+    let data = random_data(600, 2, 1, &likelihood, 8);
+    let density =
+        AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
+    let d = density.dim();
+    let thetas = random_theta(1100 * d, 0.6, 31);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (many_v, many_g) = evaluate(&density, &thetas, 1100);
+    let (some_v, some_g) = evaluate(&density, &thetas[..20 * d], 20);
+    for c in [0, 1, 19] {
+        let (v, g) = evaluate(&density, &thetas[c * d..(c + 1) * d], 1);
+        assert_eq!(bits(&v), bits(&many_v[c..c + 1]), "chain {c} alone vs 1100");
+        assert_eq!(
+            bits(&g),
+            bits(&many_g[c * d..(c + 1) * d]),
+            "chain {c}: gradient"
+        );
+        assert_eq!(bits(&v), bits(&some_v[c..c + 1]), "chain {c} alone vs 20");
+        assert_eq!(
+            bits(&g),
+            bits(&some_g[c * d..(c + 1) * d]),
+            "chain {c}: gradient"
+        );
+    }
+}
+
+#[test]
 fn fused_likelihood_alone_matches_too() {
     // `log_likelihood` (no prior) is what the predictive code calls; it goes through the same
     // operation with the prior switched off.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::chain::ChainStart;
 use crate::draw_sink::{Draw, DrawSink, SinkError};
-use crate::kernels::{HmcConfig, MclmcConfig, NutsConfig};
+use crate::kernels::{HmcConfig, LapsConfig, MclmcConfig, NutsConfig};
 use crate::log_density::{for_each_row, LogDensity, LogDensityError};
 use crate::sampler::{AlgorithmConfig, SamplerConfig};
 
@@ -84,7 +84,8 @@ pub struct OverheadMeasurement {
 /// Then one MCLMC chain as `bnn run` configures it (two gradients per transition: its cost per
 /// gradient is what compares with NUTS's per leapfrog step), and 4 NUTS chains batched (one
 /// `[C, D]` call per leapfrog step over the growing trees), the cost of the lockstep bookkeeping compared with the single chain (the per-row
-/// density cost is the same here, so the difference is the sampler's).
+/// density cost is the same here, so the difference is the sampler's). Last, 1024 LAPS chains
+/// batched: the host's work per chain-gradient beside a GPU's.
 pub fn measure_sampler_overhead(
     dim: usize,
     num_draws: usize,
@@ -92,7 +93,7 @@ pub fn measure_sampler_overhead(
 ) -> Vec<OverheadMeasurement> {
     let density = StandardNormalDensity { dim };
     let density_us = time_density(&density);
-    let runs: [(&str, AlgorithmConfig, usize, bool); 4] = [
+    let runs: [(&str, AlgorithmConfig, usize, bool); 5] = [
         ("nuts", NutsConfig::new().into(), 1, false),
         ("hmc", HmcConfig::new().with_num_steps(16).into(), 1, false),
         ("nuts_batched", NutsConfig::new().into(), 4, true),
@@ -105,12 +106,21 @@ pub fn measure_sampler_overhead(
             1,
             false,
         ),
+        // A GPU-sized ensemble: the host's share of each `[1024, D]` call (issue "Thousands of
+        // chains on a GPU": the kernel takes ~2.5 µs per chain-gradient on an H200).
+        ("laps_batched_1024", LapsConfig::new().into(), 1024, true),
     ];
     runs.into_iter()
         .filter_map(|(name, algorithm, num_chains, batched)| {
+            // The ensemble moves 1024 chains per transition: fewer transitions.
+            let transitions = if num_chains > 100 {
+                (num_draws / 20).max(10)
+            } else {
+                num_draws
+            };
             let config = SamplerConfig::new(algorithm)
-                .with_num_warmup(num_draws)
-                .with_num_draws(num_draws)
+                .with_num_warmup(transitions)
+                .with_num_draws(transitions)
                 .with_seed(seed)
                 .with_threads(Some(1))
                 .with_batched(batched);

@@ -157,6 +157,17 @@ fn draws_do_not_depend_on_threads_or_batching() {
     assert_same_draws_whatever_threads(LapsConfig::new().into(), (300, 40, 51), &target, &starts);
 }
 
+/// A batch big enough that each round's per-chain work runs on rayon's threads (130 chains of
+/// 256 values: above `Lockstep`'s 32,768) gives the draws of groups small enough to stay on one
+/// thread (3 threads: 44 chains each), in the burn-in (MCLMC) and in sampling (MAMS).
+#[test]
+fn a_batch_spread_over_threads_gives_the_same_draws() {
+    let target = IidGaussian::log_spaced(256);
+    let starts = uniform_starts(130, 256, 1.0, 71);
+    let laps = LapsConfig::new().with_adjusted_tuning(10);
+    assert_same_draws_whatever_threads(laps.into(), (60, 10, 71), &target, &starts);
+}
+
 /// Stopped in the burn-in, in the adjusted tuning and in sampling, serialized and resumed: the
 /// same draws and final states as an uninterrupted run.
 #[test]

@@ -1,5 +1,6 @@
-//! The whole MLP log density and its gradient as one CubeCL kernel (wgpu and the other GPU
-//! runtimes): one cube per chain, one launch per call.
+//! The whole MLP log density and its gradient as CubeCL kernels (wgpu and the other GPU
+//! runtimes): one cube per chain (or, for a small batch, per chain and row segment), then one
+//! short kernel that adds the segments and the prior; two launches per call.
 //!
 //! Why: the tensor program of [`crate::fused::ops_gradient`] issues a few dozen kernels per call and
 //! moves every `[C, N, width]` activation through device memory. On an H100 it cost ~2 ms per
@@ -15,6 +16,12 @@
 //!    (a bias reads the table's column of ones), the sums in the owner's registers. Each
 //!    parameter has one owner, so the sums need no atomics and come out in the same order on
 //!    every run.
+//!
+//! 3. **segments**: the rows fall into segments of two blocks; a cube sums each of its
+//!    segments from zero and writes them out, and `finish_kernel` adds a chain's segments in
+//!    order, then the prior. A small batch spreads a chain's segments over several cubes; the
+//!    order of the sums is the same however they are spread, so a chain's numbers do not
+//!    depend on the batch size (batched NUTS gives each chain the moves it makes alone).
 //!
 //! The tables store a row's columns at stride `A`/`D` width rounded up to an odd number: row
 //! threads of a warp then hit 32 different banks, and the gradient phase reads consecutive
@@ -43,6 +50,34 @@ const CATEGORICAL: u32 = 3;
 /// chains, concrete 16-16: more parameters per thread, more independent sums in flight) and 32.
 /// `BNN_DEVICE_BLOCK_ROWS` (a power of two, 16–256) fixes it instead, to compare on a card.
 const ROWS_PER_BLOCK: [u32; 3] = [64, 32, 16];
+
+/// Row blocks per segment: the unit of work a cube takes and of the sums [`finish_kernel`] adds.
+/// Two blocks (128 rows at R = 64) keep a segment's partial sums small next to its work.
+const SEGMENT_BLOCKS: u32 = 2;
+
+/// Cubes a launch aims at: a batch of fewer chains splits each chain's segments over several
+/// cubes. Measured on an H200 (concrete 16-16, µs per chain-gradient, bench/h200/README.md):
+/// one chain split over 7 cubes took 408 µs against 479 in one cube, but 64 chains split 7 ways
+/// took 9.3 µs against 8.1 unsplit, and 256 split 4 ways 4.1 against 3.4. A call's fixed cost
+/// (~400 µs at one chain: launches, two read-backs, the autodiff graph) dominates below a few
+/// hundred chains, so only batches of fewer than 64 chains split.
+const TARGET_CUBES: usize = 64;
+
+/// Parts per chain for `chains` chains of `segments` segments: enough cubes to fill the device,
+/// never more parts than segments. `BNN_DEVICE_ROW_SPLITS` fixes it instead (to measure).
+fn splits_for(chains: usize, segments: usize) -> usize {
+    static OVERRIDE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let fixed = *OVERRIDE.get_or_init(|| {
+        std::env::var("BNN_DEVICE_ROW_SPLITS")
+            .ok()?
+            .parse::<usize>()
+            .ok()
+            .filter(|&s| s >= 1)
+    });
+    fixed
+        .unwrap_or_else(|| TARGET_CUBES.div_ceil(chains.max(1)))
+        .clamp(1, segments.max(1))
+}
 
 /// The shared memory every WebGPU device offers a workgroup (WebGPU's minimum
 /// `maxComputeWorkgroupStorageSize`): a model whose f32 tables fit it runs the kernel on any
@@ -204,7 +239,12 @@ fn gradient_columns(p: usize, #[comptime] plan: NetworkPlan) -> (u32, u32) {
     (a_col as u32, d_col as u32)
 }
 
-/// θ `[C, P]` → log density `[C]` (and ∂/∂θ `[C, P]`), one cube of R threads per chain.
+/// θ `[C, P]` → each row segment's sums: per thread, the log likelihood of its rows
+/// (`ll_parts` `[C, G, R]`) and, per parameter, ∂/∂θ over the segment's rows (`grad_parts`
+/// `[C, G, P]`). One cube of R threads per (chain, part): part `s` of `splits` takes segments
+/// `s`, `s + splits`, …, so a small batch still fills the device. Every segment's sums start
+/// from zero whoever computes them, and [`finish_kernel`] adds them in segment order: a chain's
+/// numbers do not depend on the split, hence not on the batch size.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 // CubeCL code: `if comptime![..]` is resolved when the kernel is expanded, so it stays its own
@@ -214,20 +254,20 @@ fn network_kernel<F: Float>(
     theta: &[F],
     x: &[F],
     y: &[F],
-    quadratic: &[F],
-    absolute: &[F],
-    values: &mut [F],
-    gradient: &mut [F],
+    ll_parts: &mut [F],
+    grad_parts: &mut [F],
     rows: u32,
     chains: u32,
+    splits: u32,
+    segments: u32,
     slope: f32,
     head_a: f32,
     head_b: f32,
-    constant: f32,
     #[comptime] plan: NetworkPlan,
     #[define(F)] _elem: ElemType,
 ) {
-    let chain = CUBE_POS;
+    let chain = CUBE_POS / splits as usize;
+    let part = CUBE_POS % splits as usize;
     if chain >= chains as usize {
         terminate!();
     }
@@ -252,7 +292,6 @@ fn network_kernel<F: Float>(
     let mut del = Shared::<[F]>::new_slice(comptime![
         plan.rows_per_block as usize * plan.d_stride as usize
     ]);
-    let mut partial = Shared::<[F]>::new_slice(block_rows);
 
     let base = chain * params;
     let mut p = t;
@@ -281,183 +320,249 @@ fn network_kernel<F: Float>(
 
     let n_rows = rows as usize;
     let blocks = (n_rows + block_rows - 1) / block_rows;
-    let mut ll = zero;
-    for block in 0..blocks {
-        // Row phase: thread t owns row n of the block. A row past the end computes on the last
-        // row's inputs (finite) and contributes nothing: its ∂/∂output is set to 0.
-        let n = block * block_rows + t;
-        let valid = n < n_rows;
-        let nr = min(n, n_rows - 1);
-        for i in 0..d_input {
-            act[ar + 1 + i] = x[nr * d_input + i];
-        }
+    let segment_blocks = comptime![SEGMENT_BLOCKS as usize];
+    let mut segment = part;
+    while segment < segments as usize {
+        let mut ll = zero;
         #[unroll]
-        for l in 0..n_layers {
-            let d_in = comptime![plan.layers[l].d_in as usize];
-            let d_out = comptime![plan.layers[l].d_out as usize];
-            let w = comptime![plan.layers[l].weight as usize];
-            let b = comptime![plan.layers[l].bias as usize];
-            let a_in = comptime![plan.layers[l].a_in as usize];
-            let a_out = comptime![plan.layers[l].a_out as usize];
-            let dc = comptime![plan.layers[l].d_col as usize];
-            // Four units at a time: each input value read once for four weights.
-            // Unrolled: constant offsets, no loop counters, loads scheduled early. Every layer is
-            // small here: θ fits in shared memory (below 4096 values in 16 KiB).
-            #[unroll]
-            for group in 0..comptime![(plan.layers[l].d_out as usize).div_ceil(4)] {
-                let j = group * 4;
-                let j1 = min(j + 1, d_out - 1);
-                let j2 = min(j + 2, d_out - 1);
-                let j3 = min(j + 3, d_out - 1);
-                let mut z0 = th[b + j];
-                let mut z1 = th[b + j1];
-                let mut z2 = th[b + j2];
-                let mut z3 = th[b + j3];
-                #[unroll]
-                for i in 0..d_in {
-                    let v = act[ar + a_in + i];
-                    let row = w + i * d_out;
-                    z0 += th[row + j] * v;
-                    z1 += th[row + j1] * v;
-                    z2 += th[row + j2] * v;
-                    z3 += th[row + j3] * v;
-                }
-                if comptime![l == last] {
-                    del[dr + dc + j] = z0;
-                    del[dr + dc + j1] = z1;
-                    del[dr + dc + j2] = z2;
-                    del[dr + dc + j3] = z3;
-                } else {
-                    let (a0, g0) = activate::<F>(z0, slope, comptime![plan.activation]);
-                    let (a1, g1) = activate::<F>(z1, slope, comptime![plan.activation]);
-                    let (a2, g2) = activate::<F>(z2, slope, comptime![plan.activation]);
-                    let (a3, g3) = activate::<F>(z3, slope, comptime![plan.activation]);
-                    act[ar + a_out + j] = a0;
-                    act[ar + a_out + j1] = a1;
-                    act[ar + a_out + j2] = a2;
-                    act[ar + a_out + j3] = a3;
-                    del[dr + dc + j] = g0;
-                    del[dr + dc + j1] = g1;
-                    del[dr + dc + j2] = g2;
-                    del[dr + dc + j3] = g3;
-                }
-            }
+        for k in 0..owned {
+            acc[k] = zero;
         }
-
-        // Head: the row's log likelihood (without constants) and ∂/∂output in place of the outputs.
-        let oc = comptime![plan.layers[plan.layers.len() - 1].d_col as usize];
-        let mut row_ll = zero;
-        if comptime![plan.head == FIXED] {
-            let precision = F::cast_from(head_a);
-            for k in 0..targets {
-                let r = y[nr * targets + k] - del[dr + oc + k];
-                row_ll += r * r;
-                del[dr + oc + k] = select(valid, r * precision, zero);
+        let first = segment * segment_blocks;
+        let end = min(first + segment_blocks, blocks);
+        for block in first..end {
+            // Row phase: thread t owns row n of the block. A row past the end computes on the last
+            // row's inputs (finite) and contributes nothing: its ∂/∂output is set to 0.
+            let n = block * block_rows + t;
+            let valid = n < n_rows;
+            let nr = min(n, n_rows - 1);
+            for i in 0..d_input {
+                act[ar + 1 + i] = x[nr * d_input + i];
             }
-            row_ll = -half * precision * row_ll;
-        } else if comptime![plan.head == CATEGORICAL] {
-            let mut m = del[dr + oc];
-            for k in 1..targets {
-                m = max(m, del[dr + oc + k]);
-            }
-            let mut total = zero;
-            let mut mass = zero;
-            for k in 0..targets {
-                total += F::exp(del[dr + oc + k] - m);
-                mass += y[nr * targets + k];
-            }
-            let lse = m + F::ln(total);
-            for k in 0..targets {
-                let log_p = del[dr + oc + k] - lse;
-                let label = y[nr * targets + k];
-                row_ll += label * log_p;
-                del[dr + oc + k] = select(valid, label - F::exp(log_p) * mass, zero);
-            }
-        } else {
-            let lo = F::cast_from(head_a);
-            let hi = F::cast_from(head_b);
-            for k in 0..targets {
-                let mean = del[dr + oc + k];
-                let raw = del[dr + oc + targets + k];
-                let (log_sd, dlog_sd) =
-                    hetero_log_sd::<F>(raw, lo, hi, comptime![plan.head == HETERO_SOFTPLUS]);
-                let inv_sd = F::exp(-log_sd);
-                let z = (y[nr * targets + k] - mean) * inv_sd;
-                row_ll += -half * z * z - log_sd;
-                del[dr + oc + k] = select(valid, z * inv_sd, zero);
-                del[dr + oc + targets + k] = select(valid, (z * z - one) * dlog_sd, zero);
-            }
-        }
-        ll += select(valid, row_ll, zero);
-
-        if comptime![plan.with_gradient] {
-            // δ back through the layers: δ_{l−1} = φ'(z_{l−1}) ⊙ (W_l δ_l), four units at a time.
             #[unroll]
-            for q in 0..comptime![plan.layers.len() - 1] {
-                let l = comptime![plan.layers.len() - 1 - q];
+            for l in 0..n_layers {
                 let d_in = comptime![plan.layers[l].d_in as usize];
                 let d_out = comptime![plan.layers[l].d_out as usize];
                 let w = comptime![plan.layers[l].weight as usize];
+                let b = comptime![plan.layers[l].bias as usize];
+                let a_in = comptime![plan.layers[l].a_in as usize];
+                let a_out = comptime![plan.layers[l].a_out as usize];
                 let dc = comptime![plan.layers[l].d_col as usize];
-                let below = comptime![plan.layers[l - 1].d_col as usize];
+                // Four units at a time: each input value read once for four weights.
+                // Unrolled: constant offsets, no loop counters, loads scheduled early. Every layer is
+                // small here: θ fits in shared memory (below 4096 values in 16 KiB).
                 #[unroll]
-                for group in 0..comptime![(plan.layers[l].d_in as usize).div_ceil(4)] {
-                    let i = group * 4;
-                    let i1 = min(i + 1, d_in - 1);
-                    let i2 = min(i + 2, d_in - 1);
-                    let i3 = min(i + 3, d_in - 1);
-                    let mut s0 = zero;
-                    let mut s1 = zero;
-                    let mut s2 = zero;
-                    let mut s3 = zero;
+                for group in 0..comptime![(plan.layers[l].d_out as usize).div_ceil(4)] {
+                    let j = group * 4;
+                    let j1 = min(j + 1, d_out - 1);
+                    let j2 = min(j + 2, d_out - 1);
+                    let j3 = min(j + 3, d_out - 1);
+                    let mut z0 = th[b + j];
+                    let mut z1 = th[b + j1];
+                    let mut z2 = th[b + j2];
+                    let mut z3 = th[b + j3];
                     #[unroll]
-                    for j in 0..d_out {
-                        let g = del[dr + dc + j];
-                        s0 += th[w + i * d_out + j] * g;
-                        s1 += th[w + i1 * d_out + j] * g;
-                        s2 += th[w + i2 * d_out + j] * g;
-                        s3 += th[w + i3 * d_out + j] * g;
+                    for i in 0..d_in {
+                        let v = act[ar + a_in + i];
+                        let row = w + i * d_out;
+                        z0 += th[row + j] * v;
+                        z1 += th[row + j1] * v;
+                        z2 += th[row + j2] * v;
+                        z3 += th[row + j3] * v;
                     }
-                    // Clamped duplicates (i1 = i at the end) write the same value twice.
-                    let d0 = del[dr + below + i];
-                    let d1 = del[dr + below + i1];
-                    let d2 = del[dr + below + i2];
-                    let d3 = del[dr + below + i3];
-                    del[dr + below + i] = d0 * s0;
-                    if i1 != i {
-                        del[dr + below + i1] = d1 * s1;
+                    if comptime![l == last] {
+                        del[dr + dc + j] = z0;
+                        del[dr + dc + j1] = z1;
+                        del[dr + dc + j2] = z2;
+                        del[dr + dc + j3] = z3;
+                    } else {
+                        let (a0, g0) = activate::<F>(z0, slope, comptime![plan.activation]);
+                        let (a1, g1) = activate::<F>(z1, slope, comptime![plan.activation]);
+                        let (a2, g2) = activate::<F>(z2, slope, comptime![plan.activation]);
+                        let (a3, g3) = activate::<F>(z3, slope, comptime![plan.activation]);
+                        act[ar + a_out + j] = a0;
+                        act[ar + a_out + j1] = a1;
+                        act[ar + a_out + j2] = a2;
+                        act[ar + a_out + j3] = a3;
+                        del[dr + dc + j] = g0;
+                        del[dr + dc + j1] = g1;
+                        del[dr + dc + j2] = g2;
+                        del[dr + dc + j3] = g3;
                     }
-                    if i2 != i {
-                        del[dr + below + i2] = d2 * s2;
+                }
+            }
+
+            // Head: the row's log likelihood (without constants) and ∂/∂output in place of the outputs.
+            let oc = comptime![plan.layers[plan.layers.len() - 1].d_col as usize];
+            let mut row_ll = zero;
+            if comptime![plan.head == FIXED] {
+                let precision = F::cast_from(head_a);
+                for k in 0..targets {
+                    let r = y[nr * targets + k] - del[dr + oc + k];
+                    row_ll += r * r;
+                    del[dr + oc + k] = select(valid, r * precision, zero);
+                }
+                row_ll = -half * precision * row_ll;
+            } else if comptime![plan.head == CATEGORICAL] {
+                let mut m = del[dr + oc];
+                for k in 1..targets {
+                    m = max(m, del[dr + oc + k]);
+                }
+                let mut total = zero;
+                let mut mass = zero;
+                for k in 0..targets {
+                    total += F::exp(del[dr + oc + k] - m);
+                    mass += y[nr * targets + k];
+                }
+                let lse = m + F::ln(total);
+                for k in 0..targets {
+                    let log_p = del[dr + oc + k] - lse;
+                    let label = y[nr * targets + k];
+                    row_ll += label * log_p;
+                    del[dr + oc + k] = select(valid, label - F::exp(log_p) * mass, zero);
+                }
+            } else {
+                let lo = F::cast_from(head_a);
+                let hi = F::cast_from(head_b);
+                for k in 0..targets {
+                    let mean = del[dr + oc + k];
+                    let raw = del[dr + oc + targets + k];
+                    let (log_sd, dlog_sd) =
+                        hetero_log_sd::<F>(raw, lo, hi, comptime![plan.head == HETERO_SOFTPLUS]);
+                    let inv_sd = F::exp(-log_sd);
+                    let z = (y[nr * targets + k] - mean) * inv_sd;
+                    row_ll += -half * z * z - log_sd;
+                    del[dr + oc + k] = select(valid, z * inv_sd, zero);
+                    del[dr + oc + targets + k] = select(valid, (z * z - one) * dlog_sd, zero);
+                }
+            }
+            ll += select(valid, row_ll, zero);
+
+            if comptime![plan.with_gradient] {
+                // δ back through the layers: δ_{l−1} = φ'(z_{l−1}) ⊙ (W_l δ_l), four units at a time.
+                #[unroll]
+                for q in 0..comptime![plan.layers.len() - 1] {
+                    let l = comptime![plan.layers.len() - 1 - q];
+                    let d_in = comptime![plan.layers[l].d_in as usize];
+                    let d_out = comptime![plan.layers[l].d_out as usize];
+                    let w = comptime![plan.layers[l].weight as usize];
+                    let dc = comptime![plan.layers[l].d_col as usize];
+                    let below = comptime![plan.layers[l - 1].d_col as usize];
+                    #[unroll]
+                    for group in 0..comptime![(plan.layers[l].d_in as usize).div_ceil(4)] {
+                        let i = group * 4;
+                        let i1 = min(i + 1, d_in - 1);
+                        let i2 = min(i + 2, d_in - 1);
+                        let i3 = min(i + 3, d_in - 1);
+                        let mut s0 = zero;
+                        let mut s1 = zero;
+                        let mut s2 = zero;
+                        let mut s3 = zero;
+                        #[unroll]
+                        for j in 0..d_out {
+                            let g = del[dr + dc + j];
+                            s0 += th[w + i * d_out + j] * g;
+                            s1 += th[w + i1 * d_out + j] * g;
+                            s2 += th[w + i2 * d_out + j] * g;
+                            s3 += th[w + i3 * d_out + j] * g;
+                        }
+                        // Clamped duplicates (i1 = i at the end) write the same value twice.
+                        let d0 = del[dr + below + i];
+                        let d1 = del[dr + below + i1];
+                        let d2 = del[dr + below + i2];
+                        let d3 = del[dr + below + i3];
+                        del[dr + below + i] = d0 * s0;
+                        if i1 != i {
+                            del[dr + below + i1] = d1 * s1;
+                        }
+                        if i2 != i {
+                            del[dr + below + i2] = d2 * s2;
+                        }
+                        if i3 != i {
+                            del[dr + below + i3] = d3 * s3;
+                        }
                     }
-                    if i3 != i {
-                        del[dr + below + i3] = d3 * s3;
+                }
+                sync_cube();
+                // Gradient phase: each parameter summed over the block's rows by its owner.
+                #[unroll]
+                for r in 0..block_rows {
+                    #[unroll]
+                    for k in 0..owned {
+                        acc[k] +=
+                            act[r * sa + a_cols[k] as usize] * del[r * sd + d_cols[k] as usize];
                     }
                 }
             }
             sync_cube();
-            // Gradient phase: each parameter summed over the block's rows by its owner.
+        }
+        let slot = chain * segments as usize + segment;
+        ll_parts[slot * block_rows + t] = ll;
+        if comptime![plan.with_gradient] {
             #[unroll]
-            for r in 0..block_rows {
-                #[unroll]
-                for k in 0..owned {
-                    acc[k] += act[r * sa + a_cols[k] as usize] * del[r * sd + d_cols[k] as usize];
+            for k in 0..owned {
+                let p = t + k * block_rows;
+                if p < params {
+                    grad_parts[slot * params + p] = acc[k];
                 }
             }
         }
-        sync_cube();
+        segment += splits as usize;
     }
+}
 
-    // Prior, gradient out, and the chain's sum over the threads' partial sums (a fixed tree).
-    let mut own = ll;
+/// The segments' sums → log density `[C]` (and ∂/∂θ `[C, P]`), one cube of R threads per chain:
+/// thread t adds its segment sums in segment order, then the prior of the parameters it owns
+/// (t, t + R, …), and the threads' totals meet in a fixed tree.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+#[allow(clippy::collapsible_if)]
+fn finish_kernel<F: Float>(
+    theta: &[F],
+    ll_parts: &[F],
+    grad_parts: &[F],
+    quadratic: &[F],
+    absolute: &[F],
+    values: &mut [F],
+    gradient: &mut [F],
+    chains: u32,
+    segments: u32,
+    constant: f32,
+    #[comptime] plan: NetworkPlan,
+    #[define(F)] _elem: ElemType,
+) {
+    let chain = CUBE_POS;
+    if chain >= chains as usize {
+        terminate!();
+    }
+    let t = UNIT_POS as usize;
+    let block_rows = comptime![plan.rows_per_block as usize];
+    let params = comptime![plan.params as usize];
+    let owned = comptime![plan.params.div_ceil(plan.rows_per_block) as usize];
+    let zero = F::new(0.0);
+    let one = F::new(1.0);
+    let half = F::new(0.5);
+    let mut partial = Shared::<[F]>::new_slice(block_rows);
+    let base = chain * params;
+    let first_slot = chain * segments as usize;
+
+    let mut own = zero;
+    for g in 0..segments as usize {
+        own += ll_parts[(first_slot + g) * block_rows + t];
+    }
     #[unroll]
     for k in 0..owned {
         let p = t + k * block_rows;
         let mut v = zero;
+        let mut g = zero;
         if p < params {
-            v = th[p];
+            v = theta[base + p];
+            if comptime![plan.with_gradient] {
+                for s in 0..segments as usize {
+                    g += grad_parts[(first_slot + s) * params + p];
+                }
+            }
         }
-        let mut g = acc[k];
         if comptime![plan.posterior] {
             if p < params {
                 let q = quadratic[p];
@@ -569,26 +674,56 @@ pub(crate) fn evaluate(
     });
     let (quadratic, absolute) = data.prior_tensors();
     let absolute = absolute.unwrap_or_else(|| quadratic.clone());
-    // One cube per chain, over two grid axes past the device's per-axis limit.
+    let r = plan.rows_per_block as usize;
+    let segments = rows.div_ceil(r).div_ceil(SEGMENT_BLOCKS as usize).max(1);
+    let splits = splits_for(c, segments);
+    let parts = |n: usize| {
+        empty_device_dtype(
+            client.clone(),
+            theta.device.clone(),
+            Shape::new([n]),
+            theta.dtype,
+        )
+    };
+    let ll_parts = parts(c * segments * r);
+    let grad_parts = parts(if with_gradient { c * segments * d } else { 1 });
+    // One cube per (chain, part), then one per chain, over two grid axes past the device's
+    // per-axis limit.
     let max_x = client.properties().hardware.max_cube_count.0.max(1) as usize;
-    let count = CubeCount::Static(c.min(max_x) as u32, c.div_ceil(max_x) as u32, 1);
+    let grid = |n: usize| CubeCount::Static(n.min(max_x) as u32, n.div_ceil(max_x) as u32, 1);
     let (x, y) = data.data_tensors();
     network_kernel::launch(
         &client,
-        count,
+        grid(c * splits),
         CubeDim::new_1d(plan.rows_per_block),
-        theta.into_buffer_arg(),
+        theta.clone().into_buffer_arg(),
         x.into_buffer_arg(),
         y.into_buffer_arg(),
+        ll_parts.clone().into_buffer_arg(),
+        grad_parts.clone().into_buffer_arg(),
+        rows as u32,
+        c as u32,
+        splits as u32,
+        segments as u32,
+        slope,
+        head_a as f32,
+        head_b as f32,
+        plan.clone(),
+        elem,
+    );
+    finish_kernel::launch(
+        &client,
+        grid(c),
+        CubeDim::new_1d(plan.rows_per_block),
+        theta.into_buffer_arg(),
+        ll_parts.into_buffer_arg(),
+        grad_parts.into_buffer_arg(),
         quadratic.into_buffer_arg(),
         absolute.into_buffer_arg(),
         values.clone().into_buffer_arg(),
         gradient_arg.into_buffer_arg(),
-        rows as u32,
         c as u32,
-        slope,
-        head_a as f32,
-        head_b as f32,
+        segments as u32,
         constant as f32,
         plan,
         elem,

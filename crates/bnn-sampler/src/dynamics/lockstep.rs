@@ -3,6 +3,7 @@
 use crate::dynamics::{Evaluation, Integrator, PhasePoint};
 use crate::log_density::{recover, LogDensity, LogDensityError};
 use crate::metric::Metric;
+use rayon::prelude::*;
 
 /// Something that moves on its own between evaluations of the log density at its position and
 /// asks for them one at a time: one chain's integrator step ([`Stepper`]) or its whole
@@ -126,12 +127,45 @@ pub struct Lockstep {
     /// The pending request of each walker; `None` once it is done.
     requests: Vec<Option<Evaluation>>,
     rows: Vec<usize>,
+    /// The row of the last batch that holds each walker's result, `None` for walkers not in it.
+    slot_of: Vec<Option<usize>>,
+}
+
+/// Walkers × dimension below which a round's per-walker work (kicks, drifts, copies) stays on the
+/// calling thread: a rayon dispatch costs microseconds, a few hundred small walkers less.
+pub(crate) const PARALLEL_VALUES: usize = 1 << 15;
+
+/// `f` over the pairs `(a[i], b[i])`, results in order into `out`: on rayon's threads when the
+/// batch holds at least [`PARALLEL_VALUES`] values (`len × dim`), else here. A batch kernel's
+/// per-chain work before and after its lockstep rounds (starts, refreshes, accept tests) goes
+/// through this; each pair's arithmetic is its own, so the split changes no number.
+pub(crate) fn map_pairs<A: Send, B: Send, T: Send>(
+    dim: usize,
+    a: &mut [A],
+    b: &mut [B],
+    out: &mut Vec<T>,
+    f: impl Fn(&mut A, &mut B) -> T + Sync + Send,
+) {
+    out.clear();
+    if a.len() > 1 && a.len() * dim >= PARALLEL_VALUES {
+        a.par_iter_mut()
+            .zip(b.par_iter_mut())
+            .map(|(a, b)| f(a, b))
+            .collect_into_vec(out);
+    } else {
+        out.extend(a.iter_mut().zip(b.iter_mut()).map(|(a, b)| f(a, b)));
+    }
 }
 
 impl Lockstep {
     /// Moves every walker until it is done (one integrator step of a `Stepper`, the whole path
     /// of a `PathStepper`), or until a fatal evaluation error, which is returned.
-    pub fn step<L: LogDensity + ?Sized, W: Walker>(
+    ///
+    /// A large batch spreads each round's per-walker work over rayon's threads: at 1024 chains
+    /// of 451 parameters that work (about fifteen passes over `[C, D]` f64 per step) took longer
+    /// than the GPU's gradient on one thread. Each walker's arithmetic is its own, so the draws
+    /// do not depend on the split.
+    pub fn step<L: LogDensity + ?Sized, W: Walker + Send + Sync>(
         &mut self,
         density: &L,
         walkers: &mut [W],
@@ -145,8 +179,14 @@ impl Lockstep {
             }
             return Ok(());
         }
+        let parallel = walkers
+            .first()
+            .is_some_and(|w| walkers.len() * w.position().len() >= PARALLEL_VALUES);
         self.requests.clear();
-        self.requests.extend(walkers.iter_mut().map(W::begin));
+        self.requests.resize(walkers.len(), None);
+        for_each_walker(parallel, walkers, &mut self.requests, |w, request| {
+            *request = w.begin();
+        });
         loop {
             let pending = |kind| self.requests.contains(&Some(kind));
             let kinds = [
@@ -167,22 +207,23 @@ impl Lockstep {
                         .filter(|(_, r)| **r == Some(kind))
                         .map(|(i, _)| i),
                 );
-                self.evaluate(density, kind, walkers)?;
+                self.evaluate(density, kind, walkers, parallel)?;
             }
-            for (w, request) in walkers.iter_mut().zip(&mut self.requests) {
+            for_each_walker(parallel, walkers, &mut self.requests, |w, request| {
                 if request.is_some() {
                     *request = w.resume();
                 }
-            }
+            });
         }
     }
 
     /// Evaluates the walkers of `self.rows` (all asking for `kind`) in one call.
-    fn evaluate<L: LogDensity + ?Sized, W: Walker>(
+    fn evaluate<L: LogDensity + ?Sized, W: Walker + Send + Sync>(
         &mut self,
         density: &L,
         kind: Evaluation,
         walkers: &mut [W],
+        parallel: bool,
     ) -> Result<(), LogDensityError> {
         if kind == Evaluation::Auxiliary {
             return W::evaluate_auxiliary(walkers, &self.rows);
@@ -191,8 +232,19 @@ impl Lockstep {
         let dim = walkers[self.rows[0]].position().len();
         self.positions.resize(rows * dim, 0.0);
         self.values.resize(rows, 0.0);
-        for (row, &i) in self.rows.iter().enumerate() {
-            self.positions[row * dim..(row + 1) * dim].copy_from_slice(walkers[i].position());
+        {
+            let walkers = &*walkers;
+            let gather =
+                |(slot, &i): (&mut [f64], &usize)| slot.copy_from_slice(walkers[i].position());
+            let slots = &mut self.positions[..rows * dim];
+            if parallel {
+                slots
+                    .par_chunks_mut(dim)
+                    .zip(self.rows.par_iter())
+                    .for_each(gather);
+            } else {
+                slots.chunks_mut(dim).zip(self.rows.iter()).for_each(gather);
+            }
         }
         let positions = &self.positions[..rows * dim];
         let values = &mut self.values[..rows];
@@ -208,14 +260,55 @@ impl Lockstep {
         } else {
             recover(density.log_density(positions, values))?.is_some()
         };
+        // Row r of the results goes to walker rows[r]: a result slot for every walker, filled
+        // in row order, so the receiving pass runs over the walkers themselves.
+        self.slot_of.clear();
+        self.slot_of.resize(walkers.len(), None);
         for (row, &i) in self.rows.iter().enumerate() {
-            let gradient: &[f64] = if with_gradient {
-                &self.gradients[row * dim..(row + 1) * dim]
-            } else {
-                &[]
-            };
-            walkers[i].receive(kind, ok.then_some((self.values[row], gradient)));
+            self.slot_of[i] = Some(row);
+        }
+        let (values, gradients) = (&self.values, &self.gradients);
+        let receive = |(w, slot): (&mut W, &Option<usize>)| {
+            if let Some(row) = *slot {
+                let gradient: &[f64] = if with_gradient {
+                    &gradients[row * dim..(row + 1) * dim]
+                } else {
+                    &[]
+                };
+                w.receive(kind, ok.then_some((values[row], gradient)));
+            }
+        };
+        if parallel {
+            walkers
+                .par_iter_mut()
+                .zip(self.slot_of.par_iter())
+                .for_each(receive);
+        } else {
+            walkers
+                .iter_mut()
+                .zip(self.slot_of.iter())
+                .for_each(receive);
         }
         Ok(())
+    }
+}
+
+/// `f(walker, its request)` for every walker, on rayon's threads when `parallel`.
+fn for_each_walker<W: Walker + Send>(
+    parallel: bool,
+    walkers: &mut [W],
+    requests: &mut [Option<Evaluation>],
+    f: impl Fn(&mut W, &mut Option<Evaluation>) + Sync,
+) {
+    if parallel {
+        walkers
+            .par_iter_mut()
+            .zip(requests.par_iter_mut())
+            .for_each(|(w, r)| f(w, r));
+    } else {
+        walkers
+            .iter_mut()
+            .zip(requests.iter_mut())
+            .for_each(|(w, r)| f(w, r));
     }
 }

@@ -26,6 +26,7 @@ pub mod pseudo_marginal;
 pub mod surrogate;
 
 pub use leapfrog::{kick, kick_and_drift, Leapfrog};
+pub(crate) use lockstep::map_pairs;
 pub use lockstep::{Lockstep, Stepper, Walker};
 
 use std::fmt;
@@ -104,7 +105,7 @@ impl GradientKind {
 /// `PhasePoint::hamiltonian` is the energy the kernels test. A recoverable evaluation failure
 /// leaves the log density NaN, which the kernels count as a divergence; a fatal one ends the
 /// step with the error, and the run with it.
-pub trait Integrator: Clone + fmt::Debug + Send {
+pub trait Integrator: Clone + fmt::Debug + Send + Sync {
     /// Called by a kernel once per transition, after the start's momentum was drawn: lets an
     /// integrator that watches the energy error along the trajectory (online monitoring of a
     /// surrogate force) learn `H₀`. Nothing to do for the others.

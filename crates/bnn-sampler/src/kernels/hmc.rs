@@ -271,7 +271,7 @@ impl<I: Integrator> BatchKernel for Hmc<I> {
     /// Random numbers per chain, in order: the momentum normals (`D`; a partial refresh draws
     /// its `D` normals the same way), one uniform for the jitter if enabled, one uniform for the
     /// Metropolis test.
-    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         chains: &mut [BatchChain<'_, R>],
@@ -348,7 +348,7 @@ impl<I: Integrator> Kernel for Hmc<I> {
         self.integrator.check_metric(params.metric)
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,

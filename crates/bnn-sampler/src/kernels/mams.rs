@@ -17,7 +17,7 @@ use crate::adaptation::{TunedParams, Tuner};
 use crate::draw_stats::DrawStats;
 use crate::draw_stats::{KernelStats, StatColumn};
 use crate::dynamics::isokinetic_path::{IsokineticPath, PathStepper};
-use crate::dynamics::Lockstep;
+use crate::dynamics::{map_pairs, Lockstep};
 use crate::error::SamplerError;
 use crate::kernels::mclmc::random_direction;
 use crate::kernels::mclmc::MICROCANONICAL_STATS;
@@ -214,7 +214,7 @@ impl Kernel for Mams {
         false
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,
@@ -228,7 +228,7 @@ impl Kernel for Mams {
 impl BatchKernel for Mams {
     /// Random numbers per chain, in order: one uniform for the number of steps (not with shared
     /// steps), `d` normals for the velocity, one uniform for the Metropolis test.
-    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         chains: &mut [BatchChain<'_, R>],
@@ -237,43 +237,48 @@ impl BatchKernel for Mams {
         let dim = density.dim();
         self.paths
             .resize_with(chains.len(), IsokineticPath::default);
-        for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
-            let mean_steps = chain
-                .params
-                .trajectory_length
-                .unwrap_or((dim as f64).sqrt())
-                / chain.params.step_size;
-            let steps = if self.shared_steps {
-                (mean_steps.round() as usize).clamp(1, self.max_num_steps)
-            } else {
-                let upper = (2.0 * mean_steps)
-                    .ceil()
-                    .clamp(1.0, self.max_num_steps as f64);
-                let u: f64 = chain.rng.random();
-                ((u * upper).ceil() as usize).clamp(1, self.max_num_steps)
-            };
-            let velocity = random_direction(&mut *chain.rng, dim);
-            let state = &*chain.state;
-            path.start(
-                &state.position,
-                &velocity,
-                &state.gradient,
-                state.log_density,
-                steps,
-            );
-        }
+        let (shared_steps, max_num_steps, max_energy_error) =
+            (self.shared_steps, self.max_num_steps, self.max_energy_error);
+        map_pairs(
+            dim,
+            &mut self.paths,
+            chains,
+            &mut Vec::new(),
+            |path, chain| {
+                let mean_steps = chain
+                    .params
+                    .trajectory_length
+                    .unwrap_or((dim as f64).sqrt())
+                    / chain.params.step_size;
+                let steps = if shared_steps {
+                    (mean_steps.round() as usize).clamp(1, max_num_steps)
+                } else {
+                    let upper = (2.0 * mean_steps).ceil().clamp(1.0, max_num_steps as f64);
+                    let u: f64 = chain.rng.random();
+                    ((u * upper).ceil() as usize).clamp(1, max_num_steps)
+                };
+                let velocity = random_direction(&mut *chain.rng, dim);
+                let state = &*chain.state;
+                path.start(
+                    &state.position,
+                    &velocity,
+                    &state.gradient,
+                    state.log_density,
+                    steps,
+                );
+            },
+        );
         PathStepper::walk_all(
             &mut self.lockstep,
             density,
             &mut self.paths,
             chains.iter().map(|chain| chain.params.path_parameters()),
         )?;
-        stats.clear();
-        for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
+        map_pairs(dim, &mut self.paths, chains, stats, |path, chain| {
             let state = &mut *chain.state;
             let energy_change = path.energy_change(state.log_density);
             let divergent =
-                path.failed || !energy_change.is_finite() || energy_change > self.max_energy_error;
+                path.failed || !energy_change.is_finite() || energy_change > max_energy_error;
             let accept_prob = if divergent {
                 0.0
             } else {
@@ -286,7 +291,7 @@ impl BatchKernel for Mams {
                 state.log_density = path.log_density;
             }
             let energy_error = if divergent { 0.0 } else { energy_change };
-            stats.push(DrawStats {
+            DrawStats {
                 log_density: state.log_density,
                 accept_stat: accept_prob,
                 step_size: chain.params.step_size,
@@ -299,8 +304,8 @@ impl BatchKernel for Mams {
                     energy_error,
                     chain.params.trajectory_length.unwrap_or(0.0),
                 ]),
-            });
-        }
+            }
+        });
         Ok(())
     }
 }

@@ -21,6 +21,7 @@ use crate::draw_stats::DrawStats;
 use crate::draw_stats::{KernelStats, StatColumn};
 use crate::dynamics::isokinetic::{normalize, refresh_velocity};
 use crate::dynamics::isokinetic_path::{IsokineticPath, PathStepper};
+use crate::dynamics::map_pairs;
 use crate::dynamics::Lockstep;
 use crate::error::SamplerError;
 use crate::kernels::{
@@ -214,7 +215,6 @@ impl SamplerSettings for MclmcConfig {
 pub struct Mclmc {
     paths: Vec<IsokineticPath>,
     lockstep: Lockstep,
-    noise: Vec<f64>,
     /// A step whose energy error exceeds this fails like a non-finite one (the chain stays put):
     /// a burn-in's guard against a first step that heats the chain by thousands of nats (LAPS);
     /// `None` (MCLMC's own runs) takes every finite step.
@@ -236,7 +236,7 @@ impl Kernel for Mclmc {
         false
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,
@@ -251,7 +251,7 @@ impl BatchKernel for Mclmc {
     /// Random numbers per chain, in order: `d` normals for the initial direction (first
     /// transition only), then `d` normals for the refresh after the step. The metric of
     /// `StepParams` preconditions the dynamics (identity unless a chain starts with another).
-    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         chains: &mut [BatchChain<'_, R>],
@@ -260,30 +260,35 @@ impl BatchKernel for Mclmc {
         let dim = density.dim();
         self.paths
             .resize_with(chains.len(), IsokineticPath::default);
-        self.noise.resize(dim, 0.0);
-        for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
-            let state = &mut *chain.state;
-            let velocity = match state.momentum.take() {
-                Some(u) if u.len() == dim => u,
-                _ => random_direction(&mut *chain.rng, dim),
-            };
-            path.start(
-                &state.position,
-                &velocity,
-                &state.gradient,
-                state.log_density,
-                1,
-            );
-            state.momentum = Some(velocity);
-        }
+        map_pairs(
+            dim,
+            &mut self.paths,
+            chains,
+            &mut Vec::new(),
+            |path, chain| {
+                let state = &mut *chain.state;
+                let velocity = match state.momentum.take() {
+                    Some(u) if u.len() == dim => u,
+                    _ => random_direction(&mut *chain.rng, dim),
+                };
+                path.start(
+                    &state.position,
+                    &velocity,
+                    &state.gradient,
+                    state.log_density,
+                    1,
+                );
+                state.momentum = Some(velocity);
+            },
+        );
         PathStepper::walk_all(
             &mut self.lockstep,
             density,
             &mut self.paths,
             chains.iter().map(|chain| chain.params.path_parameters()),
         )?;
-        stats.clear();
-        for (path, chain) in self.paths.iter_mut().zip(chains.iter_mut()) {
+        let max_energy_error = self.max_energy_error;
+        map_pairs(dim, &mut self.paths, chains, stats, |path, chain| {
             let epsilon = chain.params.step_size;
             let length = chain
                 .params
@@ -293,9 +298,7 @@ impl BatchKernel for Mclmc {
             let energy_change = path.energy_change(state.log_density);
             let failed = path.failed
                 || !energy_change.is_finite()
-                || self
-                    .max_energy_error
-                    .is_some_and(|max| energy_change.abs() > max);
+                || max_energy_error.is_some_and(|max| energy_change.abs() > max);
             // A failed step leaves position and velocity as they were (the velocity is still
             // refreshed below, so the next try differs).
             let mut velocity = state.momentum.take().unwrap_or_default();
@@ -305,13 +308,16 @@ impl BatchKernel for Mclmc {
                 std::mem::swap(&mut velocity, &mut path.velocity);
                 state.log_density = path.log_density;
             }
-            for z in self.noise.iter_mut() {
+            // The path's spare vector (its old or rejected velocity) holds the noise.
+            let noise = &mut path.velocity;
+            noise.resize(dim, 0.0);
+            for z in noise.iter_mut() {
                 *z = StandardNormal.sample(&mut *chain.rng);
             }
-            refresh_velocity(&mut velocity, &self.noise, epsilon, length);
+            refresh_velocity(&mut velocity, noise, epsilon, length);
             state.momentum = Some(velocity);
             let energy_error = if failed { 0.0 } else { energy_change };
-            stats.push(DrawStats {
+            DrawStats {
                 log_density: state.log_density,
                 accept_stat: if failed { 0.0 } else { 1.0 },
                 step_size: epsilon,
@@ -321,8 +327,8 @@ impl BatchKernel for Mclmc {
                 energy: -state.log_density,
                 energy_error,
                 kernel: KernelStats::new(&[energy_error, length]),
-            });
-        }
+            }
+        });
         Ok(())
     }
 }

@@ -161,7 +161,7 @@ pub trait Kernel {
     /// count as divergences (the chain stays put); they never panic or abort the run. A fatal
     /// evaluation failure ends the transition with the error (the state is lost with it: the run
     /// stops).
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,
@@ -187,7 +187,7 @@ pub struct BatchChain<'a, R: ?Sized> {
 /// put); a fatal one ends the transition of all of them with the error.
 pub trait BatchKernel {
     /// One transition of every chain in `chains`; `stats` receives one entry per chain.
-    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         chains: &mut [BatchChain<'_, R>],
@@ -207,7 +207,7 @@ pub(crate) fn step_as_batch_of_one<K, L, R>(
 where
     K: BatchKernel,
     L: LogDensity + ?Sized,
-    R: Rng + ?Sized,
+    R: Rng + Send + ?Sized,
 {
     let mut stats = Vec::with_capacity(1);
     kernel.step_batch(

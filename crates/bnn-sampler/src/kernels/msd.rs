@@ -402,7 +402,7 @@ impl Kernel for Msd {
         false
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,

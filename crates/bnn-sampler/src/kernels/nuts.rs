@@ -247,7 +247,7 @@ impl<I: Integrator> Kernel for Nuts<I> {
         self.integrator.check_metric(params.metric)
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,

@@ -52,7 +52,7 @@ impl NutsConfig {
 }
 
 impl<I: Integrator> BatchKernel for BatchedNuts<I> {
-    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         chains: &mut [BatchChain<'_, R>],

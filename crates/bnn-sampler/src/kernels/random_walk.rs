@@ -89,7 +89,7 @@ impl Kernel for RandomWalk {
     }
 
     /// Random numbers, in order: `D` normals for the proposal, one uniform for the test.
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,

@@ -284,7 +284,7 @@ impl Kernel for Smile {
         false
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,
@@ -329,7 +329,7 @@ impl BatchKernel for Smile {
     /// Random numbers per chain, in order: `d` normals for the initial direction (first
     /// transition only), the chain's `B` rows, then `d` normals for the refresh (with
     /// `refresh`) or for a new direction after a refused step.
-    fn step_batch<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step_batch<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         chains: &mut [BatchChain<'_, R>],

@@ -114,7 +114,7 @@ impl<S: SurrogateGradient + ?Sized> Kernel for SurrogateNuts<S> {
         self.nuts.check_params(params)
     }
 
-    fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &mut self,
         density: &L,
         rng: &mut R,

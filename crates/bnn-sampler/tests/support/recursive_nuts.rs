@@ -166,7 +166,7 @@ fn build_tree<I: Integrator, L: LogDensity + ?Sized, R: Rng + ?Sized>(
 }
 
 impl<I: Integrator> RecursiveNuts<I> {
-    pub fn step<L: LogDensity + ?Sized, R: Rng + ?Sized>(
+    pub fn step<L: LogDensity + ?Sized, R: Rng + Send + ?Sized>(
         &self,
         density: &L,
         rng: &mut R,

@@ -682,7 +682,7 @@ enum FixedKernel {
 }
 
 impl FixedKernel {
-    fn step<L: LogDensity, R: rand::Rng>(
+    fn step<L: LogDensity, R: rand::Rng + Send>(
         &mut self,
         density: &L,
         rng: &mut R,
