@@ -101,7 +101,7 @@ pub use log_density::{
     for_each_row, recover, LogDensity, LogDensityError, LogDensityErrorKind, MinibatchDensity,
 };
 pub use metric::{DiagonalMassMatrix, Metric, MetricAt};
-pub use overhead::{measure_sampler_overhead, OverheadMeasurement};
+pub use overhead::{measure_ensemble_tuning, measure_sampler_overhead, OverheadMeasurement};
 pub use riemannian_density::RiemannianDensity;
 pub use sampler::{AlgorithmConfig, RunStatus, Sampler, SamplerConfig};
 pub use sampler_settings::{Budget, ChainRunner, SamplerSettings};

@@ -155,6 +155,60 @@ pub fn measure_sampler_overhead(
         .collect()
 }
 
+/// Microseconds per chain of one burn-in tuning step of a LAPS ensemble of `chains` chains in
+/// `dim` dimensions (its means over the chains, each chain's moments, the copies of the shared
+/// state), on synthetic positions: the host work a GPU run pays once per burn-in step besides
+/// the isokinetic steps.
+pub fn measure_ensemble_tuning(chains: usize, dim: usize, steps: usize) -> f64 {
+    use crate::adaptation::ensemble_tuner::{Ensemble, EnsembleMember, MemberView};
+    use crate::adaptation::TunedParams;
+    use crate::draw_stats::DrawStats;
+    use crate::metric::DiagonalMassMatrix;
+    let settings = LapsConfig::new().ensemble_settings(10_000);
+    let mut members: Vec<EnsembleMember> = (0..chains)
+        .map(|_| EnsembleMember::new(settings.clone(), dim, 0.1))
+        .collect();
+    let mut params: Vec<TunedParams> = (0..chains)
+        .map(|_| TunedParams::new(0.1, DiagonalMassMatrix::identity(dim)))
+        .collect();
+    let point = |c: usize, t: usize, scale: f64| -> Vec<f64> {
+        (0..dim)
+            .map(|i| scale * ((c * 31 + i * 17 + t * 7) as f64 * 0.618).sin())
+            .collect()
+    };
+    let positions: Vec<Vec<f64>> = (0..chains).map(|c| point(c, 0, 1.0)).collect();
+    let gradients: Vec<Vec<f64>> = (0..chains).map(|c| point(c, 1, -1.0)).collect();
+    let stats = DrawStats {
+        log_density: -1.0,
+        energy_error: 0.01,
+        ..DrawStats::default()
+    };
+    fn refs(v: &[Vec<f64>]) -> Vec<&[f64]> {
+        v.iter().map(|x| &x[..]).collect()
+    }
+    Ensemble {
+        members: members.iter_mut().collect(),
+        params: params.iter_mut().collect(),
+    }
+    .start(0, &refs(&positions), &refs(&gradients));
+    let began = Instant::now();
+    for _ in 0..steps {
+        let views: Vec<MemberView<'_>> = (0..chains)
+            .map(|c| MemberView {
+                position: &positions[c],
+                gradient: &gradients[c],
+                stats: &stats,
+            })
+            .collect();
+        Ensemble {
+            members: members.iter_mut().collect(),
+            params: params.iter_mut().collect(),
+        }
+        .observe(black_box(&views));
+    }
+    1e6 * began.elapsed().as_secs_f64() / (steps * chains) as f64
+}
+
 /// Microseconds per single-position evaluation of `density`.
 fn time_density(density: &StandardNormalDensity) -> f64 {
     let dim = density.dim;

@@ -39,7 +39,9 @@
 //! Every chain carries an identical copy of the shared state (so a checkpoint of any chain
 //! resumes the ensemble) plus its own exponentially weighted mean and variance.
 
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 
 use crate::adaptation::dual_averaging::DualAveraging;
 use crate::adaptation::TunedParams;
@@ -216,26 +218,59 @@ fn shared_params(ensemble: &EnsembleTuner) -> TunedParams {
 }
 
 /// Mean over chains of `f(chain)` per coordinate, summed in chain order.
-fn ensemble_mean(dim: usize, chains: usize, mut f: impl FnMut(usize, &mut [f64])) -> Vec<f64> {
+fn ensemble_mean(
+    dim: usize,
+    chains: usize,
+    f: impl Fn(usize, Range<usize>, &mut [f64]) + Sync,
+) -> Vec<f64> {
+    mean_over_chains(chains * dim >= PARALLEL_VALUES, dim, chains, f)
+}
+
+/// [`ensemble_mean`], its coordinates in chunks on rayon's threads when `parallel`.
+fn mean_over_chains(
+    parallel: bool,
+    dim: usize,
+    chains: usize,
+    f: impl Fn(usize, Range<usize>, &mut [f64]) + Sync,
+) -> Vec<f64> {
     let mut sum = vec![0.0; dim];
-    let mut row = vec![0.0; dim];
-    for c in 0..chains {
-        f(c, &mut row);
-        sum.iter_mut().zip(&row).for_each(|(s, r)| *s += r);
+    // Coordinates `range` of every chain's row (`f(c, range, row)` fills them), summed in chain
+    // order: the same additions however the coordinates are split.
+    let sum_range = |start: usize, sum: &mut [f64]| {
+        let range = start..start + sum.len();
+        let mut row = vec![0.0; sum.len()];
+        for c in 0..chains {
+            f(c, range.clone(), &mut row);
+            sum.iter_mut().zip(&row).for_each(|(s, r)| *s += r);
+        }
+        sum.iter_mut().for_each(|s| *s /= chains as f64);
+    };
+    if parallel {
+        sum.par_chunks_mut(MEAN_CHUNK)
+            .enumerate()
+            .for_each(|(i, chunk)| sum_range(i * MEAN_CHUNK, chunk));
+    } else {
+        sum_range(0, &mut sum);
     }
-    sum.iter_mut().for_each(|s| *s /= chains as f64);
     sum
 }
+
+/// Chains × coordinates from which the tuner's passes over the ensemble (its means, each
+/// chain's moments, the copies of the shared state) run on rayon's threads: at 1024 chains they
+/// cost as much as a GPU's gradient on one thread.
+const PARALLEL_VALUES: usize = 1 << 15;
+/// Coordinates per task of a parallel [`ensemble_mean`].
+const MEAN_CHUNK: usize = 64;
 
 /// Mean over coordinates of `(1 − E_c[−x_i g_i])²`.
 fn equipartition_loss(views: &[MemberView<'_>], centers: &[&[f64]]) -> f64 {
     let dim = views[0].position.len();
-    let e = ensemble_mean(dim, views.len(), |c, row| {
+    let e = ensemble_mean(dim, views.len(), |c, range, row| {
         for (((r, x), g), m) in row
             .iter_mut()
-            .zip(views[c].position)
-            .zip(views[c].gradient)
-            .zip(centers[c])
+            .zip(&views[c].position[range.clone()])
+            .zip(&views[c].gradient[range.clone()])
+            .zip(&centers[c][range])
         {
             *r = -(x - m) * g;
         }
@@ -246,11 +281,15 @@ fn equipartition_loss(views: &[MemberView<'_>], centers: &[&[f64]]) -> f64 {
 /// Between-chain variance per coordinate.
 fn between_chain_variance(positions: &[&[f64]]) -> Vec<f64> {
     let dim = positions[0].len();
-    let mean = ensemble_mean(dim, positions.len(), |c, row| {
-        row.copy_from_slice(positions[c])
+    let mean = ensemble_mean(dim, positions.len(), |c, range, row| {
+        row.copy_from_slice(&positions[c][range])
     });
-    ensemble_mean(dim, positions.len(), |c, row| {
-        for ((r, x), m) in row.iter_mut().zip(positions[c]).zip(&mean) {
+    ensemble_mean(dim, positions.len(), |c, range, row| {
+        for ((r, x), m) in row
+            .iter_mut()
+            .zip(&positions[c][range.clone()])
+            .zip(&mean[range])
+        {
             *r = (x - m) * (x - m);
         }
     })
@@ -261,8 +300,12 @@ fn between_chain_variance(positions: &[&[f64]]) -> Vec<f64> {
 /// are too concentrated there, so they move apart), in the preconditioned coordinates, unit norm.
 pub fn initial_velocities(positions: &[&[f64]], gradients: &[&[f64]]) -> Vec<Vec<f64>> {
     let dim = positions[0].len();
-    let equipartition = ensemble_mean(dim, positions.len(), |c, row| {
-        for ((r, x), g) in row.iter_mut().zip(positions[c]).zip(gradients[c]) {
+    let equipartition = ensemble_mean(dim, positions.len(), |c, range, row| {
+        for ((r, x), g) in row
+            .iter_mut()
+            .zip(&positions[c][range.clone()])
+            .zip(&gradients[c][range])
+        {
             *r = -x * g;
         }
     });
@@ -305,11 +348,17 @@ impl Ensemble<'_> {
             .split_first_mut()
             .expect("an ensemble has chains");
         let params = shared_params(&first.ensemble);
-        for member in rest {
-            member.ensemble.clone_from(&first.ensemble);
-        }
-        for p in self.params.iter_mut() {
-            p.clone_from(&params);
+        let shared = &first.ensemble;
+        if rest.len() * shared.block_sum.len() >= PARALLEL_VALUES {
+            rest.par_iter_mut()
+                .for_each(|member| member.ensemble.clone_from(shared));
+            self.params
+                .par_iter_mut()
+                .for_each(|p| p.clone_from(&params));
+        } else {
+            rest.iter_mut()
+                .for_each(|member| member.ensemble.clone_from(shared));
+            self.params.iter_mut().for_each(|p| p.clone_from(&params));
         }
     }
 
@@ -356,7 +405,7 @@ impl Ensemble<'_> {
         let centers: Vec<&[f64]> = self.members.iter().map(|m| &m.own_mean[..]).collect();
         let equipartition = equipartition_loss(views, &centers);
         drop(centers);
-        for (member, view) in self.members.iter_mut().zip(views) {
+        let update = |(member, view): (&mut &mut EnsembleMember, &MemberView<'_>)| {
             member.block_log_density += view.stats.log_density;
             weighted_update(
                 &mut member.own_mean,
@@ -370,20 +419,25 @@ impl Ensemble<'_> {
                 view.gradient,
                 weight,
             );
+        };
+        if chains * dim >= PARALLEL_VALUES {
+            self.members.par_iter_mut().zip(views).for_each(update);
+        } else {
+            self.members.iter_mut().zip(views).for_each(update);
         }
-        let pooled_variance = ensemble_mean(dim, chains, |c, row| {
-            row.copy_from_slice(&self.members[c].own_variance)
+        let pooled_variance = ensemble_mean(dim, chains, |c, range, row| {
+            row.copy_from_slice(&self.members[c].own_variance[range])
         });
-        let pooled_gradient_variance = ensemble_mean(dim, chains, |c, row| {
-            row.copy_from_slice(&self.members[c].own_gradient_variance)
+        let pooled_gradient_variance = ensemble_mean(dim, chains, |c, range, row| {
+            row.copy_from_slice(&self.members[c].own_gradient_variance[range])
         });
         let scales: Vec<f64> = pooled_variance
             .iter()
             .zip(&pooled_gradient_variance)
             .map(|(vx, vg)| if *vg > 0.0 { (vx / vg).sqrt() } else { 0.0 })
             .collect();
-        let squares = ensemble_mean(dim, chains, |c, row| {
-            for (r, x) in row.iter_mut().zip(views[c].position) {
+        let squares = ensemble_mean(dim, chains, |c, range, row| {
+            for (r, x) in row.iter_mut().zip(&views[c].position[range]) {
                 *r = x * x;
             }
         });
@@ -622,5 +676,34 @@ fn burn_in_length(
         length.max(step_size)
     } else {
         step_size
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ensemble's means in coordinate chunks on rayon's threads equal the one-thread pass
+    /// to the last bit (each coordinate is summed over the chains in the same order).
+    #[test]
+    fn means_over_chains_do_not_depend_on_the_split() {
+        let (chains, dim) = (300, 517);
+        let rows: Vec<Vec<f64>> = (0..chains)
+            .map(|c| {
+                (0..dim)
+                    .map(|i| ((c * 7919 + i * 104_729) as f64 * 0.618).sin() * 1e3)
+                    .collect()
+            })
+            .collect();
+        let fill = |c: usize, range: Range<usize>, row: &mut [f64]| {
+            row.copy_from_slice(&rows[c][range]);
+        };
+        let one = mean_over_chains(false, dim, chains, fill);
+        let split = mean_over_chains(true, dim, chains, fill);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&one), bits(&split));
+        // And the serial pass is the plain per-coordinate mean.
+        let mean0 = rows.iter().map(|r| r[0]).fold(0.0, |s, x| s + x) / chains as f64;
+        assert_eq!(one[0].to_bits(), mean0.to_bits());
     }
 }
