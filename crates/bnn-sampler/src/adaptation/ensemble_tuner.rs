@@ -46,6 +46,7 @@ use std::ops::Range;
 use crate::adaptation::dual_averaging::DualAveraging;
 use crate::adaptation::TunedParams;
 use crate::draw_stats::DrawStats;
+use crate::dynamics::PARALLEL_VALUES;
 use crate::metric::DiagonalMassMatrix;
 
 /// The ensemble's settings, fixed for the run (from `LapsConfig`).
@@ -255,10 +256,9 @@ fn mean_over_chains(
     sum
 }
 
-/// Chains × coordinates from which the tuner's passes over the ensemble (its means, each
-/// chain's moments, the copies of the shared state) run on rayon's threads: at 1024 chains they
-/// cost as much as a GPU's gradient on one thread.
-const PARALLEL_VALUES: usize = 1 << 15;
+// From `PARALLEL_VALUES` chains × coordinates, the tuner's passes over the ensemble (its means,
+// each chain's moments, the copies of the shared state) run on rayon's threads, like the
+// lockstep's: at 1024 chains they cost as much as a GPU's gradient on one thread.
 /// Coordinates per task of a parallel [`ensemble_mean`].
 const MEAN_CHUNK: usize = 64;
 

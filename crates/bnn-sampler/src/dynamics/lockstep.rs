@@ -179,14 +179,20 @@ impl Lockstep {
             }
             return Ok(());
         }
-        let parallel = walkers
-            .first()
-            .is_some_and(|w| walkers.len() * w.position().len() >= PARALLEL_VALUES);
+        let Some(dim) = walkers.first().map(|w| w.position().len()) else {
+            return Ok(());
+        };
         self.requests.clear();
         self.requests.resize(walkers.len(), None);
-        for_each_walker(parallel, walkers, &mut self.requests, |w, request| {
-            *request = w.begin();
-        });
+        map_pairs(
+            dim,
+            walkers,
+            &mut self.requests,
+            &mut Vec::new(),
+            |w, request| {
+                *request = w.begin();
+            },
+        );
         loop {
             let pending = |kind| self.requests.contains(&Some(kind));
             let kinds = [
@@ -207,13 +213,19 @@ impl Lockstep {
                         .filter(|(_, r)| **r == Some(kind))
                         .map(|(i, _)| i),
                 );
-                self.evaluate(density, kind, walkers, parallel)?;
+                self.evaluate(density, kind, walkers)?;
             }
-            for_each_walker(parallel, walkers, &mut self.requests, |w, request| {
-                if request.is_some() {
-                    *request = w.resume();
-                }
-            });
+            map_pairs(
+                dim,
+                walkers,
+                &mut self.requests,
+                &mut Vec::new(),
+                |w, request| {
+                    if request.is_some() {
+                        *request = w.resume();
+                    }
+                },
+            );
         }
     }
 
@@ -223,13 +235,13 @@ impl Lockstep {
         density: &L,
         kind: Evaluation,
         walkers: &mut [W],
-        parallel: bool,
     ) -> Result<(), LogDensityError> {
         if kind == Evaluation::Auxiliary {
             return W::evaluate_auxiliary(walkers, &self.rows);
         }
         let rows = self.rows.len();
         let dim = walkers[self.rows[0]].position().len();
+        let parallel = walkers.len() > 1 && walkers.len() * dim >= PARALLEL_VALUES;
         self.positions.resize(rows * dim, 0.0);
         self.values.resize(rows, 0.0);
         {
@@ -268,47 +280,22 @@ impl Lockstep {
             self.slot_of[i] = Some(row);
         }
         let (values, gradients) = (&self.values, &self.gradients);
-        let receive = |(w, slot): (&mut W, &Option<usize>)| {
-            if let Some(row) = *slot {
-                let gradient: &[f64] = if with_gradient {
-                    &gradients[row * dim..(row + 1) * dim]
-                } else {
-                    &[]
-                };
-                w.receive(kind, ok.then_some((values[row], gradient)));
-            }
-        };
-        if parallel {
-            walkers
-                .par_iter_mut()
-                .zip(self.slot_of.par_iter())
-                .for_each(receive);
-        } else {
-            walkers
-                .iter_mut()
-                .zip(self.slot_of.iter())
-                .for_each(receive);
-        }
+        map_pairs(
+            dim,
+            walkers,
+            &mut self.slot_of,
+            &mut Vec::new(),
+            |w, slot| {
+                if let Some(row) = *slot {
+                    let gradient: &[f64] = if with_gradient {
+                        &gradients[row * dim..(row + 1) * dim]
+                    } else {
+                        &[]
+                    };
+                    w.receive(kind, ok.then_some((values[row], gradient)));
+                }
+            },
+        );
         Ok(())
-    }
-}
-
-/// `f(walker, its request)` for every walker, on rayon's threads when `parallel`.
-fn for_each_walker<W: Walker + Send>(
-    parallel: bool,
-    walkers: &mut [W],
-    requests: &mut [Option<Evaluation>],
-    f: impl Fn(&mut W, &mut Option<Evaluation>) + Sync,
-) {
-    if parallel {
-        walkers
-            .par_iter_mut()
-            .zip(requests.par_iter_mut())
-            .for_each(|(w, r)| f(w, r));
-    } else {
-        walkers
-            .iter_mut()
-            .zip(requests.iter_mut())
-            .for_each(|(w, r)| f(w, r));
     }
 }

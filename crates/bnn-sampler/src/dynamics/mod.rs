@@ -26,7 +26,7 @@ pub mod pseudo_marginal;
 pub mod surrogate;
 
 pub use leapfrog::{kick, kick_and_drift, Leapfrog};
-pub(crate) use lockstep::map_pairs;
+pub(crate) use lockstep::{map_pairs, PARALLEL_VALUES};
 pub use lockstep::{Lockstep, Stepper, Walker};
 
 use std::fmt;
