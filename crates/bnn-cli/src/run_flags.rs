@@ -1,7 +1,7 @@
 //! The flags of `bnn train/sample/run`: each one present overrides `--config run.toml`, which overrides the defaults.
 
 use anyhow::Result;
-use bnn_model::GradientPath;
+use bnn_model::{GradientPath, WeightInit};
 use bnn_pipeline::{
     check_mclmc_fractions, parse_hidden, samplers_with, Init, RunConfig, RunDir, SamplerSection,
     Standardize,
@@ -80,6 +80,11 @@ pub struct RunFlags {
     /// Use AdamW's decoupled weight decay.
     #[arg(long)]
     pub decoupled_weight_decay: Option<bool>,
+    /// How the members' weights are drawn before training: `fan_in_uniform` (PyTorch's
+    /// default, U(±1/√fan_in)) or `glorot_uniform` (zero biases; the DEI-MCMC reference code's,
+    /// which deep ReLU nets need to train at all) [default: fan_in_uniform].
+    #[arg(long, value_parser = parse_weight_init)]
+    pub weight_init: Option<WeightInit>,
     /// Minibatch size of the members' training [default: full batch].
     #[arg(long)]
     pub batch_size: Option<usize>,
@@ -266,7 +271,7 @@ impl RunFlags {
         let f = self;
         // The MILE recipe sets the validation split and the training settings it names.
         let by_recipe = f.mile || f.preset.is_some();
-        let flags: [(&str, &str, &str, bool); 20] = [
+        let flags: [(&str, &str, &str, bool); 21] = [
             ("--dataset", "data", "dataset", f.dataset.is_some()),
             ("--split-seed", "data", "split_seed", f.split_seed.is_some()),
             (
@@ -350,6 +355,12 @@ impl RunFlags {
                 "ensemble",
                 "decoupled_weight_decay",
                 f.decoupled_weight_decay.is_some() || by_recipe,
+            ),
+            (
+                "--weight-init",
+                "ensemble",
+                "weight_init",
+                f.weight_init.is_some(),
             ),
             ("--seed", "sampler", "seed", f.seed.is_some()),
         ];
@@ -483,6 +494,7 @@ impl RunFlags {
         set(&mut e.learning_rate, &f.learning_rate);
         set(&mut e.weight_decay, &f.weight_decay);
         set(&mut e.decoupled_weight_decay, &f.decoupled_weight_decay);
+        set(&mut e.weight_init, &f.weight_init);
         if f.batch_size.is_some() {
             e.batch_size = f.batch_size;
         }
@@ -686,6 +698,11 @@ fn parse_metric_estimate(value: &str) -> anyhow::Result<MetricEstimate> {
 pub(crate) fn parse_warmup_policy(value: &str) -> anyhow::Result<WarmupPolicy> {
     WarmupPolicy::named(value)
         .ok_or_else(|| anyhow::anyhow!("'{value}': expected {}", WarmupPolicy::NAMES.join(" or ")))
+}
+
+fn parse_weight_init(value: &str) -> anyhow::Result<WeightInit> {
+    WeightInit::named(value)
+        .ok_or_else(|| anyhow::anyhow!("'{value}': expected {}", WeightInit::NAMES.join(" or ")))
 }
 
 fn parse_step_size_search(value: &str) -> anyhow::Result<StepSizeSearch> {

@@ -26,7 +26,9 @@ pub mod unknown_name;
 pub use activation::Activation;
 pub use autodiff_density::AutodiffLogDensity;
 pub use device::{wgpu_adapter, wgpu_test_device, DeviceError, DeviceName, WgpuAdapter};
-pub use ensemble::{initial_parameters, EnsembleConfig, EnsembleConfigError, TrainedMember};
+pub use ensemble::{
+    initial_parameters, EnsembleConfig, EnsembleConfigError, TrainedMember, WeightInit,
+};
 pub use flatten::{flatten, layout_of, load_flat_tensor, unflatten, LengthMismatch};
 pub use fused_mlp::{FusedMlp, FusedProgram, GaussNewtonDensity};
 pub use layout::{LayoutEntry, ParameterKind, ParameterLayout};

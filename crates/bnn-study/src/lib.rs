@@ -12,8 +12,8 @@
 //! - [`pseudo_marginal`]: pseudo-marginal NUTS on the GLMM of the HNN report, with the report's
 //!   likelihood estimator and with the model's, on simulated data (why λ drifted).
 //! - [`fixed_step_chains`]: the engine under it, many fixed-step HMC chains in lockstep blocks.
-//! - [`table3`]: Sommer et al. 2024's Table 3, DEI-MCMC against the deep ensemble on six UCI
-//!   sets, beside the paper's numbers.
+//! - [`table3`]: Sommer et al. 2024's Tables 3 and 8, DEI-MCMC against the deep ensemble on
+//!   the UCI sets (Table 8: a deep ReLU network), beside the paper's numbers.
 //! - [`mile`]: MILE (Sommer et al. 2025's MCLMC) against DEI-NUTS from the same members.
 //! - [`dei_runs`]: whole DEI-MCMC runs (what `bnn run` does) as a study's steps, reused once
 //!   finished.

@@ -16,7 +16,7 @@ use bnn_study::pseudo_marginal::{
     SubjectHnnConfig,
 };
 use bnn_study::robot_arm::{run_robot_arm, ArmSampler, RobotArmConfig};
-use bnn_study::table3::{run_table3, Table3Config};
+use bnn_study::table3::{run_table3, PaperTable, Table3Config, TABLE3, TABLE8};
 use bnn_study::{Progress, StartPoint};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -50,6 +50,10 @@ pub enum StudyCommand {
     /// whole run per dataset and split at the paper's settings, tables beside the paper's
     /// numbers. Finished runs in --out are reused; a stopped one continues.
     Table3(Table3Args),
+    /// Sommer et al. 2024, Table 8: the same against the deep ensemble with a deep network (nine
+    /// hidden ReLU layers of eight units) on four UCI sets, tables beside the paper's numbers.
+    /// Finished runs in --out are reused; a stopped one continues.
+    Table8(Table8Args),
     /// MILE (Sommer et al. 2025, MCLMC) against DEI-NUTS from the same deep-ensemble members:
     /// predictive quality, time and gradients. Finished runs in --out are reused.
     Mile(MileArgs),
@@ -61,6 +65,37 @@ pub struct Table3Args {
     /// table3.md, study.json.
     #[arg(long, default_value = "runs/table3")]
     pub out: PathBuf,
+    /// Datasets, each one of Table 3's.
+    #[arg(
+        long,
+        default_value = "airfoil,bikesharing,concrete,energy,protein,yacht",
+        value_delimiter = ','
+    )]
+    pub datasets: Vec<String>,
+    #[command(flatten)]
+    pub runs: DeiTableArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct Table8Args {
+    /// Output folder: one run directory per dataset and split (finished ones are reused),
+    /// table8.md, study.json.
+    #[arg(long, default_value = "runs/table8")]
+    pub out: PathBuf,
+    /// Datasets, each one of Table 8's.
+    #[arg(
+        long,
+        default_value = "airfoil,bikesharing,concrete,energy",
+        value_delimiter = ','
+    )]
+    pub datasets: Vec<String>,
+    #[command(flatten)]
+    pub runs: DeiTableArgs,
+}
+
+/// The splits and NUTS budget of a DEI-MCMC-against-the-ensemble table (Table 3, Table 8).
+#[derive(Args, Debug)]
+pub struct DeiTableArgs {
     /// Splits (split seeds 0..N) of airfoil, concrete, energy and yacht.
     #[arg(long, default_value_t = 3)]
     pub splits: u64,
@@ -87,23 +122,16 @@ pub struct Table3Args {
     /// Maximum tree depth on the large sets [default: --max-depth].
     #[arg(long)]
     pub large_max_depth: Option<usize>,
-    /// Datasets, each one of Table 3's.
-    #[arg(
-        long,
-        default_value = "airfoil,bikesharing,concrete,energy,protein,yacht",
-        value_delimiter = ','
-    )]
-    pub datasets: Vec<String>,
     /// `bnn run` flags for every run, in one string (e.g. "--epochs 5000 --threads 2"); they
     /// override the study's settings.
     #[arg(long, default_value = "", allow_hyphen_values = true)]
     pub extra: String,
 }
 
-impl Table3Args {
-    fn config(&self) -> Result<Table3Config> {
+impl DeiTableArgs {
+    fn config(&self, table: PaperTable, datasets: &[String]) -> Result<Table3Config> {
         Ok(Table3Config {
-            datasets: self.datasets.clone(),
+            datasets: datasets.to_vec(),
             splits: self.splits,
             large_splits: self.large_splits,
             warmup: self.warmup,
@@ -113,6 +141,7 @@ impl Table3Args {
             large_max_depth: self.large_max_depth,
             warmup_policy: self.warmup_policy,
             extra: extra_run_flags(&self.extra, false)?,
+            ..Table3Config::of(table)
         })
     }
 }
@@ -214,7 +243,24 @@ fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
     })
 }
 
-/// `bnn study table3/mile`'s output on stderr: a line per run, each run's stage lines and chain
+/// `bnn study table3` / `table8`: the runs, then the tables on stdout.
+fn run_paper_table(
+    table: PaperTable,
+    datasets: &[String],
+    runs: &DeiTableArgs,
+    out: &std::path::Path,
+    stop: &Arc<AtomicBool>,
+) -> Result<()> {
+    let progress = RunLines(Arc::new(ProgressBars::default()));
+    let report = run_table3(&runs.config(table, datasets)?, out, &progress, stop)?;
+    print!("{}", report.table);
+    for file in &report.files {
+        println!("wrote {}", file.display());
+    }
+    Ok(())
+}
+
+/// `bnn study table3/table8/mile`'s output on stderr: a line per run, each run's stage lines and chain
 /// bars.
 struct RunLines(Arc<ProgressBars>);
 
@@ -898,13 +944,10 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             Ok(())
         }
         StudyCommand::Table3(args) => {
-            let progress = RunLines(Arc::new(ProgressBars::default()));
-            let report = run_table3(&args.config()?, &args.out, &progress, &stop)?;
-            print!("{}", report.table);
-            for file in &report.files {
-                println!("wrote {}", file.display());
-            }
-            Ok(())
+            run_paper_table(TABLE3, &args.datasets, &args.runs, &args.out, &stop)
+        }
+        StudyCommand::Table8(args) => {
+            run_paper_table(TABLE8, &args.datasets, &args.runs, &args.out, &stop)
         }
         StudyCommand::Mile(args) => {
             let progress = RunLines(Arc::new(ProgressBars::default()));

@@ -3,7 +3,7 @@
 use crate::analysis::chain_stationarity::{chain_stationarity, ChainStationarity};
 use crate::analysis::linear_baseline::LinearBaseline;
 use crate::analysis::posterior_pass::{
-    calibration_error, coverage_at, ensemble_metrics, PosteriorPass, LEVELS,
+    calibration_error, coverage_at, ensemble_metrics, member_metrics, PosteriorPass, LEVELS,
 };
 use crate::analysis::predictions::Predictions;
 use crate::config::run_config::Init;
@@ -90,6 +90,10 @@ pub struct RunSummary {
     pub de_rmse: Option<f64>,
     pub de_lppd: Option<f64>,
     pub de_nll: Option<f64>,
+    /// Each ensemble member alone (the paper's "single DNN" is their mean); empty without an
+    /// ensemble start.
+    pub member_rmse: Vec<f64>,
+    pub member_lppd: Vec<f64>,
     pub lm_rmse: Option<f64>,
     pub lm_lppd: Option<f64>,
     pub divergences: usize,
@@ -177,6 +181,10 @@ impl DeiMcmc {
         let de = members
             .as_ref()
             .map(|m| ensemble_metrics(self.posterior(), m, test));
+        let single = members
+            .as_ref()
+            .map(|m| member_metrics(self.posterior(), m, test))
+            .unwrap_or_default();
         let gaussian = !pass.points.is_empty();
         let lm = gaussian
             .then(|| LinearBaseline::fit(&self.data.train).map(|f| f.evaluate(test)))
@@ -281,6 +289,8 @@ impl DeiMcmc {
             de_rmse: de.as_ref().map(|m| m.rmse),
             de_lppd: de.as_ref().map(|m| m.lppd),
             de_nll: de.as_ref().map(|m| m.nll),
+            member_rmse: single.iter().map(|m| m.rmse).collect(),
+            member_lppd: single.iter().map(|m| m.lppd).collect(),
             lm_rmse: lm.as_ref().map(|m| m.rmse),
             lm_lppd: lm.as_ref().map(|m| m.lppd),
             divergences: pass.divergences,

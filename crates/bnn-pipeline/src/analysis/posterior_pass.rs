@@ -328,3 +328,17 @@ pub fn ensemble_metrics(
     }
     acc.finish()
 }
+
+/// Each member of a deep ensemble on its own: the single networks behind the mixture, which show
+/// a member that never fitted (a deep ReLU net stuck at the mean predicts with RMSE ≈ 1 on
+/// standardized targets).
+pub fn member_metrics(
+    posterior: &MlpPosterior,
+    members: &[Vec<f32>],
+    test: &HostData,
+) -> Vec<PredictiveMetrics> {
+    members
+        .iter()
+        .map(|member| ensemble_metrics(posterior, std::slice::from_ref(member), test))
+        .collect()
+}

@@ -5,6 +5,7 @@ use crate::config::model_spec::{parse_layer_prior, parse_likelihood};
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{
     Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorError, PriorSpec, UnknownName,
+    WeightInit,
 };
 use bnn_sampler::{
     MclmcConfig, MetricEstimate, RandomWalkConfig, SamplerConfig, SamplerSettings, SmileConfig,
@@ -143,6 +144,10 @@ pub struct EnsembleSection {
     /// AdamW's decoupled decay instead of L2 added to the gradient.
     #[config(default = false)]
     pub decoupled_weight_decay: bool,
+    /// How the members' weights are drawn before training: `fan_in_uniform` (PyTorch's
+    /// default) or `glorot_uniform` (the DEI-MCMC reference code's, which deep ReLU nets need).
+    #[config(default = "WeightInit::FanInUniform")]
+    pub weight_init: WeightInit,
     /// Minibatch size; absent: full batch.
     pub batch_size: Option<usize>,
     /// Early stopping after this many epochs without validation improvement (needs

@@ -109,6 +109,7 @@ impl DeiMcmc {
             .with_learning_rate(e.learning_rate)
             .with_weight_decay(e.weight_decay)
             .with_decoupled_weight_decay(e.decoupled_weight_decay)
+            .with_weight_init(e.weight_init)
             .with_batch_size(e.batch_size)
             .with_patience(e.patience)
             .with_seed(self.config.sampler.seed);

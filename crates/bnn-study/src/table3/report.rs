@@ -1,7 +1,7 @@
 //! Table 3's two markdown tables, from the finished run directories: per dataset beside the
 //! paper's numbers, and per run where the time went and how the chains behaved.
 
-use super::{Budget, Table3Config, PAPER};
+use super::{Budget, Table3Config};
 use crate::dei_runs::{number, read_json};
 use anyhow::{anyhow, Result};
 use bnn_pipeline::{AcceptanceDrift, RunDir};
@@ -121,11 +121,11 @@ pub(super) fn dataset_table(config: &Table3Config, runs: &[Table3Run]) -> String
                 .collect::<Vec<f64>>()
         };
         let cell = |key: &str| mean_and_sd(&values(key));
-        let paper = PAPER.iter().find(|p| p.0 == dataset);
+        let paper = config.table.row(dataset);
         let p = |i: usize| {
-            paper.map_or("–".to_string(), |p| {
-                format!("{:.2}", [p.1, p.2, p.3, p.4][i])
-            })
+            paper
+                .and_then(|p| [p.dei_rmse, Some(p.dei_lppd), p.de_rmse, Some(p.de_lppd)][i])
+                .map_or("–".to_string(), |v| format!("{v:.2}"))
         };
         let minutes: Vec<f64> = mine
             .iter()
@@ -158,7 +158,9 @@ pub(super) fn dataset_table(config: &Table3Config, runs: &[Table3Run]) -> String
         );
     }
     text += &format!(
-        "\nSettings: ReLU 16-16, N(0,1) priors, heteroscedastic head, 12 members, 12 NUTS chains, target 0.8, full-data standardization{}. Means ± sd over splits; RMSE and LPPD on the standardized scale; minutes are wall time per split (ensemble + warmup + sampling).\n",
+        "\nSettings ({}): {}, N(0,1) priors, heteroscedastic head, 12 members, 12 NUTS chains, target 0.8, full-data standardization{}. Means ± sd over splits; RMSE and LPPD on the standardized scale; minutes are wall time per split (ensemble + warmup + sampling).\n",
+        config.table.name,
+        config.table.network,
         config.extra.footnote(", ")
     );
     text
@@ -167,7 +169,7 @@ pub(super) fn dataset_table(config: &Table3Config, runs: &[Table3Run]) -> String
 /// One row per run: where the time went and how the chains behaved.
 pub(super) fn run_table(runs: &[Table3Run]) -> String {
     let mut text = String::from(
-        "| dataset | split | budget | minutes: ensemble / warmup / sampling | gradients (M): warmup + sampling | warmup iterations (min–max) | divergent draws | chains > 10% divergent | worst chain | chains with acceptance drift > 0.1 | acceptance (min–max) | acceptance first → last tenth | step size (min–max) | test-loglik R-hat | cov. 90% | calibration error | DEI LPPD | DE LPPD |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| dataset | split | budget | minutes: ensemble / warmup / sampling | gradients (M): warmup + sampling | warmup iterations (min–max) | divergent draws | chains > 10% divergent | worst chain | chains with acceptance drift > 0.1 | acceptance (min–max) | acceptance first → last tenth | step size (min–max) | test-loglik R-hat | cov. 90% | calibration error | DEI LPPD | DE LPPD | single member LPPD (mean) | members at the mean |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in runs {
         let s = &r.summary;
@@ -218,8 +220,9 @@ pub(super) fn run_table(runs: &[Table3Run]) -> String {
         let drift = AcceptanceDrift::of_chains(&transitions).map_or("–".to_string(), |d| {
             format!("{:.2} → {:.2}", d.accept_first_tenth, d.accept_last_tenth)
         });
+        let (member_lppd, at_the_mean) = members_alone(s);
         text += &format!(
-            "| {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.2} + {:.2} | {warmup_range} | {divergent} of {draws} ({:.1}%) | {over_tenth} | {worst} of {} | {drifting} | {:.2} ({accept_min:.2}–{accept_max:.2}) | {drift} | {step_min:.1e}–{step_max:.1e} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |\n",
+            "| {} | {} | {} | {:.1} / {:.1} / {:.1} | {:.2} + {:.2} | {warmup_range} | {divergent} of {draws} ({:.1}%) | {over_tenth} | {worst} of {} | {drifting} | {:.2} ({accept_min:.2}–{accept_max:.2}) | {drift} | {step_min:.1e}–{step_max:.1e} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {member_lppd} | {at_the_mean} |\n",
             r.dataset,
             r.split,
             r.budget,
@@ -239,6 +242,25 @@ pub(super) fn run_table(runs: &[Table3Run]) -> String {
         );
     }
     text
+}
+
+/// The members one by one: their mean test LPPD (the paper's "single DNN") and how many of
+/// them predict little better than the mean, test RMSE above 0.9 on standardized targets (a
+/// network that never fitted). Dashes for a run evaluated before `summary.json` had them.
+fn members_alone(summary: &serde_json::Value) -> (String, String) {
+    let values = |key: &str| -> Vec<f64> {
+        summary[key]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+            .unwrap_or_default()
+    };
+    let (lppd, rmse) = (values("member_lppd"), values("member_rmse"));
+    if lppd.is_empty() {
+        return ("–".into(), "–".into());
+    }
+    let mean = lppd.iter().sum::<f64>() / lppd.len() as f64;
+    let stuck = rmse.iter().filter(|&&r| r > 0.9).count();
+    (format!("{mean:.3}"), format!("{stuck} of {}", rmse.len()))
 }
 
 fn run_seconds(summary: &serde_json::Value) -> f64 {
