@@ -8,31 +8,43 @@
 #   bench/mclmc_burn_in.sh runs/policy/fixed/yacht-split0 runs/burn-in stationary "--warmup-policy stationary"
 #
 # usage: mclmc_burn_in.sh DEI_RUN OUT NAME "NUTS FLAGS"
-# Writes OUT/mclmc (shared by every NAME) and OUT/NAME (a finished one is kept, not redone).
+# Writes OUT/mclmc (shared by every NAME of the same DEI_RUN; another DEI_RUN's is refused) and
+# OUT/NAME (a finished one is kept, not redone).
 set -euo pipefail
 base=${1:?"a finished DEI-NUTS run directory"}; out=${2:?"an output folder"}
 name=${3:?"a name for the NUTS variant"}; flags=${4:-}
 bnn=${BNN:-${CARGO_TARGET_DIR:-target}/release/bnn}
 [ -x "$bnn" ] || { echo "error: no bnn binary at $bnn (build with cargo build --release -p bnn-cli, or set BNN)" >&2; exit 1; }
-[ -f "$base/config.toml" ] && [ -d "$base/ensemble" ] || { echo "error: $base is not a DEI-NUTS run directory with its ensemble" >&2; exit 1; }
+[ -f "$base/summary.json" ] && [ -d "$base/ensemble" ] || { echo "error: $base is not a finished DEI-NUTS run directory with its ensemble" >&2; exit 1; }
 here=$(dirname "$0")
+thin=10
+logged() { # LOG COMMAND...: run it into LOG; on failure show LOG's end and stop
+  local log=$1; shift
+  "$@" >> "$log" 2>&1 || { echo "error: $* failed; the end of $log:" >&2; tail -n 20 "$log" >&2; exit 1; }
+}
+from=$(cd "$base" && pwd)
+if [ -f "$out/mclmc/from" ] && [ "$(cat "$out/mclmc/from")" != "$from" ]; then
+  echo "error: $out/mclmc is the burn-in of $(cat "$out/mclmc/from"), not of $from; choose another OUT" >&2; exit 1
+fi
 if [ ! -f "$out/mclmc/sampling.json" ]; then
-  rm -rf "$out/mclmc"; mkdir -p "$out/mclmc"; cp -r "$base/ensemble" "$out/mclmc/"
+  rm -rf "$out/mclmc" "$out/mclmc.log"; mkdir -p "$out/mclmc"; cp -r "$base/ensemble" "$out/mclmc/"
+  echo "$from" > "$out/mclmc/from"
   echo "== $out/mclmc: MCLMC from the members of $base" >&2
-  "$bnn" sample --config "$base/config.toml" --sampler mclmc --warmup 50000 --draws 10000 --thin 10 \
-    --out "$out/mclmc" > "$out/mclmc.log" 2>&1
+  logged "$out/mclmc.log" "$bnn" sample --config "$base/config.toml" --sampler mclmc --warmup 50000 \
+    --draws 10000 --thin "$thin" --out "$out/mclmc"
 fi
 if [ ! -f "$out/$name/summary.json" ]; then
-  rm -rf "${out:?}/$name"
+  rm -rf "${out:?}/$name" "$out/$name.log"
   python3 "$here/chain_ends_as_members.py" "$out/mclmc" "$out/$name"
   echo "== $out/$name: NUTS from the MCLMC chains' ends, $flags" >&2
   # shellcheck disable=SC2086
-  "$bnn" sample --config "$base/config.toml" $flags --out "$out/$name" > "$out/$name.log" 2>&1
-  "$bnn" predict "$out/$name" >> "$out/$name.log" 2>&1
-  "$bnn" evaluate "$out/$name" >> "$out/$name.log" 2>&1
+  logged "$out/$name.log" "$bnn" sample --config "$base/config.toml" $flags --out "$out/$name"
+  logged "$out/$name.log" "$bnn" predict "$out/$name"
+  logged "$out/$name.log" "$bnn" evaluate "$out/$name"
 fi
-python3 - "$out/mclmc" "$base" "$out/$name" <<'PY'
+python3 - "$thin" "$out/mclmc" "$base" "$out/$name" <<'PY'
 import csv, glob, json, sys
+thin = int(sys.argv.pop(1))
 mclmc = json.load(open(sys.argv[1] + "/sampling.json"))
 def leapfrogs(path, thin=1):
     with open(path) as f:
@@ -40,7 +52,7 @@ def leapfrogs(path, thin=1):
         column = next(rows).index("n_leapfrog__")
         return thin * sum(float(r[column]) for r in rows)
 burn_in = sum(leapfrogs(p) for p in glob.glob(sys.argv[1] + "/adaptation_chain_*.csv"))
-burn_in += sum(leapfrogs(p, 10) for p in glob.glob(sys.argv[1] + "/draws_chain_*.csv"))
+burn_in += sum(leapfrogs(p, thin) for p in glob.glob(sys.argv[1] + "/draws_chain_*.csv"))
 for d in sys.argv[2:]:
     s = json.load(open(d + "/summary.json"))
     chains = s["chain_stationarity"]

@@ -126,7 +126,7 @@ impl ModelSection {
 
 /// `[ensemble]`: how the deep ensemble is trained; the defaults are the DEI-MCMC reference recipe
 /// (5000 full-batch Adam steps, lr 1e-3, L2 1e-2).
-#[derive(Config, Debug, PartialEq)]
+#[derive(Config, PartialEq)]
 pub struct EnsembleSection {
     #[config(default = 12)]
     pub members: usize,
@@ -153,6 +153,28 @@ pub struct EnsembleSection {
     /// Early stopping after this many epochs without validation improvement (needs
     /// `data.validation_fraction > 0`).
     pub patience: Option<usize>,
+}
+
+/// `weight_init` is written only where it is not the default: the shards' config hash
+/// ([`crate::config_hash`]) is taken over this text, and the hashes recorded before the key existed
+/// must still match.
+impl std::fmt::Debug for EnsembleSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut section = f.debug_struct("EnsembleSection");
+        section
+            .field("members", &self.members)
+            .field("epochs", &self.epochs)
+            .field("learning_rate", &self.learning_rate)
+            .field("weight_decay", &self.weight_decay)
+            .field("decoupled_weight_decay", &self.decoupled_weight_decay);
+        if self.weight_init != WeightInit::default() {
+            section.field("weight_init", &self.weight_init);
+        }
+        section
+            .field("batch_size", &self.batch_size)
+            .field("patience", &self.patience)
+            .finish()
+    }
 }
 
 impl EnsembleSection {
@@ -696,6 +718,21 @@ impl RunConfig {
 mod tests {
     use super::*;
     use bnn_sampler::{MamsConfig, MsdConfig, NutsConfig};
+
+    #[test]
+    fn the_default_weight_init_leaves_the_config_hash_as_it_was() {
+        let plain = RunConfig::new();
+        assert!(!format!("{:?}", plain.ensemble).contains("weight_init"));
+        let glorot = RunConfig {
+            ensemble: plain
+                .ensemble
+                .clone()
+                .with_weight_init(WeightInit::GlorotUniform),
+            ..plain.clone()
+        };
+        assert!(format!("{:?}", glorot.ensemble).contains("weight_init: GlorotUniform"));
+        assert_ne!(crate::config_hash(&plain), crate::config_hash(&glorot));
+    }
 
     fn nuts(f: impl Fn(NutsConfig) -> NutsConfig) -> KernelSettings {
         f(NutsConfig::new()).into()

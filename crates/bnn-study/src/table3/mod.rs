@@ -4,7 +4,7 @@
 //! coverage and calibration). The two tables differ only in the network ([`PaperTable`]):
 //! Table 3's ReLU 16-16 on six sets, Table 8's nine ReLU layers of eight units on four.
 //!
-//! The paper's setting (the defaults): ReLU MLP 16-16 (Table 8: 8 × 9), N(0, 1) priors on all parameters,
+//! The paper's setting (the defaults): ReLU MLP 16-16 (Table 8: 9 × 8), N(0, 1) priors on all parameters,
 //! heteroscedastic Gaussian head, 12 members (Adam, 5000 full-batch epochs, weight decay 1e-2),
 //! 12 NUTS chains, warmup 100, 1000 draws, target 0.8, depth 10, data standardized with
 //! full-data statistics as in their code ([`paper_model_config`]). The warmup ends by
@@ -71,8 +71,6 @@ pub struct PaperTable {
     pub name: &'static str,
     /// The markdown file the study writes: `<file_stem>.md`.
     pub file_stem: &'static str,
-    /// The `bnn study` subcommand that runs it.
-    pub command: &'static str,
     /// Hidden widths, as `--hidden` takes them.
     pub hidden: &'static str,
     /// The network in words, for the tables' footnote.
@@ -85,6 +83,11 @@ pub struct PaperTable {
 impl PaperTable {
     pub fn row(&self, dataset: &str) -> Option<&'static PaperRow> {
         self.rows.iter().find(|r| r.dataset == dataset)
+    }
+
+    /// The hidden widths as numbers.
+    pub fn widths(&self) -> Vec<usize> {
+        bnn_pipeline::parse_hidden(self.hidden).expect("a table's widths parse")
     }
 
     /// The table's datasets, comma separated.
@@ -101,7 +104,6 @@ impl PaperTable {
 pub const TABLE3: PaperTable = PaperTable {
     name: "Table 3",
     file_stem: "table3",
-    command: "table3",
     hidden: "16,16",
     network: "ReLU 16-16",
     weight_init: WeightInit::FanInUniform,
@@ -122,7 +124,6 @@ pub const TABLE3: PaperTable = PaperTable {
 pub const TABLE8: PaperTable = PaperTable {
     name: "Table 8",
     file_stem: "table8",
-    command: "table8",
     hidden: "8,8,8,8,8,8,8,8,8",
     network: "ReLU 9 × 8",
     weight_init: WeightInit::GlorotUniform,
@@ -250,7 +251,7 @@ impl Table3Config {
     /// split seed and chain seed `split`, this budget, then the extra flags.
     pub fn run_config(&self, dataset: &str, split: u64) -> Result<bnn_pipeline::RunConfig> {
         let budget = self.budget_for(dataset);
-        let hidden = bnn_pipeline::parse_hidden(self.table.hidden)?;
+        let hidden = self.table.widths();
         paper_model_config(&self.extra, dataset, split, split, |c| {
             c.model.hidden = hidden;
             c.ensemble.weight_init = self.table.weight_init;
@@ -304,7 +305,7 @@ impl Table3Config {
 
 /// What the study wrote.
 pub struct Table3Report {
-    /// The two tables, as written to `table3.md`.
+    /// The two tables, as written to `<table>.md` (`table3.md`, `table8.md`).
     pub table: String,
     pub runs: Vec<Table3Run>,
     pub files: Vec<PathBuf>,
@@ -392,7 +393,7 @@ fn check_same_network(config: &Table3Config, dataset: &str, split: u64, dir: &Pa
     let asked = config.run_config(dataset, split)?;
     let network = |c: &bnn_pipeline::RunConfig| {
         format!(
-            "{} {:?} with {} members",
+            "a {} {:?} network with {} members",
             c.model.activation,
             c.model.hidden,
             c.ensemble.weight_init.name()
@@ -400,7 +401,7 @@ fn check_same_network(config: &Table3Config, dataset: &str, split: u64, dir: &Pa
     };
     if network(&found) != network(&asked) {
         bail!(
-            "--out: {} holds a run of a {} network, but {} asks for {}; choose another --out (or move that run away)",
+            "--out: {} holds a run of {}, but {} asks for {}; choose another --out (or move that run away)",
             dir.display(),
             network(&found),
             config.table.name,
@@ -466,7 +467,7 @@ mod tests {
         assert!(error.starts_with("--out: "), "{error}");
         assert!(
             error.contains(
-                "Table 8 asks for relu [8, 8, 8, 8, 8, 8, 8, 8, 8] with glorot_uniform members"
+                "holds a run of a relu [16, 16] network with fan_in_uniform members, but Table 8 asks for a relu [8, 8, 8, 8, 8, 8, 8, 8, 8] network with glorot_uniform members"
             ),
             "{error}"
         );

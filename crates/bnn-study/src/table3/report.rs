@@ -160,10 +160,28 @@ pub(super) fn dataset_table(config: &Table3Config, runs: &[Table3Run]) -> String
     text += &format!(
         "\nSettings ({}): {}, N(0,1) priors, heteroscedastic head, 12 members, 12 NUTS chains, target 0.8, full-data standardization{}. Means ± sd over splits; RMSE and LPPD on the standardized scale; minutes are wall time per split (ensemble + warmup + sampling).\n",
         config.table.name,
-        config.table.network,
+        network_label(config),
         config.extra.footnote(", ")
     );
     text
+}
+
+/// The network the runs use: the table's, unless `--extra` changed its widths or activation.
+fn network_label(config: &Table3Config) -> String {
+    let asked = config
+        .datasets
+        .first()
+        .and_then(|d| config.run_config(d, 0).ok());
+    match asked {
+        Some(run)
+            if (&run.model.hidden, run.model.activation.as_str())
+                != (&config.table.widths(), "relu") =>
+        {
+            let widths: Vec<String> = run.model.hidden.iter().map(|w| w.to_string()).collect();
+            format!("{} {}", run.model.activation, widths.join("-"))
+        }
+        _ => config.table.network.to_string(),
+    }
 }
 
 /// One row per run: where the time went and how the chains behaved.
