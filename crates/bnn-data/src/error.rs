@@ -202,6 +202,12 @@ pub enum DataError {
         quoted_list(known)
     )]
     UnresolvedSpec { spec: String, known: Vec<String> },
+
+    #[error(
+        "{spec:?}: the number after `friedman1:` is the generated rows and must be a whole \
+         number of at least 1, e.g. friedman1:200000"
+    )]
+    InvalidGeneratedRows { spec: String },
 }
 
 fn quoted_list(names: &[String]) -> String {

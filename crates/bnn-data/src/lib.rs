@@ -25,8 +25,9 @@ pub use dataset::Dataset;
 pub use delimiter::Delimiter;
 pub use error::{ColumnRole, DataError};
 pub use generators::{
-    cos2x, robot_arm, robot_arm_stacked, COS2X_DEFAULT_NOISE_SD, COS2X_DEFAULT_ROWS,
-    ROBOT_ARM_NOISE_SD, ROBOT_ARM_ROWS_PER_PART,
+    cos2x, friedman1, robot_arm, robot_arm_stacked, COS2X_DEFAULT_NOISE_SD, COS2X_DEFAULT_ROWS,
+    FRIEDMAN1_DEFAULT_ROWS, FRIEDMAN1_FEATURES, FRIEDMAN1_NOISE_SD, ROBOT_ARM_NOISE_SD,
+    ROBOT_ARM_ROWS_PER_PART,
 };
 pub use manifest::{find_named, list_named, named_dataset_names, NamedDataset};
 pub use matrix::Matrix;

@@ -7,13 +7,14 @@ use crate::csv_loader::{load_csv, CsvOptions};
 use crate::dataset::Dataset;
 use crate::error::DataError;
 use crate::generators::{
-    cos2x, robot_arm_stacked, COS2X_DEFAULT_NOISE_SD, COS2X_DEFAULT_ROWS, ROBOT_ARM_ROWS_PER_PART,
+    cos2x, friedman1, robot_arm_stacked, COS2X_DEFAULT_NOISE_SD, COS2X_DEFAULT_ROWS,
+    FRIEDMAN1_DEFAULT_ROWS, ROBOT_ARM_ROWS_PER_PART,
 };
 use crate::manifest::{find_named, named_dataset_names, NamedDataset};
 use crate::named::load_named;
 
 /// Names accepted for generated data, besides the benchmark names in the manifest.
-pub const GENERATED_DATASET_NAMES: [&str; 2] = ["cos2x", "robot-arm"];
+pub const GENERATED_DATASET_NAMES: [&str; 3] = ["cos2x", "friedman1", "robot-arm"];
 
 /// Seed used by [`load_dataset`] for generated data.
 pub const DEFAULT_GENERATOR_SEED: u64 = 0;
@@ -26,6 +27,11 @@ pub enum DatasetSpec {
     Cos2x,
     /// [`robot_arm_stacked`]: 400 rows whose first 200 are the canonical training set.
     RobotArm,
+    /// [`friedman1`] with this many rows (`friedman1:200000`; plain `friedman1` is
+    /// [`FRIEDMAN1_DEFAULT_ROWS`]).
+    Friedman1 {
+        rows: usize,
+    },
     CsvFile(PathBuf),
 }
 
@@ -39,7 +45,20 @@ impl DatasetSpec {
         match spec {
             "cos2x" => return Ok(DatasetSpec::Cos2x),
             "robot-arm" => return Ok(DatasetSpec::RobotArm),
+            "friedman1" => {
+                return Ok(DatasetSpec::Friedman1 {
+                    rows: FRIEDMAN1_DEFAULT_ROWS,
+                })
+            }
             _ => {}
+        }
+        if let Some(rows) = spec.strip_prefix("friedman1:") {
+            return match rows.replace('_', "").parse::<usize>() {
+                Ok(rows) if rows > 0 => Ok(DatasetSpec::Friedman1 { rows }),
+                _ => Err(DataError::InvalidGeneratedRows {
+                    spec: spec.to_string(),
+                }),
+            };
         }
         let path = PathBuf::from(spec);
         if path.is_file() {
@@ -57,6 +76,7 @@ impl DatasetSpec {
             DatasetSpec::Named(entry) => load_named(&entry.name),
             DatasetSpec::Cos2x => cos2x(COS2X_DEFAULT_ROWS, COS2X_DEFAULT_NOISE_SD, generator_seed),
             DatasetSpec::RobotArm => Ok(robot_arm_stacked(generator_seed)),
+            DatasetSpec::Friedman1 { rows } => friedman1(*rows, generator_seed),
             DatasetSpec::CsvFile(path) => load_csv(path, csv),
         }
     }

@@ -2,6 +2,7 @@
 
 use bnn_data::{
     load_dataset, robot_arm, split_at_row, CsvOptions, DataError, DatasetSpec, COS2X_DEFAULT_ROWS,
+    FRIEDMAN1_DEFAULT_ROWS,
 };
 
 #[test]
@@ -13,6 +14,29 @@ fn benchmark_and_generator_names_resolve() {
         DatasetSpec::RobotArm
     );
     assert_eq!(load_dataset("cos2x").unwrap().n_rows(), COS2X_DEFAULT_ROWS);
+}
+
+#[test]
+fn friedman1_takes_its_size_from_the_name_and_refuses_a_bad_one() {
+    assert_eq!(
+        DatasetSpec::parse("friedman1").unwrap(),
+        DatasetSpec::Friedman1 {
+            rows: FRIEDMAN1_DEFAULT_ROWS
+        }
+    );
+    assert_eq!(
+        DatasetSpec::parse("friedman1:200_000").unwrap(),
+        DatasetSpec::Friedman1 { rows: 200_000 }
+    );
+    let data = load_dataset("friedman1:300").unwrap();
+    assert_eq!((data.n_rows(), data.x.cols), (300, 10));
+    for bad in ["friedman1:0", "friedman1:", "friedman1:2e5", "friedman1:-4"] {
+        let message = DatasetSpec::parse(bad).unwrap_err().to_string();
+        assert!(
+            message.contains(bad) && message.contains("whole number"),
+            "{bad}: {message}"
+        );
+    }
 }
 
 #[test]

@@ -43,6 +43,11 @@ fn main() {
             277,
         ),
         (
+            "bikesharing",
+            spec(&[12, 16, 16, 2], KernelActivation::Relu, hetero, 1),
+            13903,
+        ),
+        (
             "protein",
             spec(&[9, 16, 16, 2], KernelActivation::Relu, hetero, 1),
             36584,
