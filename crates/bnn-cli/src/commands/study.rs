@@ -49,53 +49,29 @@ pub enum StudyCommand {
     /// Sommer et al. 2024, Table 3: DEI-MCMC against the deep ensemble on six UCI sets, one
     /// whole run per dataset and split at the paper's settings, tables beside the paper's
     /// numbers. Finished runs in --out are reused; a stopped one continues.
-    Table3(Table3Args),
+    Table3(DeiTableArgs),
     /// Sommer et al. 2024, Table 8: the same against the deep ensemble with a deep network (nine
     /// hidden ReLU layers of eight units) on four UCI sets, tables beside the paper's numbers.
     /// Finished runs in --out are reused; a stopped one continues.
-    Table8(Table8Args),
+    Table8(DeiTableArgs),
     /// MILE (Sommer et al. 2025, MCLMC) against DEI-NUTS from the same deep-ensemble members:
     /// predictive quality, time and gradients. Finished runs in --out are reused.
     Mile(MileArgs),
 }
 
-#[derive(Args, Debug)]
-pub struct Table3Args {
-    /// Output folder: one run directory per dataset and split (finished ones are reused),
-    /// table3.md, study.json.
-    #[arg(long, default_value = "runs/table3")]
-    pub out: PathBuf,
-    /// Datasets, each one of Table 3's.
-    #[arg(
-        long,
-        default_value = "airfoil,bikesharing,concrete,energy,protein,yacht",
-        value_delimiter = ','
-    )]
-    pub datasets: Vec<String>,
-    #[command(flatten)]
-    pub runs: DeiTableArgs,
-}
-
-#[derive(Args, Debug)]
-pub struct Table8Args {
-    /// Output folder: one run directory per dataset and split (finished ones are reused),
-    /// table8.md, study.json.
-    #[arg(long, default_value = "runs/table8")]
-    pub out: PathBuf,
-    /// Datasets, each one of Table 8's.
-    #[arg(
-        long,
-        default_value = "airfoil,bikesharing,concrete,energy",
-        value_delimiter = ','
-    )]
-    pub datasets: Vec<String>,
-    #[command(flatten)]
-    pub runs: DeiTableArgs,
-}
-
-/// The splits and NUTS budget of a DEI-MCMC-against-the-ensemble table (Table 3, Table 8).
+/// Where a DEI-MCMC-against-the-ensemble table (Table 3, Table 8) goes, its datasets, splits and
+/// NUTS budget; the folder and datasets default from the table's [`PaperTable`].
 #[derive(Args, Debug)]
 pub struct DeiTableArgs {
+    /// Output folder: one run directory per dataset and split (finished ones are reused), the
+    /// table's markdown (table3.md, table8.md) and study.json [default: runs/table3 or
+    /// runs/table8].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Datasets, each one of the table's [default: all of them: Table 3's airfoil, bikesharing,
+    /// concrete, energy, protein, yacht; Table 8's airfoil, bikesharing, concrete, energy].
+    #[arg(long, value_delimiter = ',')]
+    pub datasets: Option<Vec<String>>,
     /// Splits (split seeds 0..N) of the small sets (under 10,000 rows: airfoil, concrete, energy,
     /// yacht).
     #[arg(long, default_value_t = 3)]
@@ -245,15 +221,17 @@ fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
 }
 
 /// `bnn study table3` / `table8`: the runs, then the tables on stdout.
-fn run_paper_table(
-    table: PaperTable,
-    datasets: &[String],
-    runs: &DeiTableArgs,
-    out: &std::path::Path,
-    stop: &Arc<AtomicBool>,
-) -> Result<()> {
+fn run_paper_table(table: PaperTable, runs: &DeiTableArgs, stop: &Arc<AtomicBool>) -> Result<()> {
+    let out = runs
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("runs").join(table.file_stem));
+    let datasets: Vec<String> = match &runs.datasets {
+        Some(datasets) => datasets.clone(),
+        None => table.rows.iter().map(|r| r.dataset.to_string()).collect(),
+    };
     let progress = RunLines(Arc::new(ProgressBars::default()));
-    let report = run_table3(&runs.config(table, datasets)?, out, &progress, stop)?;
+    let report = run_table3(&runs.config(table, &datasets)?, &out, &progress, stop)?;
     print!("{}", report.table);
     for file in &report.files {
         println!("wrote {}", file.display());
@@ -944,12 +922,8 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             }
             Ok(())
         }
-        StudyCommand::Table3(args) => {
-            run_paper_table(TABLE3, &args.datasets, &args.runs, &args.out, &stop)
-        }
-        StudyCommand::Table8(args) => {
-            run_paper_table(TABLE8, &args.datasets, &args.runs, &args.out, &stop)
-        }
+        StudyCommand::Table3(args) => run_paper_table(TABLE3, &args, &stop),
+        StudyCommand::Table8(args) => run_paper_table(TABLE8, &args, &stop),
         StudyCommand::Mile(args) => {
             let progress = RunLines(Arc::new(ProgressBars::default()));
             let report = run_mile(&args.config()?, &args.out, &progress, &stop)?;
