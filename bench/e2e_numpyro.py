@@ -111,6 +111,18 @@ def read_member(path):
     return np.concatenate(parts)
 
 
+def read_members(run_dir, widths):
+    """Every member of `<run_dir>/ensemble` as one row of flat θ, checked against the MLP's size."""
+    import numpy as np
+    folder = os.path.join(run_dir, "ensemble")
+    names = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+    thetas = np.stack([read_member(os.path.join(folder, m)) for m in names])
+    expected = sum(i * o + o for i, o in zip(widths[:-1], widths[1:]))
+    if thetas.shape[1] != expected:
+        raise SystemExit(f"members have {thetas.shape[1]} parameters, the MLP {widths} has {expected}")
+    return thetas
+
+
 def read_rows(path):
     import numpy as np
     with open(path) as f:
@@ -119,6 +131,47 @@ def read_rows(path):
     x_cols = [i for i, h in enumerate(header) if h.startswith("x")]
     y_cols = [i for i, h in enumerate(header) if h.startswith("y")]
     return values[:, x_cols].astype("float32"), values[:, y_cols[0]].astype("float32")
+
+
+def make_forward(widths, activation):
+    """The built-in heteroscedastic MLP on a flat θ: (mean, log σ clamped to [ln 1e-6, ln 1e6])."""
+    import jax
+    import jax.numpy as jnp
+    act = jax.nn.relu if activation == "relu" else jnp.tanh
+    lo, hi = math.log(1e-6), math.log(1e6)
+
+    def forward(theta, x):
+        h, o = x, 0
+        for l, (i, w) in enumerate(zip(widths[:-1], widths[1:])):
+            weight = theta[o:o + i * w].reshape(i, w)
+            bias = theta[o + i * w:o + i * w + w]
+            o += i * w + w
+            h = h @ weight + bias
+            if l < len(widths) - 2:
+                h = act(h)
+        return h[:, 0], jnp.clip(h[:, 1], lo, hi)
+
+    return forward
+
+
+def test_metrics(forward, thetas, x_test, y_test, seed):
+    """LPPD, RMSE and 90% coverage on the standardized scale, pooled over every draw, as
+    `bnn evaluate` computes them (coverage from one predictive sample per draw and point)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    means, log_sds = jax.vmap(lambda t: forward(t, x_test))(jnp.asarray(thetas))
+    means, sds = np.asarray(means, dtype=np.float64), np.exp(np.asarray(log_sds, dtype=np.float64))
+    y = y_test.astype(np.float64)
+    log_p = -0.5 * ((y - means) / sds) ** 2 - np.log(sds) - 0.5 * math.log(2 * math.pi)
+    top = log_p.max(axis=0)
+    lppd = float(np.mean(top + np.log(np.mean(np.exp(log_p - top), axis=0))))
+    rmse = float(np.sqrt(np.mean((means.mean(axis=0) - y) ** 2)))
+    rng = np.random.default_rng(seed)
+    samples = means + sds * rng.standard_normal(means.shape)
+    lo90, hi90 = np.quantile(samples, 0.05, axis=0), np.quantile(samples, 0.95, axis=0)
+    coverage = float(np.mean((y >= lo90) & (y <= hi90)))
+    return lppd, rmse, coverage
 
 
 def run_numpyro(a, run_dir, split_dir):
@@ -141,25 +194,9 @@ def run_numpyro(a, run_dir, split_dir):
     x_train, y_train = read_rows(os.path.join(split_dir, "train.csv"))
     x_test, y_test = read_rows(os.path.join(split_dir, "test.csv"))
     widths = [x_train.shape[1]] + [int(h) for h in a.hidden.split(",") if h] + [2]
-    members = sorted(f for f in os.listdir(os.path.join(run_dir, "ensemble")) if f.endswith(".safetensors"))
-    init = np.stack([read_member(os.path.join(run_dir, "ensemble", m)) for m in members])
+    init = read_members(run_dir, widths)
     d = init.shape[1]
-    expected = sum(i * o + o for i, o in zip(widths[:-1], widths[1:]))
-    if d != expected:
-        raise SystemExit(f"members have {d} parameters, the MLP {widths} has {expected}")
-    act = jax.nn.relu if a.activation == "relu" else jnp.tanh
-    lo, hi = math.log(1e-6), math.log(1e6)
-
-    def forward(theta, x):
-        h, o = x, 0
-        for l, (i, w) in enumerate(zip(widths[:-1], widths[1:])):
-            weight = theta[o:o + i * w].reshape(i, w)
-            bias = theta[o + i * w:o + i * w + w]
-            o += i * w + w
-            h = h @ weight + bias
-            if l < len(widths) - 2:
-                h = act(h)
-        return h[:, 0], jnp.clip(h[:, 1], lo, hi)
+    forward = make_forward(widths, a.activation)
 
     def model(x, y):
         theta = numpyro.sample("theta", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
@@ -167,7 +204,7 @@ def run_numpyro(a, run_dir, split_dir):
         numpyro.sample("y", dist.Normal(mean, jnp.exp(log_sd)), obs=y)
 
     kernel = NUTS(model, target_accept_prob=a.target_accept, max_tree_depth=a.max_depth)
-    mcmc = MCMC(kernel, num_warmup=a.warmup, num_samples=a.draws, num_chains=len(members),
+    mcmc = MCMC(kernel, num_warmup=a.warmup, num_samples=a.draws, num_chains=init.shape[0],
                 chain_method="parallel", progress_bar=False)
     start = time.perf_counter()
     mcmc.run(jax.random.PRNGKey(a.seed), x_train, y_train, init_params={"theta": jnp.asarray(init)},
@@ -177,18 +214,7 @@ def run_numpyro(a, run_dir, split_dir):
     extra = mcmc.get_extra_fields(group_by_chain=True)
     thetas = np.asarray(mcmc.get_samples(group_by_chain=False)["theta"])
 
-    # Test metrics on the standardized scale, pooled over every draw (as bnn evaluate).
-    means, log_sds = jax.vmap(lambda t: forward(t, x_test))(jnp.asarray(thetas))
-    means, sds = np.asarray(means, dtype=np.float64), np.exp(np.asarray(log_sds, dtype=np.float64))
-    y = y_test.astype(np.float64)
-    log_p = -0.5 * ((y - means) / sds) ** 2 - np.log(sds) - 0.5 * math.log(2 * math.pi)
-    top = log_p.max(axis=0)
-    lppd = float(np.mean(top + np.log(np.mean(np.exp(log_p - top), axis=0))))
-    rmse = float(np.sqrt(np.mean((means.mean(axis=0) - y) ** 2)))
-    rng = np.random.default_rng(a.seed)
-    samples = means + sds * rng.standard_normal(means.shape)
-    lo90, hi90 = np.quantile(samples, 0.05, axis=0), np.quantile(samples, 0.95, axis=0)
-    coverage = float(np.mean((y >= lo90) & (y <= hi90)))
+    lppd, rmse, coverage = test_metrics(forward, thetas, x_test, y_test, a.seed)
     divergent = np.asarray(extra["diverging"])
     chains = [{"divergent": int(divergent[c].sum()), "accept": float(np.mean(extra["accept_prob"][c])),
                "step_size": float(np.asarray(extra["adapt_state.step_size"][c])[-1]),

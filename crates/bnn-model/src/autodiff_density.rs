@@ -9,11 +9,14 @@ use rayon::prelude::*;
 /// batch: positions go to the device as `[C, D]`, values `[C]` and gradients `[C, D]` come back.
 ///
 /// A posterior with a host path of its own ([`Posterior::host_log_posterior_and_gradient`]: the
-/// built-in MLP on the CPU backends) is evaluated through it instead, with the same numbers;
-/// [`AutodiffLogDensity::through_autodiff`] turns that off (the reference in tests and benches).
+/// built-in MLP on the CPU backends) or a device path without a graph
+/// ([`Posterior::device_log_posterior_and_gradient`]: the built-in MLP on wgpu) is evaluated
+/// through it instead, with the same numbers; [`AutodiffLogDensity::through_autodiff`] turns
+/// that off (the reference in tests and benches).
 pub struct AutodiffLogDensity<P> {
     posterior: P,
-    direct_host_path: bool,
+    /// Whether the posterior's own paths (host kernel, device without a graph) are taken.
+    direct_paths: bool,
     /// The same posterior with its metric, for manifold stochastic dynamics.
     riemannian: Option<Box<dyn RiemannianDensity + Send + Sync>>,
 }
@@ -22,7 +25,7 @@ impl<P: Posterior> AutodiffLogDensity<P> {
     pub fn new(posterior: P) -> Self {
         Self {
             posterior,
-            direct_host_path: true,
+            direct_paths: true,
             riemannian: None,
         }
     }
@@ -37,9 +40,10 @@ impl<P: Posterior> AutodiffLogDensity<P> {
         self
     }
 
-    /// Always goes through tensors and Burn's autodiff, even where the posterior has a host path.
+    /// Always goes through tensors and Burn's autodiff, even where the posterior has a host or
+    /// device path of its own.
     pub fn through_autodiff(mut self) -> Self {
-        self.direct_host_path = false;
+        self.direct_paths = false;
         self
     }
 
@@ -81,12 +85,22 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
                 gradients.len()
             )));
         }
-        if self.direct_host_path
-            && self
+        if self.direct_paths {
+            if self
                 .posterior
                 .host_log_posterior_and_gradient(positions, log_densities, gradients)
-        {
-            return Ok(());
+            {
+                return Ok(());
+            }
+            if let Some(read) = self
+                .posterior
+                .device_log_posterior_and_gradient(positions, c)
+            {
+                let (values, gradient) = read?;
+                copy_into(&values, log_densities);
+                copy_into(&gradient, gradients);
+                return Ok(());
+            }
         }
         let theta = self.upload(positions, c);
         let values = self.posterior.log_posterior(theta.clone());
@@ -110,7 +124,7 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
                 positions.len()
             )));
         }
-        if self.direct_host_path && self.posterior.host_log_posterior(positions, log_densities) {
+        if self.direct_paths && self.posterior.host_log_posterior(positions, log_densities) {
             return Ok(());
         }
         let mut gradients = vec![0.0; positions.len()];
@@ -121,13 +135,8 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
 impl<P: Posterior> AutodiffLogDensity<P> {
     /// A host `[C, D]` batch as a tracked tensor in the posterior's float type.
     fn upload(&self, positions: &[f64], c: usize) -> Tensor<2> {
-        let d = self.dim();
         let dtype = self.posterior.dtype();
-        // Straight to the evaluation's float type: one host copy instead of two.
-        let data = match dtype {
-            DType::F32 => TensorData::new(to_f32(positions), [c, d]),
-            _ => TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype),
-        };
+        let data = positions_data(positions, c, self.dim(), dtype);
         Tensor::<2>::from_data(data, (self.posterior.device(), dtype)).require_grad()
     }
 
@@ -156,6 +165,21 @@ fn read<const D: usize>(t: Tensor<D>, out: &mut [f64]) -> Result<(), LogDensityE
     let data = t
         .try_into_data()
         .map_err(|e| LogDensityError::fatal("reading from the device failed").with_source(e))?;
+    copy_into(&data, out);
+    Ok(())
+}
+
+/// A host `[C, D]` batch as tensor data in float type `dtype`: straight to it, one host copy
+/// instead of two.
+pub(crate) fn positions_data(positions: &[f64], c: usize, d: usize, dtype: DType) -> TensorData {
+    match dtype {
+        DType::F32 => TensorData::new(to_f32(positions), [c, d]),
+        _ => TensorData::new(positions.to_vec(), [c, d]).convert_dtype(dtype),
+    }
+}
+
+/// Data read from a device, as f64 in `out` (in parallel chunks when f32 and large).
+fn copy_into(data: &TensorData, out: &mut [f64]) {
     match data.as_slice::<f32>() {
         Ok(values) if values.len() >= PARALLEL_VALUES => out
             .par_chunks_mut(CONVERT_CHUNK)
@@ -166,7 +190,6 @@ fn read<const D: usize>(t: Tensor<D>, out: &mut [f64]) -> Result<(), LogDensityE
             .zip(data.iter::<f64>())
             .for_each(|(o, v)| *o = v),
     }
-    Ok(())
 }
 
 /// Batches of at least this many values convert between f64 and f32 on rayon's threads: at 1024
@@ -219,7 +242,7 @@ impl<P: Posterior> MinibatchDensity for AutodiffLogDensity<P> {
             )));
         }
         let mut gradients = gradients;
-        if self.direct_host_path
+        if self.direct_paths
             && self.posterior.host_minibatch_log_posterior(
                 rows,
                 positions,

@@ -1,5 +1,6 @@
 //! Posteriors over flat parameter vectors: the trait, and the built-in batched MLP posterior.
 
+use crate::autodiff_density::positions_data;
 use crate::ensemble::EnsembleConfigError;
 use crate::flatten::layout_of;
 use crate::fused::fused_mlp::{FusedMlp, FusedProgram, LayerOffsets};
@@ -10,6 +11,7 @@ use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
 use crate::prior::PriorError;
 use crate::unknown_name::UnknownName;
 use bnn_kernels::KernelError;
+use bnn_sampler::LogDensityError;
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use std::ops::Range;
 
@@ -44,6 +46,19 @@ pub trait Posterior: Send + Sync {
         _gradients: &mut [f64],
     ) -> bool {
         false
+    }
+
+    /// Log posterior `[C]` and gradient `[C, D]` of a host `[C, D]` batch through the posterior's
+    /// own device operation, with no autodiff graph and both read back in one transfer, where it
+    /// has one (then `Some`, with the numbers of the autodiff path to the last bit); `None` (the
+    /// default) where it has not. On a GPU a graph and a second read-back cost more per call than
+    /// the gradient of a small network.
+    fn device_log_posterior_and_gradient(
+        &self,
+        _positions: &[f64],
+        _chains: usize,
+    ) -> Option<Result<(TensorData, TensorData), LogDensityError>> {
+        None
     }
 
     /// The log posterior alone (a forward pass) of a host `[C, D]` batch, where the posterior has
@@ -491,6 +506,20 @@ impl Posterior for MlpPosterior {
         self.fused
             .as_ref()
             .is_some_and(|f| f.host_log_posterior(self.dtype, positions, values))
+    }
+
+    /// The fused operation on a CubeCL device (wgpu), called without the graph.
+    fn device_log_posterior_and_gradient(
+        &self,
+        positions: &[f64],
+        chains: usize,
+    ) -> Option<Result<(TensorData, TensorData), LogDensityError>> {
+        let fused = self
+            .fused
+            .as_ref()
+            .filter(|f| f.has_device_path(&self.device))?;
+        let theta = positions_data(positions, chains, self.layout().dim(), self.dtype);
+        fused.device_log_posterior_and_gradient(&self.device, theta)
     }
 
     /// Every head but the learned σ, whose prior on log σ sits inside its likelihood term (a

@@ -15,7 +15,7 @@ mod common;
 
 use bnn_model::{
     Activation, AutodiffLogDensity, BnnConfig, DeviceName, GradientPath, LayerPrior, MlpPosterior,
-    Prior, PriorSpec,
+    Posterior, Prior, PriorSpec,
 };
 use bnn_sampler::LogDensity;
 use burn::tensor::DType;
@@ -564,6 +564,50 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
                         assert_eq!(bits(&values), bits(&dv), "{what}: value-only path");
                     }
                 }
+            }
+        }
+    }
+}
+
+#[test]
+fn direct_device_path_equals_the_autodiff_round_trip_to_the_last_bit() {
+    // On wgpu the sampler's density calls the fused operation without a graph and reads value and
+    // gradient back in one transfer; it must return exactly what the autodiff path returns, for
+    // the device kernel and the tensor program, every head, one chain and a batch.
+    let Some(device) = wgpu_device() else { return };
+    for path in [GradientPath::Auto, GradientPath::TensorOps] {
+        for (l, likelihood) in all_likelihoods().into_iter().enumerate() {
+            let config = BnnConfig::new(3)
+                .with_hidden(vec![8, 8])
+                .with_activation(Activation::Tanh)
+                .with_likelihood(likelihood);
+            let data = random_data(70, 3, 1, &likelihood, 11 + l as u64);
+            let build = || {
+                MlpPosterior::new(config.clone(), &data, &device, DType::F32)
+                    .unwrap()
+                    .with_gradient_path(path)
+            };
+            let direct = AutodiffLogDensity::new(build());
+            let round_trip = AutodiffLogDensity::new(build()).through_autodiff();
+            let d = direct.dim();
+            for chains in [1, 40] {
+                let thetas = random_theta(chains * d, 0.8, 100 * l as u64 + chains as u64);
+                let what = format!("{path:?} {likelihood:?} C={chains}");
+                assert!(
+                    direct
+                        .posterior()
+                        .device_log_posterior_and_gradient(&thetas, chains)
+                        .is_some(),
+                    "{what}: the direct device path is not taken"
+                );
+                let (dv, dg) = evaluate(&direct, &thetas, chains);
+                let (rv, rg) = evaluate(&round_trip, &thetas, chains);
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&dv), bits(&rv), "{what}: values");
+                assert_eq!(bits(&dg), bits(&rg), "{what}: gradients");
+                let mut values = vec![0.0; chains];
+                direct.log_density(&thetas, &mut values).unwrap();
+                assert_eq!(bits(&values), bits(&dv), "{what}: value-only path");
             }
         }
     }

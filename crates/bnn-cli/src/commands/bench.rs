@@ -90,9 +90,10 @@ pub struct BenchArgs {
     /// per call at ≥ 100× one CPU chain).
     #[arg(long)]
     pub versus_cpu: bool,
-    /// Call the host kernel through Burn's tensors and autodiff, as users' own posteriors are,
-    /// instead of directly from the sampler's buffers (the default for the built-in MLP on the
-    /// CPU); the difference is the per-call cost of the tensor round trip.
+    /// Call the fused operation through Burn's tensors and autodiff, as users' own posteriors
+    /// are, instead of directly from the sampler's buffers (the default for the built-in MLP:
+    /// the host kernel on the CPU, the device operation without a graph and with one read-back
+    /// on wgpu); the difference is the per-call cost of the tensor round trip.
     #[arg(long)]
     pub through_autodiff: bool,
 }
@@ -153,8 +154,9 @@ struct BenchReport {
     /// `host_kernel`, `device_kernel` or `tensor_ops` (the fused operation's programs,
     /// handwritten backward) or `plain` (Burn's tensor graph).
     gradient: &'static str,
-    /// `direct`: the sampler's buffers go straight to the host kernel; `autodiff`: through
-    /// Burn tensors and one autodiff backward per call.
+    /// `direct`: the sampler's buffers go straight to the host kernel (CPU) or to the device
+    /// operation without a graph (wgpu); `autodiff`: through Burn tensors and one autodiff
+    /// backward per call.
     call: &'static str,
     /// The kernel's instruction set (`avx512`, `avx2_fma` or `portable`; `BNN_KERNEL_ISA`
     /// forces a lower one).
@@ -295,7 +297,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let posterior = MlpPosterior::new(config, &data.train, &device, DType::F32)?
         .with_gradient_path(args.gradient);
     let gradient = posterior.gradient_program();
-    let direct = gradient == "host_kernel" && !args.through_autodiff;
+    // The direct paths: the host kernel on the CPU, the device operation on wgpu (either
+    // program). The plain graph and the tensor program on the CPU go through autodiff anyway.
+    let on_wgpu = args.device.concrete() == DeviceName::Wgpu;
+    let direct =
+        !args.through_autodiff && (gradient == "host_kernel" || (on_wgpu && gradient != "plain"));
     let density = AutodiffLogDensity::new(posterior);
     let density = if direct {
         density

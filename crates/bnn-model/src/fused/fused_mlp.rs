@@ -33,6 +33,7 @@ use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
+use burn::backend::ops::{TransactionOps, TransactionPrimitive};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     backend_extension, Autodiff, Backend, Cube, DispatchDevice, Flex, NdArray, TensorMetadata,
@@ -549,6 +550,65 @@ impl FusedMlp {
         self.host_evaluate(dtype, positions, values, None)
     }
 
+    /// Whether [`Self::device_log_posterior_and_gradient`] runs on `device`: a CubeCL device
+    /// (wgpu) with the device kernel or the tensor program.
+    pub fn has_device_path(&self, device: &Device) -> bool {
+        self.program != FusedProgram::HostKernel
+            && matches!(
+                device.clone().without_autodiff().as_dispatch(),
+                DispatchDevice::Cube(_)
+            )
+    }
+
+    /// Log posterior `[C]` and gradient `[C, D]` of `theta` (a `[C, D]` batch already in the
+    /// evaluation's float type) on a CubeCL device: the same device operation as the autodiff
+    /// path, without the graph, and both results read back in one transfer. `None` off the
+    /// CubeCL devices. The bits are the autodiff path's: its backward only multiplies this
+    /// gradient by the seed's ones.
+    ///
+    /// Why: on an H200 a call cost ~400 µs whatever its size (issue 48), for two read-back
+    /// round trips, the graph, and the backward's one multiply kernel.
+    pub fn device_log_posterior_and_gradient(
+        &self,
+        device: &Device,
+        theta: TensorData,
+    ) -> Option<Result<(TensorData, TensorData), LogDensityError>> {
+        if !self.has_device_path(device) {
+            return None;
+        }
+        let cube_device = match device.clone().without_autodiff().as_dispatch() {
+            DispatchDevice::Cube(cube) => cube.clone(),
+            _ => return None,
+        };
+        let theta = upload::<Cube>(theta, &cube_device);
+        let (values, gradient) = self.evaluate_cube(theta, Terms::Posterior, true);
+        let gradient = gradient.expect("asked for the gradient");
+        let both =
+            TransactionPrimitive::<Cube>::new(vec![values, gradient], vec![], vec![], vec![]);
+        let read =
+            match burn::tensor::try_read_sync(<Cube as TransactionOps<Cube>>::tr_execute(both)) {
+                Some(Ok(read)) => read,
+                Some(Err(e)) => {
+                    return Some(Err(LogDensityError::fatal(
+                        "reading from the device failed",
+                    )
+                    .with_source(e)))
+                }
+                None => {
+                    return Some(Err(LogDensityError::fatal(
+                        "this platform cannot wait for a device read",
+                    )))
+                }
+            };
+        let mut floats = read.read_floats.into_iter();
+        match (floats.next(), floats.next()) {
+            (Some(values), Some(gradient)) => Some(Ok((values, gradient))),
+            _ => Some(Err(LogDensityError::fatal(
+                "the device read returned fewer tensors than asked for",
+            ))),
+        }
+    }
+
     /// Both of the above: the host kernel in `dtype`, gradients when asked for.
     fn host_evaluate(
         &self,
@@ -835,6 +895,11 @@ pub trait FusedMlpGradient: Backend {
         theta: FloatTensor<Self>,
         call: &FusedCall,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
+}
+
+/// Host data as a tensor of backend `B` on `device`.
+fn upload<B: Backend>(data: TensorData, device: &B::Device) -> FloatTensor<B> {
+    B::float_from_data(data, device)
 }
 
 /// Reads a host backend's tensor (the future of a CPU backend is ready at once).
