@@ -79,6 +79,7 @@ def train_members(a):
     if a.train:
         return a.train
     train_dir = os.path.join(a.out, "train")
+    os.makedirs(a.out, exist_ok=True)
     if not (a.reuse and os.path.isdir(os.path.join(train_dir, "ensemble"))):
         run([a.bnn, "train", "--dataset", a.dataset, "--split-seed", str(a.split_seed), "--standardize", "full",
              "--hidden", a.hidden, "--activation", a.activation, "--likelihood", "hetero", "--prior", "normal:1",
@@ -113,9 +114,7 @@ def run_blackjax(a, train_dir, split_dir):
     widths = [x_train.shape[1]] + [int(h) for h in a.hidden.split(",") if h] + [2]
     init = read_members(train_dir, widths)
     chains = init.shape[0]
-    if chains % a.chain_groups:
-        raise SystemExit(f"--chain-groups {a.chain_groups} does not divide the {chains} members")
-    group = chains // a.chain_groups
+    group = chains // a.chain_groups  # divides: checked in main before anything ran
     os.environ.setdefault("XLA_FLAGS", f"--xla_force_host_platform_device_count={group}")
     import blackjax
     import jax
@@ -202,8 +201,11 @@ def main():
     if os.environ.get("MALLOC_ARENA_MAX") is None:
         os.execve(sys.executable, [sys.executable] + sys.argv, {**os.environ, "MALLOC_ARENA_MAX": "2"})
     a = parse_args()
-    os.makedirs(a.out, exist_ok=True)
     train_dir = train_members(a)
+    members = [f for f in os.listdir(os.path.join(train_dir, "ensemble")) if f.endswith(".safetensors")]
+    if not a.skip_blackjax and len(members) % a.chain_groups:
+        raise SystemExit(f"--chain-groups {a.chain_groups} does not divide the {len(members)} members of {train_dir}")
+    os.makedirs(a.out, exist_ok=True)
     run_dir, split_dir = os.path.join(a.out, "ours"), os.path.join(a.out, "split")
     ours = run_ours(a, train_dir, run_dir)
     run([a.bnn, "data", "split", "--run", run_dir, "--out", split_dir])
