@@ -514,12 +514,12 @@ impl Posterior for MlpPosterior {
         positions: &[f64],
         chains: usize,
     ) -> Option<Result<(TensorData, TensorData), LogDensityError>> {
-        let fused = self
-            .fused
-            .as_ref()
-            .filter(|f| f.has_device_path(&self.device))?;
-        let theta = positions_data(positions, chains, self.layout().dim(), self.dtype);
-        fused.device_log_posterior_and_gradient(&self.device, theta)
+        let dim = self.layout().dim();
+        self.fused
+            .as_ref()?
+            .device_log_posterior_and_gradient(&self.device, || {
+                positions_data(positions, chains, dim, self.dtype)
+            })
     }
 
     /// Every head but the learned σ, whose prior on log σ sits inside its likelihood term (a

@@ -260,7 +260,6 @@ fn device_kernel_agrees_with_the_tensor_program_over_several_row_blocks() {
                     kv[c]
                 );
             }
-            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
             let (again_v, again_g) = evaluate(&kernel, &thetas, chains);
             assert_eq!(
                 (bits(&again_v), bits(&again_g)),
@@ -347,7 +346,6 @@ fn device_kernel_gives_a_chain_the_same_bits_however_its_rows_are_split() {
         AutodiffLogDensity::new(MlpPosterior::new(config, &data, &device, DType::F32).unwrap());
     let d = density.dim();
     let thetas = random_theta(1100 * d, 0.6, 31);
-    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     let (many_v, many_g) = evaluate(&density, &thetas, 1100);
     let (some_v, some_g) = evaluate(&density, &thetas[..20 * d], 20);
     for c in [0, 1, 19] {
@@ -555,7 +553,6 @@ fn direct_host_path_equals_the_autodiff_round_trip_to_the_last_bit() {
                         let (rv, rg) = evaluate(&round_trip, &thetas, chains);
                         let what =
                             format!("{name} {dtype:?} {activation} {likelihood:?} C={chains}");
-                        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                         assert_eq!(bits(&dv), bits(&rv), "{what}: values");
                         assert_eq!(bits(&dg), bits(&rg), "{what}: gradients");
                         // The forward-only path (a surrogate leaf's true value) gives the same values.
@@ -602,7 +599,6 @@ fn direct_device_path_equals_the_autodiff_round_trip_to_the_last_bit() {
                 );
                 let (dv, dg) = evaluate(&direct, &thetas, chains);
                 let (rv, rg) = evaluate(&round_trip, &thetas, chains);
-                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&dv), bits(&rv), "{what}: values");
                 assert_eq!(bits(&dg), bits(&rg), "{what}: gradients");
                 let mut values = vec![0.0; chains];
@@ -653,4 +649,9 @@ fn device_kernel_covers_a_32_32_net() {
         let err = gradient_error(&kg[c * d..(c + 1) * d], &tg[c * d..(c + 1) * d]);
         assert!(err <= 1e-5, "chain {c}: gradient error {err:e}");
     }
+}
+
+/// The bit patterns of `values`: equality to the last bit, with NaNs compared by payload.
+fn bits(values: &[f64]) -> Vec<u64> {
+    values.iter().map(|x| x.to_bits()).collect()
 }

@@ -550,20 +550,10 @@ impl FusedMlp {
         self.host_evaluate(dtype, positions, values, None)
     }
 
-    /// Whether [`Self::device_log_posterior_and_gradient`] runs on `device`: a CubeCL device
-    /// (wgpu) with the device kernel or the tensor program.
-    pub fn has_device_path(&self, device: &Device) -> bool {
-        self.program != FusedProgram::HostKernel
-            && matches!(
-                device.clone().without_autodiff().as_dispatch(),
-                DispatchDevice::Cube(_)
-            )
-    }
-
-    /// Log posterior `[C]` and gradient `[C, D]` of `theta` (a `[C, D]` batch already in the
-    /// evaluation's float type) on a CubeCL device: the same device operation as the autodiff
-    /// path, without the graph, and both results read back in one transfer. `None` off the
-    /// CubeCL devices. The bits are the autodiff path's: its backward only multiplies this
+    /// Log posterior `[C]` and gradient `[C, D]` of `theta()` (a `[C, D]` batch already in the
+    /// evaluation's float type, built only where this path runs) on a CubeCL device: the same
+    /// device operation as the autodiff path, without the graph, and both results read back in
+    /// one transfer. `None` off the CubeCL devices. The bits are the autodiff path's: its backward only multiplies this
     /// gradient by the seed's ones.
     ///
     /// Why: on an H200 a call cost ~400 µs whatever its size (issue 48), for two read-back
@@ -571,16 +561,18 @@ impl FusedMlp {
     pub fn device_log_posterior_and_gradient(
         &self,
         device: &Device,
-        theta: TensorData,
+        theta: impl FnOnce() -> TensorData,
     ) -> Option<Result<(TensorData, TensorData), LogDensityError>> {
-        if !self.has_device_path(device) {
+        // One look at the device per call (each clones it): the host kernel, or a device that
+        // is not CubeCL's, has no device path.
+        if self.program == FusedProgram::HostKernel {
             return None;
         }
-        let cube_device = match device.clone().without_autodiff().as_dispatch() {
-            DispatchDevice::Cube(cube) => cube.clone(),
-            _ => return None,
+        let device = device.clone().without_autodiff();
+        let DispatchDevice::Cube(cube_device) = device.as_dispatch() else {
+            return None;
         };
-        let theta = upload::<Cube>(theta, &cube_device);
+        let theta = upload::<Cube>(theta(), cube_device);
         let (values, gradient) = self.evaluate_cube(theta, Terms::Posterior, true);
         let gradient = gradient.expect("asked for the gradient");
         let both =

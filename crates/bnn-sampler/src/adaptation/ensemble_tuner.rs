@@ -131,6 +131,87 @@ pub struct EnsembleTuner {
     pub steps: usize,
 }
 
+/// Which of the shared state's `D`-vectors a tuning step changed. A copy to every chain takes
+/// the scalars and these only: the burn-in changes its block sum every step but the
+/// preconditioner and the previous block rarely, and the adjusted phase and sampling none (at
+/// 1024 chains each vector copied is a pass over 1024 × D values a step).
+#[derive(Clone, Copy, Debug)]
+struct SharedVectors {
+    inverse_metric: bool,
+    block_sum: bool,
+    previous_block: bool,
+}
+
+impl SharedVectors {
+    const ALL: Self = Self {
+        inverse_metric: true,
+        block_sum: true,
+        previous_block: true,
+    };
+    const NONE: Self = Self {
+        inverse_metric: false,
+        block_sum: false,
+        previous_block: false,
+    };
+}
+
+impl EnsembleTuner {
+    /// Makes `self` equal to `shared`, copying of the vectors only those `changed` says differ.
+    /// Every field is named, so a field added to the state cannot be left out of the copy.
+    fn copy_from(&mut self, shared: &Self, changed: SharedVectors) {
+        let Self {
+            settings,
+            phase,
+            burn_in_steps,
+            adjusted_steps,
+            burn_in_end,
+            step_size,
+            trajectory_length,
+            inverse_metric,
+            next_metric_refresh,
+            block_sum,
+            block_steps,
+            previous_block,
+            fluctuation,
+            log_density_rise,
+            equipartition_loss,
+            energy_variance,
+            energy_ratio_average,
+            dual_averaging,
+            steps_seed,
+            steps_drawn,
+            steps,
+        } = shared;
+        self.settings.clone_from(settings);
+        self.phase = *phase;
+        self.burn_in_steps = *burn_in_steps;
+        self.adjusted_steps = *adjusted_steps;
+        self.burn_in_end = *burn_in_end;
+        self.step_size = *step_size;
+        self.trajectory_length = *trajectory_length;
+        if changed.inverse_metric {
+            self.inverse_metric.clone_from(inverse_metric);
+        }
+        self.next_metric_refresh = *next_metric_refresh;
+        if changed.block_sum {
+            self.block_sum.clone_from(block_sum);
+        }
+        self.block_steps = *block_steps;
+        if changed.previous_block {
+            self.previous_block.clone_from(previous_block);
+        }
+        self.fluctuation = *fluctuation;
+        self.log_density_rise = *log_density_rise;
+        self.equipartition_loss = *equipartition_loss;
+        self.energy_variance = *energy_variance;
+        self.energy_ratio_average = *energy_ratio_average;
+        self.dual_averaging.clone_from(dual_averaging);
+        self.steps_seed = *steps_seed;
+        self.steps_drawn = *steps_drawn;
+        self.steps = *steps;
+    }
+}
+
 /// One chain's warmup under the ensemble tuner: the shared state and the chain's own moments.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EnsembleMember {
@@ -208,14 +289,19 @@ fn shared_params(ensemble: &EnsembleTuner) -> TunedParams {
     let metric = DiagonalMassMatrix::new(ensemble.inverse_metric.clone())
         .unwrap_or_else(|_| DiagonalMassMatrix::identity(ensemble.inverse_metric.len()));
     let mut params = TunedParams::new(ensemble.step_size, metric);
-    params.trajectory_length = Some(match ensemble.phase {
+    params.trajectory_length = Some(shared_trajectory_length(ensemble));
+    params
+}
+
+/// The trajectory length of [`shared_params`].
+fn shared_trajectory_length(ensemble: &EnsembleTuner) -> f64 {
+    match ensemble.phase {
         // The adjusted kernel reads its shared number of steps as `L / ε`.
         EnsemblePhase::Adjusted | EnsemblePhase::Sampling => {
             ensemble.steps as f64 * ensemble.step_size
         }
         EnsemblePhase::Start | EnsemblePhase::BurnIn => ensemble.trajectory_length,
-    });
-    params
+    }
 }
 
 /// Mean over chains of `f(chain)` per coordinate, summed in chain order.
@@ -341,24 +427,43 @@ impl Ensemble<'_> {
         &self.members[0].ensemble
     }
 
-    /// Copies chain 0's shared state and its parameters to every chain.
-    fn broadcast(&mut self) {
+    /// Copies chain 0's shared state and its parameters to every chain, of the vectors only
+    /// those `changed` (the others are equal already).
+    fn broadcast(&mut self, changed: SharedVectors) {
         let (first, rest) = self
             .members
             .split_first_mut()
             .expect("an ensemble has chains");
-        let params = shared_params(&first.ensemble);
         let shared = &first.ensemble;
-        if rest.len() * shared.block_sum.len() >= PARALLEL_VALUES {
-            rest.par_iter_mut()
-                .for_each(|member| member.ensemble.clone_from(shared));
-            self.params
-                .par_iter_mut()
-                .for_each(|p| p.clone_from(&params));
+        let vectors = [
+            changed.inverse_metric,
+            changed.block_sum,
+            changed.previous_block,
+        ];
+        let copy = |member: &mut &mut EnsembleMember| member.ensemble.copy_from(shared, changed);
+        if vectors.contains(&true) && rest.len() * shared.inverse_metric.len() >= PARALLEL_VALUES
+        {
+            rest.par_iter_mut().for_each(copy);
         } else {
-            rest.iter_mut()
-                .for_each(|member| member.ensemble.clone_from(shared));
-            self.params.iter_mut().for_each(|p| p.clone_from(&params));
+            rest.iter_mut().for_each(copy);
+        }
+        if changed.inverse_metric {
+            let params = shared_params(shared);
+            if self.params.len() * shared.inverse_metric.len() >= PARALLEL_VALUES {
+                self.params
+                    .par_iter_mut()
+                    .for_each(|p| p.clone_from(&params));
+            } else {
+                self.params.iter_mut().for_each(|p| p.clone_from(&params));
+            }
+        } else {
+            // The preconditioner is the one the last full copy gave every chain.
+            let step_size = shared.step_size;
+            let trajectory_length = Some(shared_trajectory_length(shared));
+            for p in self.params.iter_mut() {
+                p.step_size = step_size;
+                p.trajectory_length = trajectory_length;
+            }
         }
     }
 
@@ -378,7 +483,7 @@ impl Ensemble<'_> {
         e.block_sum = vec![0.0; dim];
         e.steps_seed = seed;
         e.phase = EnsemblePhase::BurnIn;
-        self.broadcast();
+        self.broadcast(SharedVectors::ALL);
     }
 
     /// Feeds one transition of every chain (in chain order) and sets the parameters of the next.
@@ -389,7 +494,7 @@ impl Ensemble<'_> {
             EnsemblePhase::Adjusted => self.observe_adjusted(views),
             EnsemblePhase::Sampling => {
                 Self::draw_steps(&mut self.members[0].ensemble);
-                self.broadcast();
+                self.broadcast(SharedVectors::NONE);
             }
         }
     }
@@ -464,8 +569,13 @@ impl Ensemble<'_> {
             .zip(&squares)
             .for_each(|(b, m)| *b += m);
         e.block_steps += 1;
+        let mut changed = SharedVectors {
+            block_sum: true,
+            ..SharedVectors::NONE
+        };
         let mut block_ended = false;
         if e.block_steps >= (e.settings.window / 2).max(1) {
+            changed.previous_block = true;
             let n = e.block_steps as f64;
             let block: Vec<f64> = e.block_sum.iter().map(|b| b / n).collect();
             if !e.previous_block.is_empty() {
@@ -538,6 +648,7 @@ impl Ensemble<'_> {
                 let mean_new = metric.inverse_diag().iter().sum::<f64>() / dim as f64;
                 e.step_size *= (mean_old / mean_new).sqrt();
                 e.inverse_metric = metric.inverse_diag().to_vec();
+                changed.inverse_metric = true;
             }
             e.next_metric_refresh = 2 * t;
         }
@@ -563,8 +674,9 @@ impl Ensemble<'_> {
         if let Some(end) = end {
             e.burn_in_end = Some(end);
             Self::start_adjusted(e, &scales);
+            changed = SharedVectors::ALL;
         }
-        self.broadcast();
+        self.broadcast(changed);
     }
 
     /// Ends the burn-in: the adjusted phase's preconditioner from the pooled within-chain
@@ -618,7 +730,7 @@ impl Ensemble<'_> {
             e.phase = EnsemblePhase::Sampling;
         }
         Self::draw_steps(e);
-        self.broadcast();
+        self.broadcast(SharedVectors::NONE);
     }
 }
 
@@ -682,6 +794,100 @@ fn burn_in_length(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After every tuning step, through the burn-in (its block ends and preconditioner
+    /// refreshes), the adjusted tuning and sampling, every chain holds chain 0's shared state and
+    /// the parameters a full copy would give it, although most steps copy only what changed. A
+    /// chain's checkpoint resumes the ensemble only if this holds. Both sizes: one thread's copy
+    /// (4 × 20 values) and rayon's (200 × 200, above `PARALLEL_VALUES`).
+    #[test]
+    fn every_chain_carries_chain_0s_state_after_every_step() {
+        for (chains, dim) in [(4, 20), (200, 200)] {
+            let mut settings = crate::LapsConfig::new().ensemble_settings(60);
+            settings.window = 8;
+            settings.adjusted_tuning = 10;
+            let mut members: Vec<EnsembleMember> = (0..chains)
+                .map(|_| EnsembleMember::new(settings.clone(), dim, 0.1))
+                .collect();
+            let mut params: Vec<TunedParams> = (0..chains)
+                .map(|_| TunedParams::new(0.1, DiagonalMassMatrix::identity(dim)))
+                .collect();
+            // Positions that spread and move step by step, and a Gaussian's gradients (scale
+            // 1..7 by coordinate), so that the preconditioner moves off the identity.
+            let point = |c: usize, t: usize, gradient: bool| -> Vec<f64> {
+                (0..dim)
+                    .map(|i| {
+                        let scale = 1.0 + (i % 7) as f64;
+                        let x = scale * ((c * 31 + i * 17 + t * 7) as f64 * 0.618).sin();
+                        if gradient {
+                            -x / (scale * scale)
+                        } else {
+                            x
+                        }
+                    })
+                    .collect()
+            };
+            let positions: Vec<Vec<f64>> = (0..chains).map(|c| point(c, 0, false)).collect();
+            let gradients: Vec<Vec<f64>> = (0..chains).map(|c| point(c, 0, true)).collect();
+            let p: Vec<&[f64]> = positions.iter().map(|x| &x[..]).collect();
+            let g: Vec<&[f64]> = gradients.iter().map(|x| &x[..]).collect();
+            Ensemble {
+                members: members.iter_mut().collect(),
+                params: params.iter_mut().collect(),
+            }
+            .start(7, &p, &g);
+            let mut phases = Vec::new();
+            for t in 1..=120 {
+                let positions: Vec<Vec<f64>> = (0..chains).map(|c| point(c, t, false)).collect();
+                let gradients: Vec<Vec<f64>> = (0..chains).map(|c| point(c, t, true)).collect();
+                let stats: Vec<DrawStats> = (0..chains)
+                    .map(|c| DrawStats {
+                        log_density: -(((c + t) % 5) as f64),
+                        accept_stat: 0.5 + 0.4 * ((c * t) as f64).sin().abs(),
+                        energy_error: 0.01 * ((c + 3 * t) as f64).cos(),
+                        ..DrawStats::default()
+                    })
+                    .collect();
+                let views: Vec<MemberView<'_>> = (0..chains)
+                    .map(|c| MemberView {
+                        position: &positions[c],
+                        gradient: &gradients[c],
+                        stats: &stats[c],
+                    })
+                    .collect();
+                Ensemble {
+                    members: members.iter_mut().collect(),
+                    params: params.iter_mut().collect(),
+                }
+                .observe(&views);
+                let shared = &members[0].ensemble;
+                let full = shared_params(shared);
+                for c in 0..chains {
+                    assert_eq!(
+                        members[c].ensemble, *shared,
+                        "{chains} chains: chain {c}'s shared state after step {t}"
+                    );
+                    assert_eq!(
+                        params[c], full,
+                        "{chains} chains: chain {c}'s parameters after step {t}"
+                    );
+                }
+                phases.push(shared.phase);
+            }
+            // The run went through every phase, and refreshed its preconditioner on the way.
+            for phase in [
+                EnsemblePhase::BurnIn,
+                EnsemblePhase::Adjusted,
+                EnsemblePhase::Sampling,
+            ] {
+                assert!(phases.contains(&phase), "{chains} chains never reached {phase:?}");
+            }
+            assert!(
+                members[0].ensemble.inverse_metric.iter().any(|m| *m != 1.0),
+                "the preconditioner was never refreshed"
+            );
+        }
+    }
 
     /// The ensemble's means in coordinate chunks on rayon's threads equal the one-thread pass
     /// to the last bit (each coordinate is summed over the chains in the same order).
