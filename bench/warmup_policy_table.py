@@ -70,14 +70,15 @@ def main():
             )
             per_dataset.setdefault((dataset, policy), []).append(r)
     print()
-    print("| dataset | policy | splits | divergent (mean share) | runs ≤ 2% | chains > 10% divergent (all runs) | chains drifting (all runs) | R-hat ≤ 1.10 (runs) | mean test LPPD | gradients × fixed (mean) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| dataset | policy | splits | divergent (mean share) | runs ≤ 2% | chains > 10% divergent (all runs) | chains drifting (all runs) | R-hat ≤ 1.10 (runs) | mean test LPPD | mean cov. 90% | gradients × fixed (mean) | wall × fixed (mean) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (dataset, policy), rows in sorted(per_dataset.items()):
         fixed_rows = per_dataset[(dataset, "fixed")]
         n = len(rows)
         ratio = sum(r["gradients"] / f["gradients"] for r, f in zip(rows, fixed_rows)) / n
+        wall = sum(r["seconds"] / f["seconds"] for r, f in zip(rows, fixed_rows)) / n
         print(
-            f"| {dataset} | {policy} | {n} | {100 * sum(r['share'] for r in rows) / n:.1f}% | {sum(r['share'] <= 0.02 for r in rows)} of {n} | {sum(r['over'] for r in rows)} | {sum(r['drift'] for r in rows)} | {sum(r['rhat'] <= 1.10 for r in rows)} of {n} | {sum(r['lppd'] for r in rows) / n:.3f} | {ratio:.2f} |"
+            f"| {dataset} | {policy} | {n} | {100 * sum(r['share'] for r in rows) / n:.1f}% | {sum(r['share'] <= 0.02 for r in rows)} of {n} | {sum(r['over'] for r in rows)} | {sum(r['drift'] for r in rows)} | {sum(r['rhat'] <= 1.10 for r in rows)} of {n} | {sum(r['lppd'] for r in rows) / n:.3f} | {sum(r['cov90'] for r in rows) / n:.3f} | {ratio:.2f} | {wall:.2f} |"
         )
 
 
