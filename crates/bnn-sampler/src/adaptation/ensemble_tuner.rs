@@ -441,8 +441,7 @@ impl Ensemble<'_> {
             changed.previous_block,
         ];
         let copy = |member: &mut &mut EnsembleMember| member.ensemble.copy_from(shared, changed);
-        if vectors.contains(&true) && rest.len() * shared.inverse_metric.len() >= PARALLEL_VALUES
-        {
+        if vectors.contains(&true) && rest.len() * shared.inverse_metric.len() >= PARALLEL_VALUES {
             rest.par_iter_mut().for_each(copy);
         } else {
             rest.iter_mut().for_each(copy);
@@ -880,7 +879,10 @@ mod tests {
                 EnsemblePhase::Adjusted,
                 EnsemblePhase::Sampling,
             ] {
-                assert!(phases.contains(&phase), "{chains} chains never reached {phase:?}");
+                assert!(
+                    phases.contains(&phase),
+                    "{chains} chains never reached {phase:?}"
+                );
             }
             assert!(
                 members[0].ensemble.inverse_metric.iter().any(|m| *m != 1.0),
