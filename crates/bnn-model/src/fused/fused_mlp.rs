@@ -553,8 +553,8 @@ impl FusedMlp {
     /// Log posterior `[C]` and gradient `[C, D]` of `theta()` (a `[C, D]` batch already in the
     /// evaluation's float type, built only where this path runs) on a CubeCL device: the same
     /// device operation as the autodiff path, without the graph, and both results read back in
-    /// one transfer. `None` off the CubeCL devices. The bits are the autodiff path's: its backward only multiplies this
-    /// gradient by the seed's ones.
+    /// one transfer. `None` off the CubeCL devices. The bits are the autodiff path's: its
+    /// backward only multiplies this gradient by the seed's ones.
     ///
     /// Why: on an H200 a call cost ~400 µs whatever its size (issue 48), for two read-back
     /// round trips, the graph, and the backward's one multiply kernel.
