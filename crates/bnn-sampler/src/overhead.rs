@@ -160,17 +160,10 @@ pub fn measure_sampler_overhead(
 /// state), on synthetic positions: the host work a GPU run pays once per burn-in step besides
 /// the isokinetic steps.
 pub fn measure_ensemble_tuning(chains: usize, dim: usize, steps: usize) -> f64 {
-    use crate::adaptation::ensemble_tuner::{Ensemble, EnsembleMember, MemberView};
-    use crate::adaptation::TunedParams;
+    use crate::adaptation::ensemble_tuner::{fresh_ensemble, Ensemble, MemberView};
     use crate::draw_stats::DrawStats;
-    use crate::metric::DiagonalMassMatrix;
     let settings = LapsConfig::new().ensemble_settings(10_000);
-    let mut members: Vec<EnsembleMember> = (0..chains)
-        .map(|_| EnsembleMember::new(settings.clone(), dim, 0.1))
-        .collect();
-    let mut params: Vec<TunedParams> = (0..chains)
-        .map(|_| TunedParams::new(0.1, DiagonalMassMatrix::identity(dim)))
-        .collect();
+    let (mut members, mut params) = fresh_ensemble(&settings, chains, dim, 0.1);
     let point = |c: usize, t: usize, scale: f64| -> Vec<f64> {
         (0..dim)
             .map(|i| scale * ((c * 31 + i * 17 + t * 7) as f64 * 0.618).sin())

@@ -284,6 +284,23 @@ impl EnsembleMember {
     }
 }
 
+/// `chains` chains' warmups before the ensemble starts, and their parameters: identical, at
+/// step size `step_size` and the identity metric (for driving [`Ensemble`] without a sampler).
+pub(crate) fn fresh_ensemble(
+    settings: &EnsembleSettings,
+    chains: usize,
+    dim: usize,
+    step_size: f64,
+) -> (Vec<EnsembleMember>, Vec<TunedParams>) {
+    let members = (0..chains)
+        .map(|_| EnsembleMember::new(settings.clone(), dim, step_size))
+        .collect();
+    let params = (0..chains)
+        .map(|_| TunedParams::new(step_size, DiagonalMassMatrix::identity(dim)))
+        .collect();
+    (members, params)
+}
+
 /// The tuned parameters every chain moves with in the ensemble's current phase.
 fn shared_params(ensemble: &EnsembleTuner) -> TunedParams {
     let metric = DiagonalMassMatrix::new(ensemble.inverse_metric.clone())
@@ -805,12 +822,7 @@ mod tests {
             let mut settings = crate::LapsConfig::new().ensemble_settings(60);
             settings.window = 8;
             settings.adjusted_tuning = 10;
-            let mut members: Vec<EnsembleMember> = (0..chains)
-                .map(|_| EnsembleMember::new(settings.clone(), dim, 0.1))
-                .collect();
-            let mut params: Vec<TunedParams> = (0..chains)
-                .map(|_| TunedParams::new(0.1, DiagonalMassMatrix::identity(dim)))
-                .collect();
+            let (mut members, mut params) = fresh_ensemble(&settings, chains, dim, 0.1);
             // Positions that spread and move step by step, and a Gaussian's gradients (scale
             // 1..7 by coordinate), so that the preconditioner moves off the identity.
             let point = |c: usize, t: usize, gradient: bool| -> Vec<f64> {
