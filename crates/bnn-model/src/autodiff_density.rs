@@ -1,7 +1,10 @@
 //! Bridges a tensor-valued [`Posterior`] to the sampler's host-side `LogDensity` through Burn's autodiff.
 
 use crate::posterior::Posterior;
-use bnn_sampler::{LogDensity, LogDensityError, MinibatchDensity, RiemannianDensity};
+use bnn_sampler::{
+    IsokineticPath, LogDensity, LogDensityError, MinibatchDensity, PathIntegrator,
+    RiemannianDensity,
+};
 use burn::tensor::{DType, Tensor, TensorData};
 use rayon::prelude::*;
 
@@ -63,6 +66,13 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         self.posterior
             .minibatch_rows()
             .map(|_| self as &dyn MinibatchDensity)
+    }
+
+    /// The posterior's own device paths (the built-in MLP on wgpu), unless told to go through
+    /// autodiff.
+    fn path_integrator(&self) -> Option<&dyn PathIntegrator> {
+        (self.direct_paths && self.posterior.integrates_paths_on_device())
+            .then_some(self as &dyn PathIntegrator)
     }
 
     fn dim(&self) -> usize {
@@ -129,6 +139,19 @@ impl<P: Posterior> LogDensity for AutodiffLogDensity<P> {
         }
         let mut gradients = vec![0.0; positions.len()];
         self.log_density_and_gradient(positions, log_densities, &mut gradients)
+    }
+}
+
+impl<P: Posterior> PathIntegrator for AutodiffLogDensity<P> {
+    fn integrate(
+        &self,
+        paths: &mut [IsokineticPath],
+        parameters: &[(f64, &[f64])],
+    ) -> Result<bool, LogDensityError> {
+        match self.posterior.device_isokinetic_paths(paths, parameters) {
+            Some(result) => result.map(|()| true),
+            None => Ok(false),
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::observations::{tensor_from, DataShapeError, DeviceData, HostData};
 use crate::prior::PriorError;
 use crate::unknown_name::UnknownName;
 use bnn_kernels::KernelError;
-use bnn_sampler::LogDensityError;
+use bnn_sampler::{IsokineticPath, LogDensityError};
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use std::ops::Range;
 
@@ -59,6 +59,24 @@ pub trait Posterior: Send + Sync {
         _chains: usize,
     ) -> Option<Result<(TensorData, TensorData), LogDensityError>> {
         None
+    }
+
+    /// Runs many chains' isokinetic paths (fresh; path `i` with the step size and `√Σ` of
+    /// `parameters[i]`; `bnn_sampler::PathIntegrator`) on the posterior's device, every stage's
+    /// gradient there and one read-back per path, where it can
+    /// ([`Posterior::integrates_paths_on_device`]; then `Some`); `None` (the default) where it
+    /// cannot. The arithmetic is the device's float type, not the host's f64.
+    fn device_isokinetic_paths(
+        &self,
+        _paths: &mut [IsokineticPath],
+        _parameters: &[(f64, &[f64])],
+    ) -> Option<Result<(), LogDensityError>> {
+        None
+    }
+
+    /// Whether [`Posterior::device_isokinetic_paths`] runs here.
+    fn integrates_paths_on_device(&self) -> bool {
+        false
     }
 
     /// The log posterior alone (a forward pass) of a host `[C, D]` batch, where the posterior has
@@ -520,6 +538,23 @@ impl Posterior for MlpPosterior {
             .device_log_posterior_and_gradient(&self.device, || {
                 positions_data(positions, chains, dim, self.dtype)
             })
+    }
+
+    /// MCLMC's, MAMS's and LAPS's paths on a CubeCL device (wgpu) with the fused operation.
+    fn device_isokinetic_paths(
+        &self,
+        paths: &mut [IsokineticPath],
+        parameters: &[(f64, &[f64])],
+    ) -> Option<Result<(), LogDensityError>> {
+        self.fused
+            .as_ref()?
+            .device_isokinetic_paths(&self.device, self.dtype, paths, parameters)
+    }
+
+    fn integrates_paths_on_device(&self) -> bool {
+        self.fused
+            .as_ref()
+            .is_some_and(|f| f.runs_paths_on(&self.device))
     }
 
     /// Every head but the learned σ, whose prior on log σ sits inside its likelihood term (a

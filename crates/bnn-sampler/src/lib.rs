@@ -81,6 +81,7 @@ pub use adaptation::{TunedParams, Tuner};
 pub use chain::{chain_rng, ChainRng, ChainStart, ChainState};
 pub use draw_sink::{ChainDraws, CollectedDraws, Draw, DrawSink, SinkError};
 pub use draw_stats::{kernel_stat, DrawStats, KernelStats, StatColumn, StatKind};
+pub use dynamics::isokinetic_path::{IsokineticPath, PathIntegrator, MCLACHLAN_B1};
 pub use dynamics::pseudo_marginal::{PseudoMarginalLeapfrog, PseudoMarginalScheme};
 pub use dynamics::surrogate::{
     ErrorMonitor, EvaluationCounts, LeafForce, MonitorConfig, SurrogateGradient, SurrogateLeapfrog,

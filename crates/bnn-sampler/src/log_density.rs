@@ -9,6 +9,7 @@
 use std::error::Error;
 use std::sync::Arc;
 
+use crate::dynamics::isokinetic_path::PathIntegrator;
 use crate::riemannian_density::RiemannianDensity;
 
 /// Why a log density could not be evaluated (as opposed to evaluating to `-inf` or NaN, which the
@@ -159,6 +160,13 @@ pub trait LogDensity: Send + Sync {
     fn minibatch(&self) -> Option<&dyn MinibatchDensity> {
         None
     }
+
+    /// Runs many chains' isokinetic paths (MCLMC, MAMS, LAPS) in one piece, where the density
+    /// can do so with fewer round trips than one batched call per gradient (the built-in MLP on
+    /// a GPU: every step on the device); `None` (the default): the sampler steps them.
+    fn path_integrator(&self) -> Option<&dyn PathIntegrator> {
+        None
+    }
 }
 
 /// A log density `log p(θ) = log prior(θ) + Σₙ log p(yₙ | θ)` over `N` data rows that can be
@@ -210,6 +218,9 @@ impl<T: LogDensity + ?Sized> LogDensity for &T {
     fn minibatch(&self) -> Option<&dyn MinibatchDensity> {
         (**self).minibatch()
     }
+    fn path_integrator(&self) -> Option<&dyn PathIntegrator> {
+        (**self).path_integrator()
+    }
 }
 
 impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
@@ -236,6 +247,9 @@ impl<T: LogDensity + ?Sized> LogDensity for std::sync::Arc<T> {
     }
     fn minibatch(&self) -> Option<&dyn MinibatchDensity> {
         (**self).minibatch()
+    }
+    fn path_integrator(&self) -> Option<&dyn PathIntegrator> {
+        (**self).path_integrator()
     }
 }
 

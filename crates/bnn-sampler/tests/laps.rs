@@ -7,7 +7,8 @@ mod support;
 use std::sync::atomic::AtomicBool;
 
 use bnn_sampler::{
-    BurnInEnd, ChainStart, ChainState, CollectedDraws, LapsConfig, Sampler, SamplerConfig,
+    BurnInEnd, ChainStart, ChainState, CollectedDraws, IsokineticPath, LapsConfig, LogDensity,
+    LogDensityError, PathIntegrator, Sampler, SamplerConfig,
 };
 use support::held_out::Suite;
 use support::targets::{Banana, IidGaussian};
@@ -201,4 +202,142 @@ fn an_ensemble_needs_two_chains() {
         )
         .unwrap_err();
     assert!(error.to_string().contains("at least 2"), "{error}");
+}
+
+/// A density that runs the isokinetic paths itself (`PathIntegrator`, the GPU's way): here
+/// each path alone on the host, with the steps `IsokineticPath::advance` gives, so its draws
+/// must be the sampler's own to the last bit. Counts the paths it ran and declines when asked.
+struct IntegratesPaths<'a, L> {
+    density: &'a L,
+    paths_run: std::sync::atomic::AtomicUsize,
+    decline: bool,
+}
+
+impl<L: LogDensity> LogDensity for IntegratesPaths<'_, L> {
+    fn dim(&self) -> usize {
+        self.density.dim()
+    }
+    fn log_density_and_gradient(
+        &self,
+        positions: &[f64],
+        values: &mut [f64],
+        gradients: &mut [f64],
+    ) -> Result<(), LogDensityError> {
+        self.density
+            .log_density_and_gradient(positions, values, gradients)
+    }
+    fn path_integrator(&self) -> Option<&dyn PathIntegrator> {
+        Some(self)
+    }
+}
+
+impl<L: LogDensity> PathIntegrator for IntegratesPaths<'_, L> {
+    fn integrate(
+        &self,
+        paths: &mut [IsokineticPath],
+        parameters: &[(f64, &[f64])],
+    ) -> Result<bool, LogDensityError> {
+        if self.decline {
+            return Ok(false);
+        }
+        for (path, &(step_size, sqrt_cov)) in paths.iter_mut().zip(parameters) {
+            assert!(path.is_fresh());
+            let mut walked = path.clone();
+            while walked.advance(step_size, sqrt_cov) {
+                let value = self
+                    .density
+                    .evaluate(&walked.position, &mut walked.gradient)?;
+                walked.evaluations += 1;
+                if !(value.is_finite() && walked.gradient.iter().all(|g| g.is_finite())) {
+                    walked.failed = true;
+                    break;
+                }
+                walked.log_density = value;
+            }
+            path.position = walked.position;
+            path.velocity = walked.velocity;
+            path.gradient = walked.gradient;
+            path.end_elsewhere(
+                walked.log_density,
+                walked.kinetic_change,
+                walked.evaluations,
+                walked.failed,
+            );
+        }
+        self.paths_run
+            .fetch_add(paths.len(), std::sync::atomic::Ordering::Relaxed);
+        Ok(true)
+    }
+}
+
+/// Where the density integrates the paths itself, LAPS hands it every burn-in step and every
+/// adjusted trajectory (one call for all chains, batched or not) and gets the draws of its own
+/// stepping; a density that declines is stepped by the sampler. With `end_elsewhere` dropping
+/// the kinetic energy change on purpose, the draws differed (the Metropolis test used the
+/// potential alone).
+#[test]
+fn a_density_that_integrates_the_paths_gets_every_trajectory() {
+    let laps = LapsConfig::new().with_adjusted_tuning(10);
+    let (chains, draws, paths_run) = integrated_like_stepped(laps.into());
+    let iterations = burn_in(&chains).0 + 10 + draws;
+    for (batched, run) in [true, false].into_iter().zip(paths_run) {
+        // Every chain's burn-in step and adjusted transition went to the integrator.
+        assert_eq!(run, 5 * iterations, "batched {batched}");
+    }
+}
+
+/// MCLMC and MAMS, whose chains tune their own step sizes and (MAMS) draw their own numbers of
+/// steps: the integrator gets paths of several parameters and lengths in one call and gives the
+/// sampler's draws.
+#[test]
+fn paths_of_several_step_sizes_and_lengths_are_integrated_too() {
+    for algorithm in [
+        bnn_sampler::AlgorithmConfig::from(bnn_sampler::MclmcConfig::new()),
+        bnn_sampler::MamsConfig::new().into(),
+    ] {
+        let (_, _, paths_run) = integrated_like_stepped(algorithm);
+        assert!(paths_run.iter().all(|&run| run > 0), "{paths_run:?}");
+    }
+}
+
+/// Runs `algorithm` (200 warmup, 20 draws, 5 chains) batched and threaded on a plain density
+/// and on one that integrates the paths itself (and one that declines): the same draws and
+/// chains. Returns the threaded run's chains, the draws per chain, and the paths integrated
+/// batched and threaded.
+fn integrated_like_stepped(
+    algorithm: bnn_sampler::AlgorithmConfig,
+) -> (Vec<ChainState>, usize, Vec<usize>) {
+    let target = IidGaussian::log_spaced(6);
+    let starts = uniform_starts(5, 6, 1.0, 81);
+    let (burn_in_cap, draws) = (200, 20);
+    let (mut last, mut paths_run) = (Vec::new(), Vec::new());
+    for batched in [true, false] {
+        let sampler = SamplerConfig::new(algorithm.clone())
+            .with_num_warmup(burn_in_cap)
+            .with_num_draws(draws)
+            .with_seed(81)
+            .with_batched(batched)
+            .init()
+            .unwrap();
+        let (reference, reference_chains) = run_to_end(&sampler, &target, &starts, true);
+        for decline in [false, true] {
+            let integrating = IntegratesPaths {
+                density: &target,
+                paths_run: Default::default(),
+                decline,
+            };
+            let (got, chains) = run_to_end(&sampler, &integrating, &starts, true);
+            let what = format!("{}, batched {batched}, decline {decline}", algorithm.name());
+            assert_eq!(got, reference, "{what}");
+            assert_eq!(chains, reference_chains, "{what}");
+            let run = integrating.paths_run.into_inner();
+            if decline {
+                assert_eq!(run, 0, "{what}");
+            } else {
+                paths_run.push(run);
+            }
+            last = chains;
+        }
+    }
+    (last, draws, paths_run)
 }

@@ -28,12 +28,11 @@ use bnn_kernels::{
     KernelActivation, KernelData, KernelError, KernelHead, KernelLayer, KernelSpec, MlpKernel,
     OutputPoint, Workspace,
 };
-use bnn_sampler::{LogDensityError, MetricAt, RiemannianDensity};
+use bnn_sampler::{IsokineticPath, LogDensityError, MetricAt, RiemannianDensity};
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
-use burn::backend::ops::{TransactionOps, TransactionPrimitive};
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{
     backend_extension, Autodiff, Backend, Cube, DispatchDevice, Flex, NdArray, TensorMetadata,
@@ -563,41 +562,47 @@ impl FusedMlp {
         device: &Device,
         theta: impl FnOnce() -> TensorData,
     ) -> Option<Result<(TensorData, TensorData), LogDensityError>> {
-        // One look at the device per call (each clones it): the host kernel, or a device that
-        // is not CubeCL's, has no device path.
+        // One look at the device per call: the host kernel, or a device that is not CubeCL's,
+        // has no device path.
+        let cube_device = self.cube_device(device)?;
+        let theta = upload::<Cube>(theta(), &cube_device);
+        let (values, gradient) = self.evaluate_cube(theta, Terms::Posterior, true);
+        let gradient = gradient.expect("asked for the gradient");
+        Some(crate::fused::cube_paths::read_all(vec![values, gradient]).map(|[v, g]| (v, g)))
+    }
+
+    /// Runs many chains' isokinetic paths (fresh; path `i` with the step size and `√Σ` of
+    /// `parameters[i]`; see `bnn_sampler::PathIntegrator`) on a CubeCL device in `dtype`, every
+    /// stage's gradient from the fused operation on the device, with one upload and one
+    /// read-back for the whole path. `None` off the CubeCL devices (the host kernel) and for
+    /// float types without a kernel.
+    pub fn device_isokinetic_paths(
+        &self,
+        device: &Device,
+        dtype: DType,
+        paths: &mut [IsokineticPath],
+        parameters: &[(f64, &[f64])],
+    ) -> Option<Result<(), LogDensityError>> {
+        let cube_device = self.cube_device(device)?;
+        crate::fused::cube_paths::integrate(&cube_device, dtype, paths, parameters, |theta| {
+            let (values, gradient) = self.evaluate_cube(theta, Terms::Posterior, true);
+            (values, gradient.expect("asked for the gradient"))
+        })
+    }
+
+    /// Whether [`FusedMlp::device_isokinetic_paths`] runs on `device`.
+    pub fn runs_paths_on(&self, device: &Device) -> bool {
+        self.cube_device(device).is_some()
+    }
+
+    /// `device` as a CubeCL device when the fused operation runs there without the host kernel.
+    fn cube_device(&self, device: &Device) -> Option<burn_cubecl::CubeDevice> {
         if self.program == FusedProgram::HostKernel {
             return None;
         }
-        let device = device.clone().without_autodiff();
-        let DispatchDevice::Cube(cube_device) = device.as_dispatch() else {
-            return None;
-        };
-        let theta = upload::<Cube>(theta(), cube_device);
-        let (values, gradient) = self.evaluate_cube(theta, Terms::Posterior, true);
-        let gradient = gradient.expect("asked for the gradient");
-        let both =
-            TransactionPrimitive::<Cube>::new(vec![values, gradient], vec![], vec![], vec![]);
-        let read =
-            match burn::tensor::try_read_sync(<Cube as TransactionOps<Cube>>::tr_execute(both)) {
-                Some(Ok(read)) => read,
-                Some(Err(e)) => {
-                    return Some(Err(LogDensityError::fatal(
-                        "reading from the device failed",
-                    )
-                    .with_source(e)))
-                }
-                None => {
-                    return Some(Err(LogDensityError::fatal(
-                        "this platform cannot wait for a device read",
-                    )))
-                }
-            };
-        let mut floats = read.read_floats.into_iter();
-        match (floats.next(), floats.next()) {
-            (Some(values), Some(gradient)) => Some(Ok((values, gradient))),
-            _ => Some(Err(LogDensityError::fatal(
-                "the device read returned fewer tensors than asked for",
-            ))),
+        match device.clone().without_autodiff().as_dispatch() {
+            DispatchDevice::Cube(cube_device) => Some(cube_device.clone()),
+            _ => None,
         }
     }
 

@@ -6,6 +6,7 @@
 
 pub(crate) mod cube_kernels;
 pub(crate) mod cube_network;
+pub(crate) mod cube_paths;
 pub mod fused_mlp;
 pub(crate) mod ops_gradient;
 pub(crate) mod terms;

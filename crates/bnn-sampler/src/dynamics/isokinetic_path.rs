@@ -152,10 +152,49 @@ impl IsokineticPath {
         self.log_density = log_density;
     }
 
+    /// Whether the path has started and taken no step yet (what a [`PathIntegrator`] takes).
+    pub fn is_fresh(&self) -> bool {
+        self.stage == Stage::BetweenSteps && self.evaluations == 0 && !self.failed
+    }
+
+    /// Ends a path that a [`PathIntegrator`] ran: it has written `position`, `velocity` and
+    /// `gradient`; these are the rest of what the path's own steps would have left.
+    pub fn end_elsewhere(
+        &mut self,
+        log_density: f64,
+        kinetic_change: f64,
+        evaluations: usize,
+        failed: bool,
+    ) {
+        self.log_density = log_density;
+        self.kinetic_change = kinetic_change;
+        self.evaluations = evaluations;
+        self.failed = failed;
+        self.steps_left = 0;
+        self.stage = Stage::BetweenSteps;
+    }
+
     /// The energy change of the path so far: kinetic change minus the gain in `log p`.
     pub fn energy_change(&self, initial_log_density: f64) -> f64 {
         self.kinetic_change - (self.log_density - initial_log_density)
     }
+}
+
+/// A density that runs many chains' isokinetic paths itself, every step in one place: on a GPU
+/// the positions, velocities and energy sums stay on the device for a whole trajectory and the
+/// host reads back once, where stepping on the host costs a round trip and host passes over
+/// `[C, D]` per gradient (issue 48). Reached through `LogDensity::path_integrator`.
+pub trait PathIntegrator: Send + Sync {
+    /// Runs every path of `paths` (all fresh, [`IsokineticPath::is_fresh`]; their lengths may
+    /// differ) to its end, path `i` with the step size and preconditioner `√Σ` of
+    /// `parameters[i]`, as [`PathStepper::walk_all`] would, in the integrator's own arithmetic,
+    /// then ends each with [`IsokineticPath::end_elsewhere`]. `Ok(false)`: declined (the caller
+    /// steps them); a recoverable error fails every path (a divergence), a fatal one ends the run.
+    fn integrate(
+        &self,
+        paths: &mut [IsokineticPath],
+        parameters: &[(f64, &[f64])],
+    ) -> Result<bool, LogDensityError>;
 }
 
 /// A path with the step size and preconditioner `√Σ` its chain moves with: what `Lockstep`
@@ -169,13 +208,27 @@ pub struct PathStepper<'a> {
 impl<'a> PathStepper<'a> {
     /// Runs every path to its end in lockstep (one batched gradient call per round), each with
     /// its own chain's `(step size, √Σ)` from `parameters`, in path order; a fatal evaluation
-    /// error stops them all and is returned.
+    /// error stops them all and is returned. Where the density integrates paths itself
+    /// ([`PathIntegrator`]), it runs them.
     pub fn walk_all<L: LogDensity + ?Sized>(
         lockstep: &mut Lockstep,
         density: &L,
         paths: &'a mut [IsokineticPath],
         parameters: impl Iterator<Item = (f64, &'a [f64])>,
     ) -> Result<(), LogDensityError> {
+        let parameters: Vec<(f64, &'a [f64])> = parameters.collect();
+        if let Some(integrator) = density.path_integrator() {
+            if paths.iter().all(IsokineticPath::is_fresh) {
+                match recover(integrator.integrate(paths, &parameters))? {
+                    Some(true) => return Ok(()),
+                    Some(false) => {}
+                    None => {
+                        paths.iter_mut().for_each(IsokineticPath::receive_failure);
+                        return Ok(());
+                    }
+                }
+            }
+        }
         let mut walkers: Vec<PathStepper<'a>> = paths
             .iter_mut()
             .zip(parameters)
