@@ -337,29 +337,7 @@ fn nuts_recovers_the_bayesian_linear_regression_posterior() {
                 .map(|c| ChainStart::at(vec![0.1 * c as f64, -0.2, 0.05 * c as f64]))
                 .collect();
             let draws = sampler.sample(&density, &starts).unwrap();
-            for d in 0..3 {
-                let chains = draws.coordinate(d);
-                let flat: Vec<f64> = chains.iter().flatten().copied().collect();
-                let got_mean = flat.iter().sum::<f64>() / flat.len() as f64;
-                let got_sd = (flat.iter().map(|v| (v - got_mean).powi(2)).sum::<f64>()
-                    / (flat.len() - 1) as f64)
-                    .sqrt();
-                let mcse = bnn_diagnostics::mcse_mean(&chains);
-                let ess = bnn_diagnostics::ess_bulk(&chains);
-                assert!(
-                    ess > 200.0,
-                    "{name} batched={batched} coordinate {d}: ESS {ess}"
-                );
-                // 4.5 MCSE (plus f32 rounding) for the mean; the sd's relative MC error is
-                // about 1/sqrt(2 ESS), so 5 of those.
-                assert!((got_mean - mean[d]).abs() < 4.5 * mcse + 1e-4, "{name} batched={batched} coordinate {d}: mean {got_mean} vs exact {} (mcse {mcse})", mean[d]);
-                let rel = (got_sd / sd[d] - 1.0).abs();
-                assert!(
-                    rel < 5.0 / (2.0 * ess).sqrt(),
-                    "{name} batched={batched} coordinate {d}: sd {got_sd} vs exact {} (ESS {ess})",
-                    sd[d]
-                );
-            }
+            assert_recovers(&draws, &mean, &sd, &format!("{name} batched={batched}"));
         }
     }
 }
@@ -397,27 +375,34 @@ fn laps_recovers_the_bayesian_linear_regression_posterior_on_every_device() {
             })
             .collect();
         let draws = sampler.sample(&density, &starts).unwrap();
-        for d in 0..3 {
-            let chains = draws.coordinate(d);
-            let flat: Vec<f64> = chains.iter().flatten().copied().collect();
-            let got_mean = flat.iter().sum::<f64>() / flat.len() as f64;
-            let got_sd = (flat.iter().map(|v| (v - got_mean).powi(2)).sum::<f64>()
-                / (flat.len() - 1) as f64)
-                .sqrt();
-            let mcse = bnn_diagnostics::mcse_mean(&chains);
-            let ess = bnn_diagnostics::ess_bulk(&chains);
-            assert!(ess > 200.0, "{name} coordinate {d}: ESS {ess}");
-            assert!(
-                (got_mean - mean[d]).abs() < 4.5 * mcse + 1e-4,
-                "{name} coordinate {d}: mean {got_mean} vs exact {} (mcse {mcse})",
-                mean[d]
-            );
-            let rel = (got_sd / sd[d] - 1.0).abs();
-            assert!(
-                rel < 5.0 / (2.0 * ess).sqrt(),
-                "{name} coordinate {d}: sd {got_sd} vs exact {} (ESS {ess})",
-                sd[d]
-            );
-        }
+        assert_recovers(&draws, &mean, &sd, &format!("{name} LAPS"));
+    }
+}
+
+/// Every coordinate's pooled mean within 4.5 MCSE (plus f32 rounding) of the exact `mean` and
+/// its sd within 5 relative Monte Carlo errors (about 1/√(2 ESS)) of `sd`, with a bulk ESS
+/// above 200.
+fn assert_recovers(draws: &bnn_sampler::CollectedDraws, mean: &[f64], sd: &[f64], what: &str) {
+    for d in 0..mean.len() {
+        let chains = draws.coordinate(d);
+        let flat: Vec<f64> = chains.iter().flatten().copied().collect();
+        let got_mean = flat.iter().sum::<f64>() / flat.len() as f64;
+        let got_sd = (flat.iter().map(|v| (v - got_mean).powi(2)).sum::<f64>()
+            / (flat.len() - 1) as f64)
+            .sqrt();
+        let mcse = bnn_diagnostics::mcse_mean(&chains);
+        let ess = bnn_diagnostics::ess_bulk(&chains);
+        assert!(ess > 200.0, "{what} coordinate {d}: ESS {ess}");
+        assert!(
+            (got_mean - mean[d]).abs() < 4.5 * mcse + 1e-4,
+            "{what} coordinate {d}: mean {got_mean} vs exact {} (mcse {mcse})",
+            mean[d]
+        );
+        let rel = (got_sd / sd[d] - 1.0).abs();
+        assert!(
+            rel < 5.0 / (2.0 * ess).sqrt(),
+            "{what} coordinate {d}: sd {got_sd} vs exact {} (ESS {ess})",
+            sd[d]
+        );
     }
 }
