@@ -52,6 +52,11 @@ fn main() {
             spec(&[9, 16, 16, 2], KernelActivation::Relu, hetero, 1),
             36584,
         ),
+        (
+            "protein-fixed-sigma",
+            spec(&[9, 16, 16, 1], KernelActivation::Relu, fixed, 1),
+            36584,
+        ),
     ];
     // Cargo passes `--bench`; other arguments filter the problems by name.
     let filters: Vec<String> = std::env::args()

@@ -76,11 +76,9 @@ pub(crate) fn evaluate<R: Real>(
         }
         KernelHead::Fixed { sigma } => {
             let precision = R::from_f64(1.0 / (sigma * sigma));
-            let squares = residual_squares(out, y, d_outputs, precision);
-            let count = (n * t) as f64;
+            let squares = residual_squares(0.0, out, y, d_outputs, precision);
             HeadValue {
-                log_likelihood: -0.5 * squares / (sigma * sigma)
-                    - count * (sigma.ln() + HALF_LOG_2PI),
+                log_likelihood: fixed_sigma_log_likelihood(squares, n * t, sigma),
                 d_log_sigma: Vec::new(),
             }
         }
@@ -144,11 +142,25 @@ pub(crate) fn evaluate<R: Real>(
     }
 }
 
-/// Σ (y − f)², writing `precision · (y − f)` into `d_outputs` when given.
+/// The fixed-σ head's log likelihood of `count` residuals whose squares sum to `squares`.
 #[inline(always)]
-fn residual_squares<R: Real>(out: &[R], y: &[R], d_outputs: Option<&mut [R]>, precision: R) -> f64 {
+pub(crate) fn fixed_sigma_log_likelihood(squares: f64, count: usize, sigma: f64) -> f64 {
+    -0.5 * squares / (sigma * sigma) - count as f64 * (sigma.ln() + HALF_LOG_2PI)
+}
+
+/// `start` + Σ (y − f)², row after row, writing `precision · (y − f)` into `d_outputs` when
+/// given. The running sum may start from an earlier chunk's: chunks then add the same numbers
+/// in the same order as one pass.
+#[inline(always)]
+pub(crate) fn residual_squares<R: Real>(
+    start: f64,
+    out: &[R],
+    y: &[R],
+    d_outputs: Option<&mut [R]>,
+    precision: R,
+) -> f64 {
     // Accumulated in f64: thousands of f32 squares would otherwise lose ~1e-6 relative.
-    let mut total = 0.0f64;
+    let mut total = start;
     match d_outputs {
         Some(d) => {
             for ((d, &f), &y) in d.iter_mut().zip(out).zip(y) {
@@ -179,6 +191,7 @@ fn column_residual_squares<R: Real>(
 ) -> Vec<f64> {
     if columns == 1 {
         return vec![residual_squares(
+            0.0,
             out,
             y,
             d_outputs,

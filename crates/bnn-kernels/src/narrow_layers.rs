@@ -10,8 +10,8 @@
 //! rows. The rows are padded to whole blocks of 16; padded entries of every activation are zero
 //! and their deltas are zero, so they add exactly nothing to any sum.
 //!
-//! With the heteroscedastic head the rows go through in chunks of [`CHUNK_ROWS`], forward and
-//! back, so that a chunk's activations stay in the core's L2 cache instead of streaming through
+//! With the heteroscedastic head, and the fixed-σ head on one target, the rows go through in
+//! chunks of [`CHUNK_ROWS`], forward and back, so that a chunk's activations stay in the core's L2 cache instead of streaming through
 //! memory (protein's 36,584 rows need 16 MB per chain unchunked). Every row sum keeps its
 //! [`ROWS`] lane accumulators from one chunk to the next and is reduced only after the last, so a
 //! chunked pass adds the same numbers in the same order as one pass over all rows: the bits do
@@ -141,15 +141,14 @@ pub(crate) fn evaluate_one<R: Real>(
 }
 
 /// Whether the head's sums can be carried over chunks: the vectorized heteroscedastic head's
-/// can; the other heads sum row after row in [`likelihood::evaluate`] and take all rows at once.
+/// lanes can, and so can the fixed-σ head's one running sum of squares on one target; the
+/// other heads sum row after row in [`likelihood::evaluate`] and take all rows at once.
 fn carries_head_sums(spec: &KernelSpec) -> bool {
-    matches!(
-        spec.head,
-        KernelHead::Heteroscedastic {
-            softplus: false,
-            ..
-        }
-    )
+    match spec.head {
+        KernelHead::Heteroscedastic { softplus, .. } => !softplus,
+        KernelHead::Fixed { .. } => spec.d_output() == 1,
+        _ => false,
+    }
 }
 
 /// All rows in chunks of `chunk_rows` (a multiple of [`ROWS`], or all rows in one chunk when the
@@ -547,7 +546,25 @@ fn head<R: Real>(
             term_lanes,
         );
     }
-    debug_assert!(place.last && total_rows == n, "only this head takes chunks");
+    if let (KernelHead::Fixed { sigma }, 1) = (spec.head, k) {
+        // One output per row: the first `n` entries of the output unit are the rows' outputs.
+        // The running sum waits in lane 0 of the first target's lanes between chunks.
+        let carried = &mut term_lanes[0][0];
+        let start = if place.first { 0.0 } else { *carried };
+        let precision = R::from_f64(1.0 / (sigma * sigma));
+        let (outputs, targets) = (&outputs[..n], &data.y[..n]);
+        *carried = if with_delta {
+            delta[n..].fill(R::ZERO);
+            likelihood::residual_squares(start, outputs, targets, Some(&mut delta[..n]), precision)
+        } else {
+            likelihood::residual_squares(start, outputs, targets, None, precision)
+        };
+        return likelihood::fixed_sigma_log_likelihood(*carried, total_rows, sigma);
+    }
+    debug_assert!(
+        place.last && total_rows == n,
+        "only these heads take chunks"
+    );
     // The other heads read rows: with one output per row the layouts coincide; otherwise the
     // outputs go through a row-major copy (a small part of the cost of these rarer heads).
     let rows_in_place = k == 1;
@@ -743,10 +760,17 @@ mod tests {
             sigma_min: 1e-6,
             sigma_max: 1e6,
         };
+        let fixed = KernelHead::Fixed { sigma: 0.7 };
         let mut rng = ChaCha8Rng::seed_from_u64(3);
-        for (widths, targets) in [(vec![9, 16, 16, 2], 1), (vec![3, 5, 7, 4], 2)] {
+        let nets = [
+            (vec![9, 16, 16, 2], 1, hetero),
+            (vec![3, 5, 7, 4], 2, hetero),
+            (vec![9, 16, 16, 1], 1, fixed),
+        ];
+        for (widths, targets, head) in nets {
             for activation in [KernelActivation::Relu, KernelActivation::Tanh] {
-                let spec = KernelSpec::dense(&widths, activation, hetero, targets);
+                let spec = KernelSpec::dense(&widths, activation, head, targets);
+                assert!(carries_head_sums(&spec));
                 for rows in [1, 15, 16, 17, 100, 517, 1100] {
                     let x: Vec<R> = (0..rows * spec.d_input())
                         .map(|_| cast(rng.random_range(-2.0..2.0)))
@@ -761,7 +785,9 @@ mod tests {
                     let (value, gradient) = run(&spec, &x, &y, rows, &theta, whole, true);
                     assert!(value.is_finite() && value != 0.0);
                     for chunk_rows in [16, 48, 512] {
-                        let what = format!("{widths:?} {activation:?} {rows} rows by {chunk_rows}");
+                        let what = format!(
+                            "{widths:?} {head:?} {activation:?} {rows} rows by {chunk_rows}"
+                        );
                         let (v, g) = run(&spec, &x, &y, rows, &theta, chunk_rows, true);
                         assert_eq!(v.to_bits(), value.to_bits(), "{what}: value");
                         for (i, (a, b)) in g.iter().zip(&gradient).enumerate() {

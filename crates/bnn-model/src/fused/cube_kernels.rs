@@ -93,6 +93,27 @@ pub(crate) fn hetero_log_sd<F: Float>(raw: F, lo: F, hi: F, #[comptime] softplus
     (log_sd, dlog_sd)
 }
 
+/// Sums `values[0..units)` into `values[0]` by halving; `units` (a power of two) is the cube's
+/// size and every unit must call this, since each halving ends at a barrier; after it
+/// `values[0]` is visible to all. Always the same pairing, so the sum is the same bits on every
+/// run. (The widths are comptime: a runtime variable started from a comptime value fails
+/// CubeCL's IR verification.)
+#[cube]
+pub(crate) fn sum_over_cube<F: Float>(
+    values: &mut Shared<[F]>,
+    unit: usize,
+    #[comptime] units: u32,
+) {
+    #[unroll]
+    for step in 0..comptime![units.trailing_zeros()] {
+        let width = comptime![(units >> (step + 1)) as usize];
+        if unit < width {
+            values[unit] = values[unit] + values[unit + width];
+        }
+        sync_cube();
+    }
+}
+
 /// The comptime code and leaky slope of an activation.
 pub(crate) fn activation_code(activation: KernelActivation) -> (u32, f32) {
     match activation {

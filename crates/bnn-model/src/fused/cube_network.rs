@@ -39,7 +39,8 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use crate::fused::cube_kernels::{
-    activate, activation_code, elem_type, hetero_log_sd, FIXED, HETERO_EXP, HETERO_SOFTPLUS,
+    activate, activation_code, elem_type, hetero_log_sd, sum_over_cube, FIXED, HETERO_EXP,
+    HETERO_SOFTPLUS,
 };
 
 /// The categorical head's comptime code (the regression heads' are [`crate::fused::cube_kernels`]').
@@ -584,16 +585,7 @@ fn finish_kernel<F: Float>(
     }
     partial[t] = own;
     sync_cube();
-    // (The halving widths are comptime: a runtime variable started from a comptime value
-    // fails CubeCL's IR verification.)
-    #[unroll]
-    for step in 0..comptime![plan.rows_per_block.trailing_zeros()] {
-        let width = comptime![(plan.rows_per_block >> (step + 1)) as usize];
-        if t < width {
-            partial[t] = partial[t] + partial[t + width];
-        }
-        sync_cube();
-    }
+    sum_over_cube::<F>(&mut partial, t, comptime![plan.rows_per_block]);
     if t == 0 {
         values[chain] = partial[0] + F::cast_from(constant);
     }

@@ -21,7 +21,7 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::CubeDevice;
 use cubecl::prelude::*;
 
-use crate::fused::cube_kernels::elem_type;
+use crate::fused::cube_kernels::{elem_type, sum_over_cube};
 
 /// Units of one chain's cube; a power of two (the reductions halve it) within every device's
 /// guaranteed 128 invocations per workgroup.
@@ -91,15 +91,8 @@ fn isokinetic_kick_kernel<F: Float>(
     first[t] = square;
     second[t] = dot;
     sync_cube();
-    #[unroll]
-    for step in 0..comptime![KICK_UNITS.trailing_zeros()] {
-        let width = comptime![(KICK_UNITS >> (step + 1)) as usize];
-        if t < width {
-            first[t] = first[t] + first[t + width];
-            second[t] = second[t] + second[t + width];
-        }
-        sync_cube();
-    }
+    sum_over_cube::<F>(&mut first, t, KICK_UNITS);
+    sum_over_cube::<F>(&mut second, t, KICK_UNITS);
     let total_square = first[0];
     let total_dot = second[0];
     // Everyone has read the sums before `first` is written again.
@@ -151,14 +144,7 @@ fn isokinetic_kick_kernel<F: Float>(
     }
     first[t] = speed;
     sync_cube();
-    #[unroll]
-    for step in 0..comptime![KICK_UNITS.trailing_zeros()] {
-        let width = comptime![(KICK_UNITS >> (step + 1)) as usize];
-        if t < width {
-            first[t] = first[t] + first[t + width];
-        }
-        sync_cube();
-    }
+    sum_over_cube::<F>(&mut first, t, KICK_UNITS);
     let inverse_norm = one / F::sqrt(first[0]);
     let mut k = t;
     while k < d {
