@@ -11,9 +11,10 @@
 //! and their deltas are zero, so they add exactly nothing to any sum.
 //!
 //! With the heteroscedastic head, and the fixed-σ head on one target, the rows go through in
-//! chunks of [`CHUNK_ROWS`], forward and back, so that a chunk's activations stay in the core's L2 cache instead of streaming through
-//! memory (protein's 36,584 rows need 16 MB per chain unchunked). Every row sum keeps its
-//! [`ROWS`] lane accumulators from one chunk to the next and is reduced only after the last, so a
+//! chunks of [`CHUNK_ROWS`], forward and back, so that a chunk's activations stay in the core's
+//! L2 cache instead of streaming through memory (protein's 36,584 rows need 16 MB per chain
+//! unchunked). Every row sum keeps its [`ROWS`] lane accumulators from one chunk to the next and
+//! is reduced only after the last (the fixed-σ head's sum of squares runs on in one f64), so a
 //! chunked pass adds the same numbers in the same order as one pass over all rows: the bits do
 //! not depend on the chunk size.
 
