@@ -48,6 +48,16 @@ fn main() {
             13903,
         ),
         (
+            "bikesharing-deep",
+            spec(
+                &[12, 8, 8, 8, 8, 8, 8, 8, 8, 8, 2],
+                KernelActivation::Relu,
+                hetero,
+                1,
+            ),
+            13903,
+        ),
+        (
             "protein",
             spec(&[9, 16, 16, 2], KernelActivation::Relu, hetero, 1),
             36584,
