@@ -246,6 +246,24 @@ fn run_writes_everything_and_the_stages_alone_give_the_same_run() {
         );
         assert!(r[col("sd")] > 0.0);
     }
+    // Each row's log score: their mean is the LPPD, the members' mean the deep ensemble's; in
+    // original units less log(y_sd) = log(sd / sd_std).
+    let mean_of = |name: &str| rows.iter().map(|r| r[col(name)]).sum::<f64>() / rows.len() as f64;
+    for (column, key) in [
+        ("log_score_std", "lppd"),
+        ("ensemble_log_score_std", "de_lppd"),
+    ] {
+        let expected = summary[key].as_f64().unwrap();
+        assert!(
+            (mean_of(column) - expected).abs() < 1e-9,
+            "mean {column} {} against {key} {expected}",
+            mean_of(column)
+        );
+    }
+    for r in &rows {
+        let log_y_sd = (r[col("sd")] / r[col("sd_std")]).ln();
+        assert!((r[col("log_score_std")] - r[col("log_score")] - log_y_sd).abs() < 1e-6);
+    }
 
     // The same run as separate stages, with the settings in a config file and 2 threads.
     let toml = dir.join("run.toml");

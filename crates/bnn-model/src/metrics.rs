@@ -124,6 +124,23 @@ impl PredictiveAccumulator {
         self.draws += 1;
     }
 
+    /// Each test value's log predictive density, log((1/S) Σ_s p(y | θ_s)): their mean is the
+    /// LPPD, so the rows that cost it can be found. One value per point, or with several
+    /// Gaussian targets one per (point, target), that target's marginal (their means are the
+    /// per-target LPPDs).
+    pub fn pointwise_lppd(&self) -> Vec<f64> {
+        let log_draws = (self.draws as f64).ln();
+        let (max, sum) = if self.target_log_lik_max.is_empty() {
+            (&self.log_lik_max, &self.log_lik_scaled_sum)
+        } else {
+            (&self.target_log_lik_max, &self.target_log_lik_scaled_sum)
+        };
+        max.iter()
+            .zip(sum)
+            .map(|(m, s)| m + s.ln() - log_draws)
+            .collect()
+    }
+
     pub fn finish(&self) -> PredictiveMetrics {
         let n = self.log_lik_max.len();
         let s = self.draws as f64;
@@ -247,6 +264,10 @@ mod tests {
             ],
         ];
         let m = predictive_metrics(&draws, &y, 1);
+        let mut accumulator = PredictiveAccumulator::new(&y, 1);
+        draws.iter().for_each(|d| accumulator.add_draw(d));
+        let pointwise = accumulator.pointwise_lppd();
+        assert_eq!(pointwise.len(), 2);
         let mut lppd = 0.0;
         let mut nll = 0.0;
         for i in 0..2 {
@@ -254,7 +275,9 @@ mod tests {
                 .iter()
                 .map(|d| d[i].log_likelihood(&y[i..i + 1]))
                 .collect();
-            lppd += log_sum_exp(&lls) - 2f64.ln();
+            let point = log_sum_exp(&lls) - 2f64.ln();
+            assert!((pointwise[i] - point).abs() < 1e-12, "point {i}");
+            lppd += point;
             nll -= lls.iter().sum::<f64>() / 2.0;
         }
         assert!((m.lppd - lppd / 2.0).abs() < 1e-12);
@@ -279,12 +302,18 @@ mod tests {
         ];
         let m = predictive_metrics(&draws, &y, 2);
         assert_eq!(m.per_target.len(), 2);
+        let mut accumulator = PredictiveAccumulator::new(&y, 2);
+        draws.iter().for_each(|d| accumulator.add_draw(d));
+        // One point, two targets: one marginal score per target, not the joint one.
+        let pointwise = accumulator.pointwise_lppd();
+        assert_eq!(pointwise.len(), 2);
         for (k, target) in m.per_target.iter().enumerate() {
             let lls: Vec<f64> = draws
                 .iter()
                 .map(|d| d[0].log_likelihood_of_target(&y, k))
                 .collect();
             let lppd = log_sum_exp(&lls) - 2f64.ln();
+            assert!((pointwise[k] - lppd).abs() < 1e-12, "target {k}");
             assert!(
                 (target.lppd - lppd).abs() < 1e-12,
                 "target {k}: {} vs {lppd}",

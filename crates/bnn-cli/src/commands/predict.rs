@@ -1,5 +1,6 @@
 //! `bnn predict <run dir>`: posterior predictive mean, sd and equal-tailed intervals per test
-//! point (original units and standardized), from the stored draws.
+//! point (original units and standardized), and each point's log score beside the deep
+//! ensemble's, from the stored draws.
 
 use crate::progress_bars::ProgressBars;
 use anyhow::Result;

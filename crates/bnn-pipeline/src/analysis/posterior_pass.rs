@@ -41,6 +41,9 @@ pub struct PosteriorPass {
     pub draws_per_chain: Vec<usize>,
     /// Gaussian likelihoods only: per (point, target).
     pub points: Vec<PointSummary>,
+    /// The pooled draws' log predictive density of each test value, ordered as `points`
+    /// (see [`PredictiveAccumulator::pointwise_lppd`]).
+    pub log_scores: Vec<f64>,
     /// Observed coverage per entry of `LEVELS` (Gaussian only).
     pub coverage: Vec<f64>,
     /// Several targets: observed coverage per target and entry of `LEVELS` (empty otherwise).
@@ -273,6 +276,7 @@ pub fn run_pass(
         (Vec::new(), Vec::new(), Vec::new())
     };
     Ok(PosteriorPass {
+        log_scores: pooled.pointwise_lppd(),
         pooled: pooled.finish(),
         per_chain,
         draws_per_chain,
@@ -318,6 +322,26 @@ pub fn ensemble_metrics(
     members: &[Vec<f32>],
     test: &HostData,
 ) -> PredictiveMetrics {
+    ensemble_predictive(posterior, members, test).finish()
+}
+
+/// The deep ensemble's log predictive density of each test value, ordered as
+/// [`PosteriorPass::log_scores`]: beside the posterior's, it shows which rows a sampler wins or
+/// loses against the members it started from.
+pub fn ensemble_log_scores(
+    posterior: &MlpPosterior,
+    members: &[Vec<f32>],
+    test: &HostData,
+) -> Vec<f64> {
+    ensemble_predictive(posterior, members, test).pointwise_lppd()
+}
+
+/// The members' predictions as an equally weighted mixture.
+fn ensemble_predictive(
+    posterior: &MlpPosterior,
+    members: &[Vec<f32>],
+    test: &HostData,
+) -> PredictiveAccumulator {
     let flat: Vec<f64> = members
         .iter()
         .flat_map(|m| m.iter().map(|&v| f64::from(v)))
@@ -326,7 +350,7 @@ pub fn ensemble_metrics(
     for draw in posterior.predictions(&flat, test) {
         acc.add_draw(&draw);
     }
-    acc.finish()
+    acc
 }
 
 /// Each member of a deep ensemble on its own: the single networks behind the mixture, which show

@@ -1,6 +1,9 @@
 //! The posterior predictive pass over a run's stored draws, and `predictions.csv` from it.
 
-use crate::analysis::posterior_pass::{run_pass, PosteriorPass, BAND_LEVELS, LEVELS};
+use crate::analysis::posterior_pass::{
+    ensemble_log_scores, run_pass, PosteriorPass, BAND_LEVELS, LEVELS,
+};
+use crate::config::run_config::Init;
 use crate::run::dei_mcmc::DeiMcmc;
 use crate::run::progress::{ProgressEvent, Stage};
 use crate::storage::run_dir::write_atomic;
@@ -119,6 +122,19 @@ impl DeiMcmc {
         };
         header.extend(bands(""));
         header.extend(bands("_std"));
+        // Each row's log predictive density, whose mean is the LPPD; in original units it is
+        // the standardized one less log(y_sd). The deep ensemble's beside it for runs that
+        // started from one.
+        let ensemble_scores = match self.config.sampler.init {
+            Init::Ensemble => self
+                .saved_ensemble()?
+                .map(|e| ensemble_log_scores(self.posterior(), &e.members, test)),
+            _ => None,
+        };
+        header.extend(["log_score".into(), "log_score_std".into()]);
+        if ensemble_scores.is_some() {
+            header.extend(["ensemble_log_score".into(), "ensemble_log_score_std".into()]);
+        }
         let mut out = header.join(",") + "\n";
         for i in 0..test.rows {
             for k in 0..t {
@@ -137,7 +153,19 @@ impl DeiMcmc {
                     scaled.extend([lo * ys + ym, hi * ys + ym]);
                     standard.extend([lo, hi]);
                 }
-                row.extend(scaled.iter().chain(&standard).map(|v| v.to_string()));
+                let score = pass.log_scores[i * t + k];
+                let mut scores = vec![score - ys.ln(), score];
+                if let Some(ensemble) = &ensemble_scores {
+                    let score = ensemble[i * t + k];
+                    scores.extend([score - ys.ln(), score]);
+                }
+                row.extend(
+                    scaled
+                        .iter()
+                        .chain(&standard)
+                        .chain(&scores)
+                        .map(|v| v.to_string()),
+                );
                 out += &row.join(",");
                 out.push('\n');
             }
