@@ -16,6 +16,7 @@
 //! | calibration: observed vs nominal coverage of central intervals | `calibration.svg` | `summary.json` (`coverage_<level>`) |
 //! | predictive mean and 50/90/95% bands against a 1-D input, test and training points | `predictive_bands.svg` | `predictions.csv`, `train.csv` |
 //! | regression: predictive mean and 90% interval against the observed value, per target | `predicted_vs_observed.svg` (one target), `predicted_vs_observed_target<k>.svg` (several) | `predictions.csv` |
+//! | each test row's log score under the posterior less the deep ensemble's, the largest labelled with their row | `log_score_difference.svg` | `predictions.csv` (`log_score_std`, `ensemble_log_score_std`) |
 //! | step size (log axis) and acceptance statistic over warmup per chain | `warmup_adaptation.svg` | `adaptation_chain_<c>.csv` |
 //!
 //! The SVGs go to `<run>/plots/` unless [`PlotOptions::out_dir`] says otherwise. Without
@@ -84,6 +85,10 @@ pub fn plot_run(dir: &Path, options: &PlotOptions) -> Result<PlotReport, PlotErr
         (
             "predicted_vs_observed",
             plots::plot_predicted_vs_observed(&run, &out_dir)?,
+        ),
+        (
+            "log_score_difference",
+            plots::plot_log_score_difference(&run, &out_dir)?,
         ),
         (
             "warmup_adaptation",

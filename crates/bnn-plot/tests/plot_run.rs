@@ -153,8 +153,9 @@ impl RunFixture {
         // Original units, then the standardized copies `bnn sample` also writes (not plotted).
         let bands = "y,mean,sd,lower_50,upper_50,lower_90,upper_90,lower_95,upper_95";
         let standardized: Vec<String> = bands.split(',').map(|c| format!("{c}_std")).collect();
+        // Then each row's log score and the deep ensemble's, in both scales.
         let mut text = format!(
-            "index,{},{bands},{}\n",
+            "index,{},{bands},{},log_score,log_score_std,ensemble_log_score,ensemble_log_score_std\n",
             xs.join(","),
             standardized.join(",")
         );
@@ -168,6 +169,9 @@ impl RunFixture {
                 write!(text, ",{},{}", mean - 0.2 * z, mean + 0.2 * z).unwrap();
             }
             text += &",0".repeat(9);
+            // Row 7 costs the posterior 20 nats against the ensemble; the others gain 0.5.
+            let score = if i == 7 { -20.75 } else { -0.25 };
+            write!(text, ",{score},{score},-0.75,-0.75").unwrap();
             text.push('\n');
         }
         self.write("predictions.csv", &text);
@@ -287,6 +291,7 @@ fn a_complete_run_gets_every_plot() {
             "calibration.svg",
             "predictive_bands.svg",
             "predicted_vs_observed.svg",
+            "log_score_difference.svg",
             "warmup_adaptation.svg",
         ]
         .map(String::from),
@@ -370,6 +375,43 @@ fn predictive_bands_show_three_bands_mean_and_points() {
     ] {
         svg.assert_text(label);
     }
+}
+
+#[test]
+fn the_row_that_costs_the_lppd_is_labelled() {
+    let run = RunFixture::complete();
+    run.plot();
+    let svg = Svg::read(&run.plot_file("log_score_difference.svg"));
+    // 12 rows and the legend's marker.
+    assert_eq!(svg.count("circle"), 12 + 1);
+    // The mean difference: (11 · 0.5 − 20) / 12.
+    svg.assert_text("Log score per test row, posterior − deep ensemble (mean -1.208)");
+    svg.assert_text("row 7");
+    svg.assert_text("no difference");
+}
+
+#[test]
+fn log_scores_without_the_ensembles_skip_that_plot() {
+    let run = RunFixture::complete();
+    // A run that did not start from an ensemble: the columns stop before the ensemble's score.
+    let path = run.path().join("predictions.csv");
+    let text: String = fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| l.rsplitn(3, ',').nth(2).unwrap().to_string() + "\n")
+        .collect();
+    fs::write(&path, text).unwrap();
+    let report = run.plot();
+    let skip = report
+        .skipped
+        .iter()
+        .find(|s| s.plot == "log_score_difference")
+        .expect("log score plot not skipped");
+    assert!(
+        skip.reason.contains("no `ensemble_log_score_std` column"),
+        "{}",
+        skip.reason
+    );
 }
 
 #[test]
@@ -501,6 +543,7 @@ fn an_empty_directory_skips_every_plot_with_a_reason() {
             ("calibration", "no summary.json"),
             ("predictive_bands", "no predictions.csv"),
             ("predicted_vs_observed", "no predictions.csv"),
+            ("log_score_difference", "no predictions.csv"),
             ("warmup_adaptation", "no adaptation_chain_0.csv"),
         ]
     );
@@ -518,7 +561,7 @@ fn only_draws_give_only_traces() {
     run.draws();
     let report = run.plot();
     assert_eq!(report.written.len(), DEFAULT_TRACES.len());
-    assert_eq!(report.skipped.len(), 5);
+    assert_eq!(report.skipped.len(), 6);
 }
 
 #[test]
