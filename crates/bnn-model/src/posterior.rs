@@ -344,6 +344,13 @@ impl MlpPosterior {
         self
     }
 
+    /// How the device kernel's gradient phase gives parameters to threads (see
+    /// [`FusedMlp::with_gradient_tile`]); the same numbers either way, to compare speeds on a GPU.
+    pub fn with_gradient_tile(mut self, tile: crate::fused_mlp::GradientTile) -> Self {
+        self.fused = self.fused.map(|f| f.with_gradient_tile(tile));
+        self
+    }
+
     /// Whether evaluations go through the fused operation (any path but `Plain`).
     pub fn uses_fused_kernel(&self) -> bool {
         self.fused.is_some()

@@ -651,6 +651,63 @@ fn device_kernel_covers_a_32_32_net() {
     }
 }
 
+#[test]
+fn device_kernel_two_by_two_gradient_tiles_give_the_same_numbers() {
+    // The 2 × 2 tiles hold each parameter's sum over the same rows in the same order as one
+    // parameter per thread. A 4-6-5 net has an odd count of (bias + input) rows in its first two
+    // layers, and 5 units leave tiles with one live column: tiles with one, two and four live
+    // slots. 150 rows make three row blocks; two targets give the heteroscedastic head four
+    // outputs. (A large unrolled kernel takes minutes to compile on lavapipe: three nets, not
+    // every head.)
+    let Some(device) = wgpu_device() else { return };
+    use bnn_model::fused_mlp::GradientTile;
+    let heteroscedastic = bnn_model::Likelihood::GaussianHeteroscedastic {
+        link: bnn_model::ScaleLink::Exp,
+    };
+    let fixed = bnn_model::Likelihood::GaussianFixed { sigma: 0.4 };
+    // 8-16-16 (concrete's net): 121 tiles, two per thread at 64 rows per block.
+    let nets = [
+        (4, vec![6, 5], 2, heteroscedastic),
+        (3, vec![7], 2, fixed),
+        (8, vec![16, 16], 1, heteroscedastic),
+    ];
+    for (n, (inputs, hidden, targets, likelihood)) in nets.into_iter().enumerate() {
+        let config = BnnConfig::new(inputs)
+            .with_hidden(hidden.clone())
+            .with_activation(Activation::Tanh)
+            .with_n_targets(targets)
+            .with_likelihood(likelihood)
+            .with_prior(priors()[n % 2].clone());
+        let data = random_data(150, inputs, targets, &likelihood, 70 + n as u64);
+        let build = |tile| {
+            let posterior = MlpPosterior::new(config.clone(), &data, &device, DType::F32)
+                .unwrap()
+                .with_gradient_tile(tile);
+            assert_eq!(posterior.gradient_program(), "device_kernel");
+            AutodiffLogDensity::new(posterior)
+        };
+        let (single, tiled) = (build(GradientTile::Single), build(GradientTile::TwoByTwo));
+        let (d, chains) = (single.dim(), 5);
+        let thetas = random_theta(chains * d, 0.5, 400 + n as u64);
+        let (sv, sg) = evaluate(&single, &thetas, chains);
+        let (tv, tg) = evaluate(&tiled, &thetas, chains);
+        let what = format!("{likelihood:?} {inputs}-{hidden:?}");
+        for c in 0..chains {
+            let rel = ((tv[c] - sv[c]) / sv[c]).abs();
+            assert!(
+                rel <= 1e-6,
+                "{what} chain {c}: value {} vs {}",
+                tv[c],
+                sv[c]
+            );
+            let err = gradient_error(&tg[c * d..(c + 1) * d], &sg[c * d..(c + 1) * d]);
+            assert!(err <= 1e-6, "{what} chain {c}: gradient error {err:e}");
+        }
+        let same = bits(&tg) == bits(&sg) && bits(&tv) == bits(&sv);
+        println!("{what}: 2 × 2 tiles give the same bits as one parameter per thread: {same}");
+    }
+}
+
 /// The bit patterns of `values`: equality to the last bit, with NaNs compared by payload.
 fn bits(values: &[f64]) -> Vec<u64> {
     values.iter().map(|x| x.to_bits()).collect()

@@ -161,6 +161,9 @@ struct BenchReport {
     /// The kernel's instruction set (`avx512`, `avx2_fma` or `portable`; `BNN_KERNEL_ISA`
     /// forces a lower one).
     kernel_isa: &'static str,
+    /// The device kernel's gradient phase: `single` or `2x2` (`BNN_DEVICE_GRADIENT_TILE`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gradient_tile: Option<&'static str>,
     dtype: &'static str,
     n_train: usize,
     n_params: usize,
@@ -336,6 +339,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         gradient,
         call: if direct { "direct" } else { "autodiff" },
         kernel_isa: bnn_kernels::instruction_set(),
+        gradient_tile: (gradient == "device_kernel")
+            .then(|| bnn_model::fused_mlp::GradientTile::from_env().name()),
         dtype: "f32",
         n_train: data.train.rows,
         n_params: d,

@@ -15,7 +15,9 @@
 //! 2. **gradient phase** (thread t = parameters t, t + R, …): ∂W[i, j] += Σ_rows A[·, i] D[·, j]
 //!    (a bias reads the table's column of ones), the sums in the owner's registers. Each
 //!    parameter has one owner, so the sums need no atomics and come out in the same order on
-//!    every run.
+//!    every run. With [`GradientTile::TwoByTwo`] a thread owns 2 × 2 blocks of a layer's
+//!    weights instead: two `A` and two `D` loads feed four multiply-adds (one load per
+//!    multiply-add instead of two), and every sum is the same sum in the same row order.
 //!
 //! 3. **segments**: the rows fall into segments of two blocks; a cube sums each of its
 //!    segments from zero and writes them out, and `finish_kernel` adds a chain's segments in
@@ -94,6 +96,7 @@ pub(crate) fn covers(spec: &KernelSpec) -> bool {
         true,
         GUARANTEED_SHARED_BYTES,
         4,
+        GradientTile::Single,
     )
     .is_some()
 }
@@ -110,6 +113,41 @@ fn block_rows_override() -> Option<u32> {
     })
 }
 
+/// How the gradient phase gives parameters to threads. The sums are the same, in the same row
+/// order, either way; what differs is the shared-memory traffic, whose cost only a GPU shows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GradientTile {
+    /// One parameter per register sum: each multiply-add loads its `A` and its `D` value. The
+    /// kernel measured on the H100 and H200 (bench/h100, bench/h200).
+    #[default]
+    Single,
+    /// 2 × 2 blocks of a layer's `[d_in + 1, d_out]` weights (row 0: the bias, on `A`'s column of
+    /// ones): four loads for four multiply-adds, the lever the H100 round named next.
+    TwoByTwo,
+}
+
+impl GradientTile {
+    /// `single` or `2x2` (what `BNN_DEVICE_GRADIENT_TILE` takes, and bench reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            GradientTile::Single => "single",
+            GradientTile::TwoByTwo => "2x2",
+        }
+    }
+
+    /// `BNN_DEVICE_GRADIENT_TILE=2x2`, read once, else [`GradientTile::Single`]: the GPU check
+    /// scripts compare the two on a card this way.
+    pub fn from_env() -> Self {
+        static CHOSEN: std::sync::OnceLock<GradientTile> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(
+            || match std::env::var("BNN_DEVICE_GRADIENT_TILE").as_deref() {
+                Ok("2x2") => GradientTile::TwoByTwo,
+                _ => GradientTile::Single,
+            },
+        )
+    }
+}
+
 /// One layer as the kernel is compiled for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PlannedLayer {
@@ -124,6 +162,8 @@ pub(crate) struct PlannedLayer {
     a_out: u32,
     /// Column of its δ in the `D` table (also φ'(z) in between, and the outputs of the last layer).
     d_col: u32,
+    /// Index of its first 2 × 2 gradient tile ([`GradientTile::TwoByTwo`]).
+    first_tile: u32,
 }
 
 /// Everything the kernel's loops and offsets need, fixed at compile time (one kernel per model).
@@ -142,6 +182,9 @@ pub(crate) struct NetworkPlan {
     with_gradient: bool,
     posterior: bool,
     laplace: bool,
+    /// 2 × 2 tiles in the gradient phase, and how many the layers have in all.
+    two_by_two: bool,
+    tiles: u32,
 }
 
 impl NetworkPlan {
@@ -154,6 +197,7 @@ impl NetworkPlan {
         with_gradient: bool,
         max_shared_bytes: usize,
         value_bytes: usize,
+        tile: GradientTile,
     ) -> Option<Self> {
         let head = match spec.head {
             KernelHead::Fixed { .. } => FIXED,
@@ -170,6 +214,7 @@ impl NetworkPlan {
         let mut layers = Vec::with_capacity(spec.layers.len());
         let (mut a_next, mut d_next) = (1 + d_input, 0);
         let mut a_in = 1;
+        let mut tiles = 0;
         for (l, layer) in spec.layers.iter().enumerate() {
             let a_out = if l < last { a_next } else { 0 };
             if l < last {
@@ -183,7 +228,9 @@ impl NetworkPlan {
                 a_in: a_in as u32,
                 a_out: a_out as u32,
                 d_col: d_next as u32,
+                first_tile: tiles,
             });
+            tiles += u32::try_from((layer.d_in + 1).div_ceil(2) * layer.d_out.div_ceil(2)).ok()?;
             a_in = a_out;
             d_next += layer.d_out;
         }
@@ -209,6 +256,8 @@ impl NetworkPlan {
             with_gradient,
             posterior: terms == Terms::Posterior,
             laplace: laplace && terms == Terms::Posterior,
+            two_by_two: tile == GradientTile::TwoByTwo,
+            tiles,
         })
     }
 }
@@ -238,6 +287,76 @@ fn gradient_columns(p: usize, #[comptime] plan: NetworkPlan) -> (u32, u32) {
         }
     }
     (a_col as u32, d_col as u32)
+}
+
+/// Tile q of the 2 × 2 gradient tiles: its rows' two `A` columns, its columns' two `D`
+/// columns, and its four parameters (row-major: (0, 0), (0, 1), (1, 0), (1, 1)). A layer's
+/// tiles walk its `[d_in + 1, d_out]` block (row 0 the bias) two rows and two columns at a time.
+/// A slot past the layer's last row or column reads column 0 of `A` (or the tile's first `D`
+/// column) and gets parameter index P, never written; so does every slot of a tile past the last.
+#[cube]
+#[allow(clippy::type_complexity)]
+fn gradient_tile(
+    q: usize,
+    #[comptime] plan: NetworkPlan,
+) -> (u32, u32, u32, u32, u32, u32, u32, u32) {
+    let params = comptime![plan.params as usize];
+    let mut a0 = 0usize;
+    let mut a1 = 0usize;
+    let mut d0 = 0usize;
+    let mut d1 = 0usize;
+    let mut p00 = params.runtime();
+    let mut p01 = params.runtime();
+    let mut p10 = params.runtime();
+    let mut p11 = params.runtime();
+    #[unroll]
+    for l in 0..comptime![plan.layers.len()] {
+        let first = comptime![plan.layers[l].first_tile as usize];
+        let d_in = comptime![plan.layers[l].d_in as usize];
+        let d_out = comptime![plan.layers[l].d_out as usize];
+        let across = comptime![(plan.layers[l].d_out as usize).div_ceil(2)];
+        let count = comptime![
+            (plan.layers[l].d_in as usize + 1).div_ceil(2)
+                * (plan.layers[l].d_out as usize).div_ceil(2)
+        ];
+        let weight = comptime![plan.layers[l].weight as usize];
+        let bias = comptime![plan.layers[l].bias as usize];
+        let a_in = comptime![plan.layers[l].a_in as usize];
+        let col = comptime![plan.layers[l].d_col as usize];
+        if q >= first && q < first + count {
+            let local = q - first;
+            // Rows e0 = 2i, e1 = 2i + 1 of [bias; weights]: row e > 0 is input e − 1.
+            let e0 = 2 * (local / across);
+            let e1 = e0 + 1;
+            let j0 = 2 * (local % across);
+            let j1 = j0 + 1;
+            d0 = col + j0;
+            d1 = col + j0;
+            if j1 < d_out {
+                d1 = col + j1;
+            }
+            if e0 == 0 {
+                a0 = 0;
+                p00 = bias + j0;
+            } else {
+                a0 = a_in + e0 - 1;
+                p00 = weight + (e0 - 1) * d_out + j0;
+            }
+            if j1 < d_out {
+                p01 = p00 + 1;
+            }
+            if e1 <= d_in {
+                a1 = a_in + e1 - 1;
+                p10 = weight + (e1 - 1) * d_out + j0;
+                if j1 < d_out {
+                    p11 = p10 + 1;
+                }
+            }
+        }
+    }
+    (
+        a0 as u32, a1 as u32, d0 as u32, d1 as u32, p00 as u32, p01 as u32, p10 as u32, p11 as u32,
+    )
 }
 
 /// θ `[C, P]` → each row segment's sums: per thread, the log likelihood of its rows
@@ -300,19 +419,45 @@ fn network_kernel<F: Float>(
         th[p] = theta[base + p];
         p += block_rows;
     }
-    // Thread t owns parameters t, t + R, …: their running sums and table columns stay in
-    // registers for the whole call (independent sums, so the unrolled row loop below has several
-    // chains of multiply-adds in flight).
-    let owned = comptime![plan.params.div_ceil(plan.rows_per_block) as usize];
+    // Thread t owns parameters t, t + R, … (or 2 × 2 tiles t, t + R, …): their running sums
+    // and table columns stay in registers for the whole call (independent sums, so the unrolled
+    // row loop below has several chains of multiply-adds in flight).
+    let two_by_two = comptime![plan.two_by_two];
+    let owned_tiles = comptime![plan.tiles.div_ceil(plan.rows_per_block) as usize];
+    let owned = comptime![if plan.two_by_two {
+        4 * plan.tiles.div_ceil(plan.rows_per_block) as usize
+    } else {
+        plan.params.div_ceil(plan.rows_per_block) as usize
+    }];
+    let owned_cols = comptime![if plan.two_by_two {
+        2 * plan.tiles.div_ceil(plan.rows_per_block) as usize
+    } else {
+        plan.params.div_ceil(plan.rows_per_block) as usize
+    }];
     let mut acc = Array::<F>::new(owned);
-    let mut a_cols = Array::<u32>::new(owned);
-    let mut d_cols = Array::<u32>::new(owned);
+    let mut a_cols = Array::<u32>::new(owned_cols);
+    let mut d_cols = Array::<u32>::new(owned_cols);
     #[unroll]
     for k in 0..owned {
-        let (a_col, d_col) = gradient_columns(t + k * block_rows, comptime![plan.clone()]);
         acc[k] = zero;
-        a_cols[k] = a_col;
-        d_cols[k] = d_col;
+    }
+    if comptime![two_by_two] {
+        #[unroll]
+        for k in 0..owned_tiles {
+            let (a0, a1, d0, d1, _p00, _p01, _p10, _p11) =
+                gradient_tile(t + k * block_rows, comptime![plan.clone()]);
+            a_cols[2 * k] = a0;
+            a_cols[2 * k + 1] = a1;
+            d_cols[2 * k] = d0;
+            d_cols[2 * k + 1] = d1;
+        }
+    } else {
+        #[unroll]
+        for k in 0..owned {
+            let (a_col, d_col) = gradient_columns(t + k * block_rows, comptime![plan.clone()]);
+            a_cols[k] = a_col;
+            d_cols[k] = d_col;
+        }
     }
     let ar = t * sa;
     let dr = t * sd;
@@ -486,12 +631,29 @@ fn network_kernel<F: Float>(
                 }
                 sync_cube();
                 // Gradient phase: each parameter summed over the block's rows by its owner.
-                #[unroll]
-                for r in 0..block_rows {
+                if comptime![two_by_two] {
                     #[unroll]
-                    for k in 0..owned {
-                        acc[k] +=
-                            act[r * sa + a_cols[k] as usize] * del[r * sd + d_cols[k] as usize];
+                    for r in 0..block_rows {
+                        #[unroll]
+                        for k in 0..owned_tiles {
+                            let a0 = act[r * sa + a_cols[2 * k] as usize];
+                            let a1 = act[r * sa + a_cols[2 * k + 1] as usize];
+                            let d0 = del[r * sd + d_cols[2 * k] as usize];
+                            let d1 = del[r * sd + d_cols[2 * k + 1] as usize];
+                            acc[4 * k] += a0 * d0;
+                            acc[4 * k + 1] += a0 * d1;
+                            acc[4 * k + 2] += a1 * d0;
+                            acc[4 * k + 3] += a1 * d1;
+                        }
+                    }
+                } else {
+                    #[unroll]
+                    for r in 0..block_rows {
+                        #[unroll]
+                        for k in 0..owned {
+                            acc[k] +=
+                                act[r * sa + a_cols[k] as usize] * del[r * sd + d_cols[k] as usize];
+                        }
                     }
                 }
             }
@@ -500,11 +662,32 @@ fn network_kernel<F: Float>(
         let slot = chain * segments as usize + segment;
         ll_parts[slot * block_rows + t] = ll;
         if comptime![plan.with_gradient] {
-            #[unroll]
-            for k in 0..owned {
-                let p = t + k * block_rows;
-                if p < params {
-                    grad_parts[slot * params + p] = acc[k];
+            if comptime![two_by_two] {
+                #[unroll]
+                for k in 0..owned_tiles {
+                    let (_a0, _a1, _d0, _d1, p00, p01, p10, p11) =
+                        gradient_tile(t + k * block_rows, comptime![plan.clone()]);
+                    let out = slot * params;
+                    if (p00 as usize) < params {
+                        grad_parts[out + p00 as usize] = acc[4 * k];
+                    }
+                    if (p01 as usize) < params {
+                        grad_parts[out + p01 as usize] = acc[4 * k + 1];
+                    }
+                    if (p10 as usize) < params {
+                        grad_parts[out + p10 as usize] = acc[4 * k + 2];
+                    }
+                    if (p11 as usize) < params {
+                        grad_parts[out + p11 as usize] = acc[4 * k + 3];
+                    }
+                }
+            } else {
+                #[unroll]
+                for k in 0..owned {
+                    let p = t + k * block_rows;
+                    if p < params {
+                        grad_parts[slot * params + p] = acc[k];
+                    }
                 }
             }
         }
@@ -601,6 +784,7 @@ pub(crate) fn evaluate(
     theta: CubeTensor,
     terms: Terms,
     with_gradient: bool,
+    tile: GradientTile,
 ) -> Option<(CubeTensor, Option<CubeTensor>)> {
     let elem = elem_type(theta.dtype)?;
     let client = theta.client.clone();
@@ -612,6 +796,7 @@ pub(crate) fn evaluate(
         with_gradient,
         max_shared,
         theta.dtype.size(),
+        tile,
     )?;
     let shape = theta.meta.shape().clone();
     let (c, d) = (shape[0], shape[1]);

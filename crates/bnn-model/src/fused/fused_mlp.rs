@@ -44,6 +44,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::LocalKey;
 
+pub use crate::fused::cube_network::GradientTile;
 use crate::fused::ops_gradient::{self, DeviceTensors};
 pub use crate::fused::terms::Terms;
 
@@ -71,6 +72,8 @@ pub struct FusedMlp {
     /// Cap on the bytes of the largest intermediate tensor of one tensor-program run; `None`:
     /// the device's largest buffer (see [`FusedMlp::with_max_tensor_bytes`]).
     max_tensor_bytes: Option<u64>,
+    /// The device kernel's gradient phase (see [`FusedMlp::with_gradient_tile`]).
+    gradient_tile: GradientTile,
 }
 
 #[derive(Debug)]
@@ -189,6 +192,7 @@ impl FusedMlp {
             inner: Arc::new(inner),
             program: FusedProgram::HostKernel,
             max_tensor_bytes: None,
+            gradient_tile: GradientTile::from_env(),
         })
     }
 
@@ -291,6 +295,14 @@ impl FusedMlp {
         self
     }
 
+    /// How the device kernel's gradient phase gives parameters to threads (default: one each,
+    /// or `BNN_DEVICE_GRADIENT_TILE`). Same sums in the same order either way; only the speed on
+    /// a GPU differs. No effect off the device kernel.
+    pub fn with_gradient_tile(mut self, tile: GradientTile) -> Self {
+        self.gradient_tile = tile;
+        self
+    }
+
     /// The program the operation runs.
     pub fn program(&self) -> FusedProgram {
         self.program
@@ -345,6 +357,7 @@ impl FusedMlp {
                 theta.clone(),
                 terms,
                 with_gradient,
+                self.gradient_tile,
             ) {
                 return result;
             }
