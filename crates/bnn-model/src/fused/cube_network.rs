@@ -135,16 +135,27 @@ impl GradientTile {
         }
     }
 
-    /// `BNN_DEVICE_GRADIENT_TILE=2x2`, read once, else [`GradientTile::Single`]: the GPU check
-    /// scripts compare the two on a card this way.
+    /// `BNN_DEVICE_GRADIENT_TILE` (`2x2`, or `1`/`single`), read once; unset:
+    /// [`GradientTile::Single`]. The GPU check scripts compare the two on a card this way. Any
+    /// other value is named on stderr once and runs the default.
     pub fn from_env() -> Self {
         static CHOSEN: std::sync::OnceLock<GradientTile> = std::sync::OnceLock::new();
-        *CHOSEN.get_or_init(
-            || match std::env::var("BNN_DEVICE_GRADIENT_TILE").as_deref() {
-                Ok("2x2") => GradientTile::TwoByTwo,
-                _ => GradientTile::Single,
-            },
-        )
+        *CHOSEN.get_or_init(|| {
+            let Ok(value) = std::env::var("BNN_DEVICE_GRADIENT_TILE") else {
+                return GradientTile::Single;
+            };
+            match value.as_str() {
+                "2x2" => GradientTile::TwoByTwo,
+                "1" | "single" => GradientTile::Single,
+                other => {
+                    eprintln!(
+                        "warning: BNN_DEVICE_GRADIENT_TILE={other:?} is not `2x2`, `1` or \
+                         `single`; the device kernel keeps one parameter per thread"
+                    );
+                    GradientTile::Single
+                }
+            }
+        })
     }
 }
 
