@@ -4,7 +4,8 @@
 # $OUT/many_chains.json (default OUT=gpu-out), with:
 #   - kernel µs per chain-gradient at C = 1, 64, 256, 1024, 4096 on concrete and cos(2x), and one
 #     CPU chain of the same host (`bnn bench --versus-cpu`); on concrete also with 2 × 2 gradient
-#     tiles, 128 rows per block and no row splits (item 3's levers, one at a time);
+#     tiles, the inputs read from global memory, 128 rows per block and no row splits (item 3's
+#     levers, one at a time);
 #   - end-to-end chain-gradients/s of LAPS and of batched NUTS at 1024 chains on concrete;
 #   - LPPD and wall time of a 1024-chain LAPS run on yacht from the 12 members (100 draws each),
 #     beside the 12-chain DEI-NUTS LPPD of the same members measured on the CPU.
@@ -79,13 +80,15 @@ for problem in concrete cos2x-sigmoid; do
     echo "rc=$?"
 done
 
-# The gradient phase's 2 × 2 register tiles (same sums as one parameter per thread; which is
-# faster only a GPU says), right after the default so both see the same card state.
-echo "== kernel: concrete, BNN_DEVICE_GRADIENT_TILE=2x2"
-BNN_DEVICE_GRADIENT_TILE=2x2 timeout "$(cap 60)" $BIN/bnn bench --device wgpu --problem concrete \
-    --chains $CH $EV --json "$WORK/bench_BNN_DEVICE_GRADIENT_TILE=2x2.json" \
-    > "$WORK/bench_BNN_DEVICE_GRADIENT_TILE=2x2.log" 2>&1
-echo "rc=$?"
+# The gradient phase's 2 × 2 register tiles, and the inputs read from global memory (fewer
+# shared columns per row): the same sums as the default; which is faster only a GPU says. Right
+# after the default so all see the same card state.
+for variant in BNN_DEVICE_GRADIENT_TILE=2x2 BNN_DEVICE_INPUT_COLUMNS=global; do
+    echo "== kernel: concrete, $variant"
+    env "$variant" timeout "$(cap 60)" $BIN/bnn bench --device wgpu --problem concrete \
+        --chains $CH $EV --json "$WORK/bench_$variant.json" > "$WORK/bench_$variant.log" 2>&1
+    echo "rc=$?"
+done
 
 # A run from the members trained on the CPU: chain c starts at member c mod 12.
 run() {  # run NAME SET LIMIT FLAGS...
@@ -127,7 +130,8 @@ result = {"gpu": open(os.path.join(out, "gpu.txt")).read().strip(),
 for problem in ["concrete", "cos2x-sigmoid"]:
     bench = load(f"bench_{problem}.json")
     result["kernel"][problem] = bench
-for variant in ["BNN_DEVICE_GRADIENT_TILE=2x2", "BNN_DEVICE_BLOCK_ROWS=128", "BNN_DEVICE_ROW_SPLITS=1"]:
+for variant in ["BNN_DEVICE_GRADIENT_TILE=2x2", "BNN_DEVICE_INPUT_COLUMNS=global",
+                "BNN_DEVICE_BLOCK_ROWS=128", "BNN_DEVICE_ROW_SPLITS=1"]:
     result["kernel"][f"concrete {variant}"] = load(f"bench_{variant}.json")
 for name in ["laps_concrete", "nuts_concrete", "laps_yacht"]:
     summary, sampling = load(f"summary_{name}.json"), load(f"sampling_{name}.json")

@@ -351,6 +351,13 @@ impl MlpPosterior {
         self
     }
 
+    /// Where the device kernel reads the inputs (see [`FusedMlp::with_input_columns`]); the
+    /// same numbers either way, to compare speeds on a GPU.
+    pub fn with_input_columns(mut self, columns: crate::fused_mlp::InputColumns) -> Self {
+        self.fused = self.fused.map(|f| f.with_input_columns(columns));
+        self
+    }
+
     /// Whether evaluations go through the fused operation (any path but `Plain`).
     pub fn uses_fused_kernel(&self) -> bool {
         self.fused.is_some()

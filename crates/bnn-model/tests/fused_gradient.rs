@@ -652,24 +652,32 @@ fn device_kernel_covers_a_32_32_net() {
 }
 
 #[test]
-fn device_kernel_two_by_two_gradient_tiles_give_the_same_numbers() {
-    // The 2 × 2 tiles hold each parameter's sum over the same rows in the same order as one
-    // parameter per thread. A 4-6-5 net has an odd count of (bias + input) rows in its first two
-    // layers, and 5 units leave tiles with one live column: tiles with one, two and four live
-    // slots. 150 rows make three row blocks; two targets give the heteroscedastic head four
-    // outputs. (A large unrolled kernel takes minutes to compile on lavapipe: three nets, not
-    // every head.)
+fn device_kernel_layouts_give_the_same_numbers() {
+    // Every layout of the device kernel holds each parameter's sum over the same rows in the same
+    // order as the default (one parameter per thread, inputs in shared memory): 2 × 2 tiles, the
+    // inputs read from global memory (the first layer's weights then have their own owners and
+    // its tiles cover only the bias row), and both. A 4-6-5 net has an odd count of (bias +
+    // input) rows in its first two layers, and 5 units leave tiles with one live column: tiles
+    // with one, two and four live slots. 150 rows make three row blocks, the last one short;
+    // two targets give the heteroscedastic head four outputs. (A large unrolled kernel takes
+    // minutes to compile on lavapipe: three nets, not every head.)
     let Some(device) = wgpu_device() else { return };
-    use bnn_model::fused_mlp::GradientTile;
+    use bnn_model::fused_mlp::{GradientTile, InputColumns};
     let heteroscedastic = bnn_model::Likelihood::GaussianHeteroscedastic {
         link: bnn_model::ScaleLink::Exp,
     };
     let fixed = bnn_model::Likelihood::GaussianFixed { sigma: 0.4 };
-    // 8-16-16 (concrete's net): 121 tiles, two per thread at 64 rows per block.
+    // 8-16-16 (concrete's net): 121 tiles, two per thread at 64 rows per block; 128 input
+    // weights, two per thread.
     let nets = [
         (4, vec![6, 5], 2, heteroscedastic),
         (3, vec![7], 2, fixed),
         (8, vec![16, 16], 1, heteroscedastic),
+    ];
+    let layouts = [
+        (GradientTile::TwoByTwo, InputColumns::Shared),
+        (GradientTile::Single, InputColumns::Global),
+        (GradientTile::TwoByTwo, InputColumns::Global),
     ];
     for (n, (inputs, hidden, targets, likelihood)) in nets.into_iter().enumerate() {
         let config = BnnConfig::new(inputs)
@@ -679,32 +687,39 @@ fn device_kernel_two_by_two_gradient_tiles_give_the_same_numbers() {
             .with_likelihood(likelihood)
             .with_prior(priors()[n % 2].clone());
         let data = random_data(150, inputs, targets, &likelihood, 70 + n as u64);
-        let build = |tile| {
+        let build = |tile, columns| {
             let posterior = MlpPosterior::new(config.clone(), &data, &device, DType::F32)
                 .unwrap()
-                .with_gradient_tile(tile);
+                .with_gradient_tile(tile)
+                .with_input_columns(columns);
             assert_eq!(posterior.gradient_program(), "device_kernel");
             AutodiffLogDensity::new(posterior)
         };
-        let (single, tiled) = (build(GradientTile::Single), build(GradientTile::TwoByTwo));
-        let (d, chains) = (single.dim(), 5);
+        let default = build(GradientTile::Single, InputColumns::Shared);
+        let (d, chains) = (default.dim(), 5);
         let thetas = random_theta(chains * d, 0.5, 400 + n as u64);
-        let (sv, sg) = evaluate(&single, &thetas, chains);
-        let (tv, tg) = evaluate(&tiled, &thetas, chains);
-        let what = format!("{likelihood:?} {inputs}-{hidden:?}");
-        for c in 0..chains {
-            let rel = ((tv[c] - sv[c]) / sv[c]).abs();
-            assert!(
-                rel <= 1e-6,
-                "{what} chain {c}: value {} vs {}",
-                tv[c],
-                sv[c]
+        let (sv, sg) = evaluate(&default, &thetas, chains);
+        for (tile, columns) in layouts {
+            let (tv, tg) = evaluate(&build(tile, columns), &thetas, chains);
+            let what = format!(
+                "{likelihood:?} {inputs}-{hidden:?}, tile {}, inputs {}",
+                tile.name(),
+                columns.name()
             );
-            let err = gradient_error(&tg[c * d..(c + 1) * d], &sg[c * d..(c + 1) * d]);
-            assert!(err <= 1e-6, "{what} chain {c}: gradient error {err:e}");
+            for c in 0..chains {
+                let rel = ((tv[c] - sv[c]) / sv[c]).abs();
+                assert!(
+                    rel <= 1e-6,
+                    "{what} chain {c}: value {} vs {}",
+                    tv[c],
+                    sv[c]
+                );
+                let err = gradient_error(&tg[c * d..(c + 1) * d], &sg[c * d..(c + 1) * d]);
+                assert!(err <= 1e-6, "{what} chain {c}: gradient error {err:e}");
+            }
+            let same = bits(&tg) == bits(&sg) && bits(&tv) == bits(&sv);
+            println!("{what}: the same bits as the default layout: {same}");
         }
-        let same = bits(&tg) == bits(&sg) && bits(&tv) == bits(&sv);
-        println!("{what}: 2 × 2 tiles give the same bits as one parameter per thread: {same}");
     }
 }
 

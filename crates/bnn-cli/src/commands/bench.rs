@@ -164,6 +164,9 @@ struct BenchReport {
     /// The device kernel's gradient phase: `single` or `2x2` (`BNN_DEVICE_GRADIENT_TILE`).
     #[serde(skip_serializing_if = "Option::is_none")]
     gradient_tile: Option<&'static str>,
+    /// Where the device kernel reads the inputs: `shared` or `global` (`BNN_DEVICE_INPUT_COLUMNS`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_columns: Option<&'static str>,
     dtype: &'static str,
     n_train: usize,
     n_params: usize,
@@ -341,6 +344,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         kernel_isa: bnn_kernels::instruction_set(),
         gradient_tile: (gradient == "device_kernel")
             .then(|| bnn_model::fused_mlp::GradientTile::from_env().name()),
+        input_columns: (gradient == "device_kernel")
+            .then(|| bnn_model::fused_mlp::InputColumns::from_env().name()),
         dtype: "f32",
         n_train: data.train.rows,
         n_params: d,

@@ -28,7 +28,9 @@
 //! The tables store a row's columns at stride `A`/`D` width rounded up to an odd number: row
 //! threads of a warp then hit 32 different banks, and the gradient phase reads consecutive
 //! columns. Shared memory holds D + R (A + D + 1) values; a net too large for the device's
-//! shared memory (or the learned-σ head) goes to the tensor program instead.
+//! shared memory (or the learned-σ head) goes to the tensor program instead. With
+//! [`InputColumns::Global`] `A` leaves out the inputs: the first layer reads them from the data
+//! buffer, and its weights' sums have their own owners that do the same.
 
 use crate::fused::ops_gradient::DeviceTensors;
 use crate::fused::terms::Terms;
@@ -67,15 +69,20 @@ const SEGMENT_BLOCKS: u32 = 2;
 const TARGET_CUBES: usize = 64;
 
 /// Parts per chain for `chains` chains of `segments` segments: enough cubes to fill the device,
-/// never more parts than segments. `BNN_DEVICE_ROW_SPLITS` fixes it instead (to measure).
+/// never more parts than segments. `BNN_DEVICE_ROW_SPLITS` fixes it instead (to measure); a value
+/// that is not a whole number ≥ 1 is named on stderr once and ignored.
 fn splits_for(chains: usize, segments: usize) -> usize {
     static OVERRIDE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let fixed = *OVERRIDE.get_or_init(|| {
-        std::env::var("BNN_DEVICE_ROW_SPLITS")
-            .ok()?
-            .parse::<usize>()
-            .ok()
-            .filter(|&s| s >= 1)
+        let value = std::env::var("BNN_DEVICE_ROW_SPLITS").ok()?;
+        let parts = value.parse::<usize>().ok().filter(|&s| s >= 1);
+        if parts.is_none() {
+            eprintln!(
+                "warning: BNN_DEVICE_ROW_SPLITS={value:?} is not a whole number ≥ 1; the device \
+                 kernel chooses the split itself"
+            );
+        }
+        parts
     });
     fixed
         .unwrap_or_else(|| TARGET_CUBES.div_ceil(chains.max(1)))
@@ -96,20 +103,28 @@ pub(crate) fn covers(spec: &KernelSpec) -> bool {
         true,
         GUARANTEED_SHARED_BYTES,
         4,
-        GradientTile::Single,
+        DeviceLayout::default(),
     )
     .is_some()
 }
 
-/// `BNN_DEVICE_BLOCK_ROWS`, read once (plans are built on every call).
+/// `BNN_DEVICE_BLOCK_ROWS`, read once (plans are built on every call); a value outside 16–256 or
+/// not a power of two is named on stderr once and ignored.
 fn block_rows_override() -> Option<u32> {
     static OVERRIDE: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
     *OVERRIDE.get_or_init(|| {
-        let rows = std::env::var("BNN_DEVICE_BLOCK_ROWS")
-            .ok()?
+        let value = std::env::var("BNN_DEVICE_BLOCK_ROWS").ok()?;
+        let rows = value
             .parse::<u32>()
-            .ok()?;
-        (rows.is_power_of_two() && (16..=256).contains(&rows)).then_some(rows)
+            .ok()
+            .filter(|rows| rows.is_power_of_two() && (16..=256).contains(rows));
+        if rows.is_none() {
+            eprintln!(
+                "warning: BNN_DEVICE_BLOCK_ROWS={value:?} is not a power of two from 16 to 256; \
+                 the device kernel chooses its rows per block itself"
+            );
+        }
+        rows
     })
 }
 
@@ -159,6 +174,73 @@ impl GradientTile {
     }
 }
 
+/// Where the kernel reads a row's inputs `x`. Either way every product and sum is the same;
+/// what differs is the shared memory a cube needs (hence how many cubes an SM holds) and
+/// where the gradient phase's first-layer loads go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum InputColumns {
+    /// Copied into the `A` table beside the hidden activations (the kernel measured on the
+    /// H100 and H200).
+    #[default]
+    Shared,
+    /// Read from the data buffer (global memory, cached) by the first layer's forward and its
+    /// weights' gradient sums: a row's `A` columns shrink by the input width (concrete: 77 → 69
+    /// shared values per row), the third lever the H100 round named.
+    Global,
+}
+
+impl InputColumns {
+    /// `shared` or `global` (what `BNN_DEVICE_INPUT_COLUMNS` takes, and bench reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            InputColumns::Shared => "shared",
+            InputColumns::Global => "global",
+        }
+    }
+
+    /// `BNN_DEVICE_INPUT_COLUMNS` (`global` or `shared`), read once; unset:
+    /// [`InputColumns::Shared`]. Any other value is named on stderr once and runs the default.
+    pub fn from_env() -> Self {
+        static CHOSEN: std::sync::OnceLock<InputColumns> = std::sync::OnceLock::new();
+        *CHOSEN.get_or_init(|| {
+            let Ok(value) = std::env::var("BNN_DEVICE_INPUT_COLUMNS") else {
+                return InputColumns::Shared;
+            };
+            match value.as_str() {
+                "global" => InputColumns::Global,
+                "shared" => InputColumns::Shared,
+                other => {
+                    eprintln!(
+                        "warning: BNN_DEVICE_INPUT_COLUMNS={other:?} is not `global` or \
+                         `shared`; the device kernel keeps the inputs in shared memory"
+                    );
+                    InputColumns::Shared
+                }
+            }
+        })
+    }
+}
+
+/// The device kernel's layout choices: the same numbers under every choice, different speeds
+/// on a GPU (the GPU check script measures each against the default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DeviceLayout {
+    /// How the gradient phase gives parameters to threads.
+    pub gradient_tile: GradientTile,
+    /// Where the kernel reads a row's inputs.
+    pub input_columns: InputColumns,
+}
+
+impl DeviceLayout {
+    /// `BNN_DEVICE_GRADIENT_TILE` and `BNN_DEVICE_INPUT_COLUMNS`.
+    pub fn from_env() -> Self {
+        Self {
+            gradient_tile: GradientTile::from_env(),
+            input_columns: InputColumns::from_env(),
+        }
+    }
+}
+
 /// One layer as the kernel is compiled for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PlannedLayer {
@@ -175,6 +257,9 @@ pub(crate) struct PlannedLayer {
     d_col: u32,
     /// Index of its first 2 × 2 gradient tile ([`GradientTile::TwoByTwo`]).
     first_tile: u32,
+    /// Rows of `[bias; weights]` its tiles cover: d_in + 1, or 1 (the bias) for a first layer
+    /// whose weights read the inputs from global memory.
+    tile_rows: u32,
 }
 
 /// Everything the kernel's loops and offsets need, fixed at compile time (one kernel per model).
@@ -196,6 +281,11 @@ pub(crate) struct NetworkPlan {
     /// 2 × 2 tiles in the gradient phase, and how many the layers have in all.
     two_by_two: bool,
     tiles: u32,
+    /// Inputs read from global memory ([`InputColumns::Global`]): the first layer's
+    /// `input_weights` = d_input × d_out weights then have their own owners, the rest of θ
+    /// (`params − input_weights`, in θ's order) the tiles or one-per-thread sums.
+    global_inputs: bool,
+    input_weights: u32,
 }
 
 impl NetworkPlan {
@@ -208,8 +298,9 @@ impl NetworkPlan {
         with_gradient: bool,
         max_shared_bytes: usize,
         value_bytes: usize,
-        tile: GradientTile,
+        layout: DeviceLayout,
     ) -> Option<Self> {
+        let global_inputs = layout.input_columns == InputColumns::Global;
         let head = match spec.head {
             KernelHead::Fixed { .. } => FIXED,
             KernelHead::Heteroscedastic {
@@ -223,7 +314,7 @@ impl NetworkPlan {
         let d_input = spec.d_input();
         let last = spec.layers.len().checked_sub(1)?;
         let mut layers = Vec::with_capacity(spec.layers.len());
-        let (mut a_next, mut d_next) = (1 + d_input, 0);
+        let (mut a_next, mut d_next) = (if global_inputs { 1 } else { 1 + d_input }, 0);
         let mut a_in = 1;
         let mut tiles = 0;
         for (l, layer) in spec.layers.iter().enumerate() {
@@ -231,6 +322,11 @@ impl NetworkPlan {
             if l < last {
                 a_next += layer.d_out;
             }
+            let tile_rows = if l == 0 && global_inputs {
+                1
+            } else {
+                layer.d_in + 1
+            };
             layers.push(PlannedLayer {
                 d_in: u32::try_from(layer.d_in).ok()?,
                 d_out: u32::try_from(layer.d_out).ok()?,
@@ -240,8 +336,9 @@ impl NetworkPlan {
                 a_out: a_out as u32,
                 d_col: d_next as u32,
                 first_tile: tiles,
+                tile_rows: u32::try_from(tile_rows).ok()?,
             });
-            tiles += u32::try_from((layer.d_in + 1).div_ceil(2) * layer.d_out.div_ceil(2)).ok()?;
+            tiles += u32::try_from(tile_rows.div_ceil(2) * layer.d_out.div_ceil(2)).ok()?;
             a_in = a_out;
             d_next += layer.d_out;
         }
@@ -267,8 +364,14 @@ impl NetworkPlan {
             with_gradient,
             posterior: terms == Terms::Posterior,
             laplace: laplace && terms == Terms::Posterior,
-            two_by_two: tile == GradientTile::TwoByTwo,
+            two_by_two: layout.gradient_tile == GradientTile::TwoByTwo,
             tiles,
+            global_inputs,
+            input_weights: if global_inputs {
+                u32::try_from(spec.layers[0].d_in * spec.layers[0].d_out).ok()?
+            } else {
+                0
+            },
         })
     }
 }
@@ -300,6 +403,37 @@ fn gradient_columns(p: usize, #[comptime] plan: NetworkPlan) -> (u32, u32) {
     (a_col as u32, d_col as u32)
 }
 
+/// Parameter q of the sums [`gradient_columns`] serves: θ[q], or with the inputs in global
+/// memory θ's q-th parameter outside the first layer's weights (their own owners sum those).
+#[cube]
+fn rest_parameter(q: usize, #[comptime] plan: NetworkPlan) -> usize {
+    let mut shift = 0usize;
+    if comptime![plan.global_inputs] {
+        let weight = comptime![plan.layers[0].weight as usize];
+        let skipped = comptime![plan.input_weights as usize];
+        if q >= weight {
+            shift = skipped;
+        }
+    }
+    q + shift
+}
+
+/// First-layer weight q (θ[weight₀ + q]) with the inputs in global memory: its column of `x`
+/// and of `D`; (0, first δ column) past the last (read, never used).
+#[cube]
+fn input_weight_columns(q: usize, #[comptime] plan: NetworkPlan) -> (u32, u32) {
+    let d_out = comptime![plan.layers[0].d_out as usize];
+    let col = comptime![plan.layers[0].d_col as usize];
+    let count = comptime![plan.input_weights as usize];
+    let mut x_col = 0usize;
+    let mut d_col = col.runtime();
+    if q < count {
+        x_col = q / d_out;
+        d_col = col + q % d_out;
+    }
+    (x_col as u32, d_col as u32)
+}
+
 /// Tile q of the 2 × 2 gradient tiles: its rows' two `A` columns, its columns' two `D`
 /// columns, and its four parameters (row-major: (0, 0), (0, 1), (1, 0), (1, 1)). A layer's
 /// tiles walk its `[d_in + 1, d_out]` block (row 0 the bias) two rows and two columns at a time.
@@ -323,11 +457,11 @@ fn gradient_tile(
     #[unroll]
     for l in 0..comptime![plan.layers.len()] {
         let first = comptime![plan.layers[l].first_tile as usize];
-        let d_in = comptime![plan.layers[l].d_in as usize];
         let d_out = comptime![plan.layers[l].d_out as usize];
         let across = comptime![(plan.layers[l].d_out as usize).div_ceil(2)];
+        let tile_rows = comptime![plan.layers[l].tile_rows as usize];
         let count = comptime![
-            (plan.layers[l].d_in as usize + 1).div_ceil(2)
+            (plan.layers[l].tile_rows as usize).div_ceil(2)
                 * (plan.layers[l].d_out as usize).div_ceil(2)
         ];
         let weight = comptime![plan.layers[l].weight as usize];
@@ -356,7 +490,7 @@ fn gradient_tile(
             if j1 < d_out {
                 p01 = p00 + 1;
             }
-            if e1 <= d_in {
+            if e1 < tile_rows {
                 a1 = a_in + e1 - 1;
                 p10 = weight + (e1 - 1) * d_out + j0;
                 if j1 < d_out {
@@ -438,13 +572,29 @@ fn network_kernel<F: Float>(
     let owned = comptime![if plan.two_by_two {
         4 * plan.tiles.div_ceil(plan.rows_per_block) as usize
     } else {
-        plan.params.div_ceil(plan.rows_per_block) as usize
+        (plan.params - plan.input_weights).div_ceil(plan.rows_per_block) as usize
     }];
     let owned_cols = comptime![if plan.two_by_two {
         2 * plan.tiles.div_ceil(plan.rows_per_block) as usize
     } else {
-        plan.params.div_ceil(plan.rows_per_block) as usize
+        (plan.params - plan.input_weights).div_ceil(plan.rows_per_block) as usize
     }];
+    // With the inputs in global memory the first layer's weights have their own owners
+    // (t, t + R, … of d_input × d_out), their `x` and `D` columns in registers; one unused slot
+    // otherwise.
+    let global_inputs = comptime![plan.global_inputs];
+    let input_weights = comptime![plan.input_weights as usize];
+    let owned_inputs = comptime![plan.input_weights.div_ceil(plan.rows_per_block).max(1) as usize];
+    let mut acc_x = Array::<F>::new(owned_inputs);
+    let mut x_cols = Array::<u32>::new(owned_inputs);
+    let mut dx_cols = Array::<u32>::new(owned_inputs);
+    #[unroll]
+    for k in 0..owned_inputs {
+        acc_x[k] = zero;
+        let (x_col, d_col) = input_weight_columns(t + k * block_rows, comptime![plan.clone()]);
+        x_cols[k] = x_col;
+        dx_cols[k] = d_col;
+    }
     let mut acc = Array::<F>::new(owned);
     let mut a_cols = Array::<u32>::new(owned_cols);
     let mut d_cols = Array::<u32>::new(owned_cols);
@@ -465,7 +615,8 @@ fn network_kernel<F: Float>(
     } else {
         #[unroll]
         for k in 0..owned {
-            let (a_col, d_col) = gradient_columns(t + k * block_rows, comptime![plan.clone()]);
+            let p = rest_parameter(t + k * block_rows, comptime![plan.clone()]);
+            let (a_col, d_col) = gradient_columns(p, comptime![plan.clone()]);
             a_cols[k] = a_col;
             d_cols[k] = d_col;
         }
@@ -485,6 +636,10 @@ fn network_kernel<F: Float>(
         for k in 0..owned {
             acc[k] = zero;
         }
+        #[unroll]
+        for k in 0..owned_inputs {
+            acc_x[k] = zero;
+        }
         let first = segment * segment_blocks;
         let end = min(first + segment_blocks, blocks);
         for block in first..end {
@@ -493,8 +648,10 @@ fn network_kernel<F: Float>(
             let n = block * block_rows + t;
             let valid = n < n_rows;
             let nr = min(n, n_rows - 1);
-            for i in 0..d_input {
-                act[ar + 1 + i] = x[nr * d_input + i];
+            if comptime![!global_inputs] {
+                for i in 0..d_input {
+                    act[ar + 1 + i] = x[nr * d_input + i];
+                }
             }
             #[unroll]
             for l in 0..n_layers {
@@ -520,7 +677,11 @@ fn network_kernel<F: Float>(
                     let mut z3 = th[b + j3];
                     #[unroll]
                     for i in 0..d_in {
-                        let v = act[ar + a_in + i];
+                        let v = if comptime![l == 0 && global_inputs] {
+                            x[nr * d_input + i]
+                        } else {
+                            act[ar + a_in + i]
+                        };
                         let row = w + i * d_out;
                         z0 += th[row + j] * v;
                         z1 += th[row + j1] * v;
@@ -642,6 +803,20 @@ fn network_kernel<F: Float>(
                 }
                 sync_cube();
                 // Gradient phase: each parameter summed over the block's rows by its owner.
+                if comptime![global_inputs] {
+                    // The first layer's weights: row r's inputs from `x` (a row past the end
+                    // reads the last row, as the row phase did, against its zero δ).
+                    let block_first = block * block_rows;
+                    #[unroll]
+                    for r in 0..block_rows {
+                        let row = min(block_first + r, n_rows - 1);
+                        #[unroll]
+                        for k in 0..owned_inputs {
+                            acc_x[k] += x[row * d_input + x_cols[k] as usize]
+                                * del[r * sd + dx_cols[k] as usize];
+                        }
+                    }
+                }
                 if comptime![two_by_two] {
                     #[unroll]
                     for r in 0..block_rows {
@@ -695,9 +870,19 @@ fn network_kernel<F: Float>(
             } else {
                 #[unroll]
                 for k in 0..owned {
-                    let p = t + k * block_rows;
+                    let p = rest_parameter(t + k * block_rows, comptime![plan.clone()]);
                     if p < params {
                         grad_parts[slot * params + p] = acc[k];
+                    }
+                }
+            }
+            if comptime![global_inputs] {
+                let weight = comptime![plan.layers[0].weight as usize];
+                #[unroll]
+                for k in 0..owned_inputs {
+                    let q = t + k * block_rows;
+                    if q < input_weights {
+                        grad_parts[slot * params + weight + q] = acc_x[k];
                     }
                 }
             }
@@ -795,7 +980,7 @@ pub(crate) fn evaluate(
     theta: CubeTensor,
     terms: Terms,
     with_gradient: bool,
-    tile: GradientTile,
+    layout: DeviceLayout,
 ) -> Option<(CubeTensor, Option<CubeTensor>)> {
     let elem = elem_type(theta.dtype)?;
     let client = theta.client.clone();
@@ -807,7 +992,7 @@ pub(crate) fn evaluate(
         with_gradient,
         max_shared,
         theta.dtype.size(),
-        tile,
+        layout,
     )?;
     let shape = theta.meta.shape().clone();
     let (c, d) = (shape[0], shape[1]);

@@ -44,7 +44,7 @@ use std::cell::RefCell;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::LocalKey;
 
-pub use crate::fused::cube_network::GradientTile;
+pub use crate::fused::cube_network::{DeviceLayout, GradientTile, InputColumns};
 use crate::fused::ops_gradient::{self, DeviceTensors};
 pub use crate::fused::terms::Terms;
 
@@ -72,8 +72,9 @@ pub struct FusedMlp {
     /// Cap on the bytes of the largest intermediate tensor of one tensor-program run; `None`:
     /// the device's largest buffer (see [`FusedMlp::with_max_tensor_bytes`]).
     max_tensor_bytes: Option<u64>,
-    /// The device kernel's gradient phase (see [`FusedMlp::with_gradient_tile`]).
-    gradient_tile: GradientTile,
+    /// The device kernel's layout (see [`FusedMlp::with_gradient_tile`] and
+    /// [`FusedMlp::with_input_columns`]).
+    device_layout: DeviceLayout,
 }
 
 #[derive(Debug)]
@@ -192,7 +193,7 @@ impl FusedMlp {
             inner: Arc::new(inner),
             program: FusedProgram::HostKernel,
             max_tensor_bytes: None,
-            gradient_tile: GradientTile::from_env(),
+            device_layout: DeviceLayout::from_env(),
         })
     }
 
@@ -299,7 +300,15 @@ impl FusedMlp {
     /// or `BNN_DEVICE_GRADIENT_TILE`). Same sums in the same order either way; only the speed on
     /// a GPU differs. No effect off the device kernel.
     pub fn with_gradient_tile(mut self, tile: GradientTile) -> Self {
-        self.gradient_tile = tile;
+        self.device_layout.gradient_tile = tile;
+        self
+    }
+
+    /// Where the device kernel reads the inputs (default: copied into shared memory, or
+    /// `BNN_DEVICE_INPUT_COLUMNS`). Same products and sums either way; only the shared memory
+    /// per cube and the speed on a GPU differ. No effect off the device kernel.
+    pub fn with_input_columns(mut self, columns: InputColumns) -> Self {
+        self.device_layout.input_columns = columns;
         self
     }
 
@@ -357,7 +366,7 @@ impl FusedMlp {
                 theta.clone(),
                 terms,
                 with_gradient,
-                self.gradient_tile,
+                self.device_layout,
             ) {
                 return result;
             }
