@@ -156,20 +156,15 @@ impl GradientTile {
     pub fn from_env() -> Self {
         static CHOSEN: std::sync::OnceLock<GradientTile> = std::sync::OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            let Ok(value) = std::env::var("BNN_DEVICE_GRADIENT_TILE") else {
-                return GradientTile::Single;
-            };
-            match value.as_str() {
-                "2x2" => GradientTile::TwoByTwo,
-                "1" | "single" => GradientTile::Single,
-                other => {
-                    eprintln!(
-                        "warning: BNN_DEVICE_GRADIENT_TILE={other:?} is not `2x2`, `1` or \
-                         `single`; the device kernel keeps one parameter per thread"
-                    );
-                    GradientTile::Single
-                }
-            }
+            choice_from_env(
+                "BNN_DEVICE_GRADIENT_TILE",
+                &[
+                    ("2x2", GradientTile::TwoByTwo),
+                    ("1", GradientTile::Single),
+                    ("single", GradientTile::Single),
+                ],
+                GradientTile::Single,
+            )
         })
     }
 }
@@ -203,22 +198,37 @@ impl InputColumns {
     pub fn from_env() -> Self {
         static CHOSEN: std::sync::OnceLock<InputColumns> = std::sync::OnceLock::new();
         *CHOSEN.get_or_init(|| {
-            let Ok(value) = std::env::var("BNN_DEVICE_INPUT_COLUMNS") else {
-                return InputColumns::Shared;
-            };
-            match value.as_str() {
-                "global" => InputColumns::Global,
-                "shared" => InputColumns::Shared,
-                other => {
-                    eprintln!(
-                        "warning: BNN_DEVICE_INPUT_COLUMNS={other:?} is not `global` or \
-                         `shared`; the device kernel keeps the inputs in shared memory"
-                    );
-                    InputColumns::Shared
-                }
-            }
+            choice_from_env(
+                "BNN_DEVICE_INPUT_COLUMNS",
+                &[
+                    ("global", InputColumns::Global),
+                    ("shared", InputColumns::Shared),
+                ],
+                InputColumns::Shared,
+            )
         })
     }
+}
+
+/// The choice whose name environment variable `var` holds; unset: `default`. Any other value is
+/// named on stderr with the names `var` takes, and gives `default` (a measurement that asked
+/// for a layout by mistake should say so, not pass as the default silently).
+fn choice_from_env<T: Copy>(var: &str, choices: &[(&str, T)], default: T) -> T {
+    let Ok(value) = std::env::var(var) else {
+        return default;
+    };
+    if let Some(&(_, choice)) = choices.iter().find(|(name, _)| *name == value) {
+        return choice;
+    }
+    let names: Vec<String> = choices
+        .iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect();
+    eprintln!(
+        "warning: {var}={value:?} is not one of {}; the device kernel keeps its default",
+        names.join(", ")
+    );
+    default
 }
 
 /// The device kernel's layout choices: the same numbers under every choice, different speeds
