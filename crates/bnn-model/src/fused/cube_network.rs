@@ -259,7 +259,9 @@ pub(crate) struct PlannedLayer {
     /// Offsets of the `[d_in, d_out]` row-major weight and of the bias in θ.
     weight: u32,
     bias: u32,
-    /// Column of the layer's input in the `A` table (0 is the column of ones).
+    /// Column of the layer's input in the `A` table (0 is the column of ones). With
+    /// [`InputColumns::Global`] the first layer's 1 is where its own output is stored, not its
+    /// input: its products read `x` from the data buffer and never read this field.
     a_in: u32,
     /// Column of its activated output in `A` (hidden layers).
     a_out: u32,
