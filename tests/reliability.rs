@@ -24,7 +24,8 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Every file under `dir` with its bytes (an empty map for a missing directory).
+/// Every file under `dir` with its bytes (an empty map for a missing directory), less the lock
+/// file: each command that opens the directory records itself there as its holder.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
@@ -37,7 +38,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             if path.is_dir() {
                 stack.push(path.clone());
                 files.insert(path, Vec::new());
-            } else {
+            } else if entry.file_name() != ".lock" {
                 files.insert(path.clone(), std::fs::read(&path).unwrap());
             }
         }
@@ -138,7 +139,6 @@ fn bad_invocations_are_refused_by_name_and_leave_nothing_behind() {
         ("run", vec!["--draws", "0"], "--draws"),
         ("run", vec!["--draws", "3"], "4 kept draws"),
         ("run", vec!["--thin", "0"], "--thin"),
-        ("run", vec!["--chains", "0"], "--chains"),
         ("run", vec!["--threads", "0"], "--threads"),
         ("run", vec!["--members", "0"], "--members"),
         ("train", vec!["--epochs", "0"], "--epochs"),
@@ -201,6 +201,68 @@ fn bad_invocations_are_refused_by_name_and_leave_nothing_behind() {
         ("run", vec!["--config", &infinite], "learning_rate"),
         ("run", vec!["--config", &missing], "missing.toml"),
         ("run", vec!["--shard", "3/3"], "shard 3/3"),
+        // Sizes that overflow or outgrow the machine, by flag, before anything is trained.
+        (
+            "run",
+            vec!["--hidden", "99999999999"],
+            "--hidden '99999999999' / --members 2",
+        ),
+        (
+            "run",
+            vec!["--hidden", "18446744073709551615,18446744073709551615"],
+            "--hidden (config key `hidden`) must be at most 9223372036854775807",
+        ),
+        (
+            "run",
+            vec!["--seed", "18446744073709551615"],
+            "--seed (config key `seed`) must be at most",
+        ),
+        (
+            "run",
+            vec!["--draws", "18446744073709551615"],
+            "--draws (config key `draws`) must be at most",
+        ),
+        (
+            "run",
+            vec!["--chains", "18446744073709551615"],
+            "--chains (config key `chains`) must be at most",
+        ),
+        (
+            "run",
+            vec!["--split-seed", "9223372036854775808"],
+            "--split-seed (config key `split_seed`)",
+        ),
+        (
+            "run",
+            vec!["--max-depth", "18446744073709551615"],
+            "--max-depth must be at most",
+        ),
+        (
+            "run",
+            vec![
+                "--warmup",
+                "9223372036854775807",
+                "--draws",
+                "9223372036854775807",
+                "--thin",
+                "1",
+            ],
+            "--warmup 9223372036854775807 + --draws 9223372036854775807",
+        ),
+        (
+            "run",
+            vec!["--chains", "0"],
+            "--chains (config key `chains`) must be at least 1",
+        ),
+        // Negative numbers in every spelling are the flag's value, refused by range.
+        ("run", vec!["--step-size", "-1e-3"], "--step-size"),
+        ("run", vec!["--step-size", "-.5"], "--step-size"),
+        ("run", vec!["--step-size", "-inf"], "--step-size"),
+        (
+            "run",
+            vec!["--sampler", "mclmc", "--energy-variance-end", "-1e-4"],
+            "--energy-variance-end",
+        ),
     ];
     assert!(cases.len() >= 30);
     for (i, (command, flags, expected)) in cases.iter().enumerate() {
@@ -216,6 +278,17 @@ fn bad_invocations_are_refused_by_name_and_leave_nothing_behind() {
         assert!(!message.contains("panicked"), "{shown}");
         assert!(!out.exists(), "left {} behind: {shown}", out.display());
     }
+    // `bnn model info` refuses a parameter count that overflows instead of wrapping it.
+    let hidden = "18446744073709551615,18446744073709551615";
+    let o = run_strs(&["model", "info", "--features", "1", "--hidden", hidden]);
+    let message = stderr(&o);
+    assert!(
+        o.status.code() == Some(1)
+            && message.starts_with("error: --hidden")
+            && message.contains("parameter count overflows"),
+        "bnn model info --hidden {hidden}: {:?} {message}",
+        o.status
+    );
     // Into a finished run directory: refused, and the directory is not touched.
     let before = snapshot(&finished);
     for (flags, expected) in [
@@ -398,6 +471,11 @@ fn merge_refuses_damaged_shards_before_writing_and_is_whole_or_absent() {
             Box::new(|| std::fs::remove_file(&member).unwrap()),
             "member_02.safetensors is missing",
         ),
+        (
+            "member cut short",
+            Box::new(|| std::fs::write(&member, &member_bytes[..member_bytes.len() / 2]).unwrap()),
+            "member_02.safetensors",
+        ),
     ];
     for (what, damage, expected) in damages {
         damage();
@@ -427,6 +505,13 @@ fn merge_refuses_damaged_shards_before_writing_and_is_whole_or_absent() {
     let o = merge(&out, &shards);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.join("summary.json").is_file() && out.join("diagnostics.json").is_file());
+    // What it says it wrote is where the files are, not the staging directory renamed away.
+    let said = format!("{}{}", stderr(&o), String::from_utf8_lossy(&o.stdout));
+    assert!(
+        !said.contains(".merging-")
+            && said.contains(&format!("wrote {}", out.join("summary.json").display())),
+        "{said}"
+    );
     let files: Vec<_> = std::fs::read_dir(out.parent().unwrap())
         .unwrap()
         .flatten()

@@ -2,7 +2,7 @@
 //! again when the command fails before anything worth keeping (a trained member, a draw, a
 //! checkpoint) was written, so the corrected command is never blocked by a half-made directory.
 
-use bnn_pipeline::RunDir;
+use bnn_pipeline::{Access, RunDir, RunLock};
 use std::path::{Path, PathBuf};
 
 /// Whether `--out` existed before the command; see [`FreshOutDir::settle`].
@@ -30,7 +30,11 @@ impl FreshOutDir {
     ) -> anyhow::Result<T> {
         let refused = result.as_ref().err().is_some_and(|e| !interrupted(e));
         if refused && !self.existed && self.path.is_dir() && !holds_work(&self.path) {
-            let _ = std::fs::remove_dir_all(&self.path);
+            // Another process that made the same directory at the same moment may be writing it
+            // (the reason this one was refused): it is never removed beneath that writer.
+            if let Ok(_alone) = RunLock::acquire(&self.path, Access::Write) {
+                let _ = std::fs::remove_dir_all(&self.path);
+            }
         }
         result
     }

@@ -7,6 +7,7 @@
 mod commands;
 mod fresh_out_dir;
 mod model_args;
+mod negative_values;
 mod progress_bars;
 mod run_flags;
 mod shard_flag;
@@ -66,7 +67,11 @@ fn accepting_negative_numbers(command: clap::Command) -> clap::Command {
 }
 
 fn main() -> ExitCode {
-    let matches = accepting_negative_numbers(Cli::command()).get_matches();
+    let command = accepting_negative_numbers(Cli::command());
+    let args = negative_values::join_negative_values(std::env::args_os(), |long| {
+        negative_values::takes_value(&command, long)
+    });
+    let matches = command.get_matches_from(args);
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Ctrl-C, SIGTERM and SIGUSR1 stop sampling between draws; every chain is checkpointed
     // before the exit.

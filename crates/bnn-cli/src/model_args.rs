@@ -10,7 +10,7 @@ pub struct ModelArgs {
     /// Hidden layer widths, comma separated; empty ("") for a linear model.
     #[arg(long, default_value = "16,16")]
     pub hidden: String,
-    /// tanh, relu, leaky_relu, sigmoid, silu, trunc_relu or identity.
+    /// tanh, relu, leaky_relu, sigmoid, silu, gelu, softplus, trunc_relu or identity.
     #[arg(long, default_value = "relu")]
     pub activation: Activation,
     /// hetero (σ = exp(o)), hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<classes>.

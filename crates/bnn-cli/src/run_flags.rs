@@ -50,7 +50,7 @@ pub struct RunFlags {
     /// Hidden layer widths, comma separated ("" for a linear model).
     #[arg(long)]
     pub hidden: Option<String>,
-    /// tanh, relu, leaky_relu, sigmoid, silu, trunc_relu or identity.
+    /// tanh, relu, leaky_relu, sigmoid, silu, gelu, softplus, trunc_relu or identity.
     #[arg(long)]
     pub activation: Option<String>,
     /// hetero (σ = exp(o)), hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
@@ -261,8 +261,13 @@ impl RunFlags {
             anyhow::bail!("{} holds no trained ensemble (no ensemble/members.json); train one with `bnn train --out {}`", source.display(), source.display());
         }
         let stored = run_dir.load_config()?;
-        self.resolve()?
-            .over_stored_ensemble(&stored, &self.explicit_ensemble_settings()?, source)
+        let config = self.resolve()?.over_stored_ensemble(
+            &stored,
+            &self.explicit_ensemble_settings()?,
+            source,
+        )?;
+        config.check_memory()?;
+        Ok(config)
     }
 
     /// The settings that decide an ensemble which this command gives on purpose, as `(how it
@@ -408,7 +413,8 @@ impl RunFlags {
 
     /// Defaults, then `--config`, then the flags. A budget (warmup, draws, thin) that neither
     /// a flag, the file nor `--preset` sets is the chosen sampler's own default
-    /// (`SamplerSettings::default_budget`: MCLMC runs at MILE's, the others at DEI-MCMC's).
+    /// (`SamplerSettings::default_budget`: MCLMC runs at MILE's, the others at DEI-MCMC's). A
+    /// run that needs more memory than the machine has available is refused.
     pub fn resolve(&self) -> Result<RunConfig> {
         let (base, file_keys) = match &self.config {
             Some(path) => (
@@ -441,6 +447,9 @@ impl RunFlags {
             }
             config.validate()?;
         }
+        // Before anything is loaded or trained: an abort on a failed allocation comes late and
+        // names nothing.
+        config.check_memory()?;
         Ok(config)
     }
 
@@ -565,6 +574,22 @@ impl RunFlags {
     fn apply_sampler_settings(&self, s: &mut SamplerSection, lenient: bool) -> Result<()> {
         use toml::Value;
         let f = self;
+        let counts = [
+            ("--max-depth", f.max_depth),
+            ("--num-steps", f.leapfrog_steps),
+            ("--steps-per-draw", f.steps_per_draw),
+            ("--sampler-batch-size", f.sampler_batch_size),
+            ("--max-fixed-point-iterations", f.max_fixed_point_iterations),
+        ];
+        for (flag, value) in counts {
+            if let Some(v) = value.filter(|&v| i64::try_from(v).is_err()) {
+                anyhow::bail!(
+                    "{flag} must be at most {} (the largest integer config.toml can hold), got {v}",
+                    i64::MAX
+                );
+            }
+        }
+        // In range: checked above.
         let int = |v: usize| Value::Integer(v as i64);
         let mut settings: Vec<(&str, &str, Value)> = Vec::new();
         settings.extend(

@@ -36,8 +36,11 @@ impl<R: Real> Opaque1<R> {
     }
 }
 
+/// 1/√(2π), the standard normal density at 0.
+pub(crate) const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
 pub(crate) mod kinds {
-    use super::{Elementwise, Opaque1, Real};
+    use super::{Elementwise, Opaque1, Real, FRAC_1_SQRT_2PI};
 
     #[derive(Clone, Copy)]
     pub(crate) struct Tanh;
@@ -50,6 +53,10 @@ pub(crate) mod kinds {
     pub(crate) struct Sigmoid;
     #[derive(Clone, Copy)]
     pub(crate) struct Silu;
+    #[derive(Clone, Copy)]
+    pub(crate) struct Gelu;
+    #[derive(Clone, Copy)]
+    pub(crate) struct Softplus;
     #[derive(Clone, Copy)]
     pub(crate) struct TruncRelu<R>(pub Opaque1<R>);
     #[derive(Clone, Copy)]
@@ -108,6 +115,40 @@ pub(crate) mod kinds {
             g * (s * (R::ONE + a * (R::ONE - s)))
         }
     }
+    impl<R: Real> Elementwise<R> for Gelu {
+        #[inline(always)]
+        fn value(self, a: R) -> R {
+            a * a.normal_cdf()
+        }
+        #[inline(always)]
+        fn scale(self, g: R, a: R, h: R) -> R {
+            // act' = Φ(a) + a·φ(a). Φ(a) = h / a, one division instead of a second Φ (½ at
+            // a = 0, where h / a is 0/0); φ(a) = e^{−a²/2} / √(2π).
+            let cdf = if a == R::ZERO {
+                R::from_f64(0.5)
+            } else {
+                h / a
+            };
+            let density = (a * a * R::from_f64(-0.5)).exp() * R::from_f64(FRAC_1_SQRT_2PI);
+            g * a.mul_add(density, cdf)
+        }
+    }
+    impl<R: Real> Elementwise<R> for Softplus {
+        #[inline(always)]
+        fn value(self, a: R) -> R {
+            a.softplus()
+        }
+        #[inline(always)]
+        fn scale(self, g: R, a: R, h: R) -> R {
+            // softplus' = σ, from h = softplus(a) with one exponential and no division:
+            // ln σ(a) = a − h, ln(1 − σ(a)) = −h; the first for a < 0, the second above, so
+            // that each side keeps its relative accuracy.
+            // (min, not a select of the argument: LLVM pushed that select through the
+            // exponential and computed both.)
+            let e = (a.min(R::ZERO) - h).exp();
+            g * if a < R::ZERO { e } else { R::ONE - e }
+        }
+    }
     impl<R: Real> Elementwise<R> for TruncRelu<R> {
         #[inline(always)]
         fn value(self, a: R) -> R {
@@ -162,6 +203,14 @@ macro_rules! with_activation {
             }
             A::Silu => {
                 let $act = kinds::Silu;
+                $body
+            }
+            A::Gelu => {
+                let $act = kinds::Gelu;
+                $body
+            }
+            A::Softplus => {
+                let $act = kinds::Softplus;
                 $body
             }
             A::TruncRelu => {

@@ -76,6 +76,16 @@ fn activate(activation: KernelActivation, a: f64) -> (f64, f64, f64) {
                 s * (1.0 - s) * (2.0 + a * (1.0 - 2.0 * s)),
             )
         }
+        KernelActivation::Gelu => {
+            // (aΦ)' = Φ + aφ, (aΦ)'' = 2φ + aφ' = (2 − a²)φ.
+            let cdf = 0.5 * libm::erfc(-a * std::f64::consts::FRAC_1_SQRT_2);
+            let density = (-0.5 * a * a).exp() * crate::activation::FRAC_1_SQRT_2PI;
+            (a * cdf, cdf + a * density, (2.0 - a * a) * density)
+        }
+        KernelActivation::Softplus => {
+            let s = 1.0 / (1.0 + (-a).exp());
+            (a.max(0.0) + (-a.abs()).exp().ln_1p(), s, s * (1.0 - s))
+        }
         KernelActivation::TruncRelu => (
             a.clamp(0.0, 1.0),
             if a > 0.0 && a < 1.0 { 1.0 } else { 0.0 },
@@ -963,6 +973,8 @@ mod tests {
             KernelActivation::Tanh,
             KernelActivation::Sigmoid,
             KernelActivation::Silu,
+            KernelActivation::Gelu,
+            KernelActivation::Softplus,
             KernelActivation::Identity,
             KernelActivation::Relu,
         ];
@@ -1005,6 +1017,8 @@ mod tests {
             KernelActivation::Tanh,
             KernelActivation::Sigmoid,
             KernelActivation::Silu,
+            KernelActivation::Gelu,
+            KernelActivation::Softplus,
             KernelActivation::Identity,
         ] {
             let spec = KernelSpec::dense(

@@ -326,12 +326,14 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
-    const ACTIVATIONS: [KernelActivation; 7] = [
+    const ACTIVATIONS: [KernelActivation; 9] = [
         KernelActivation::Tanh,
         KernelActivation::Relu,
         KernelActivation::LeakyRelu { slope: 0.01 },
         KernelActivation::Sigmoid,
         KernelActivation::Silu,
+        KernelActivation::Gelu,
+        KernelActivation::Softplus,
         KernelActivation::TruncRelu,
         KernelActivation::Identity,
     ];
@@ -395,6 +397,8 @@ mod tests {
             }
             KernelActivation::Sigmoid => 1.0 / (1.0 + (-a).exp()),
             KernelActivation::Silu => a / (1.0 + (-a).exp()),
+            KernelActivation::Gelu => a * 0.5 * libm::erfc(-a / std::f64::consts::SQRT_2),
+            KernelActivation::Softplus => (1.0 + a.exp()).ln(),
             KernelActivation::TruncRelu => a.clamp(0.0, 1.0),
             KernelActivation::Identity => a,
         };

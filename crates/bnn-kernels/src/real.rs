@@ -4,7 +4,8 @@ use std::fmt::Debug;
 use std::ops::{Add, AddAssign, Div, Mul, MulAssign, Neg, Sub};
 
 /// Arithmetic the kernels need. f32 uses the vectorizable approximations of
-/// [`crate::vector_math`]; f64 uses the standard library (exact to the last bit or two).
+/// [`crate::vector_math`]; f64 uses the standard library and `libm`'s erfc (exact to the last
+/// bit or two).
 pub trait Real:
     Copy
     + Debug
@@ -28,6 +29,10 @@ pub trait Real:
     fn exp(self) -> Self;
     fn tanh(self) -> Self;
     fn sigmoid(self) -> Self;
+    /// log(1 + e^self), stable in both tails.
+    fn softplus(self) -> Self;
+    /// Φ(self), the standard normal CDF.
+    fn normal_cdf(self) -> Self;
     fn ln(self) -> Self;
     fn max(self, other: Self) -> Self;
     /// self · a + b rounded once (an FMA instruction where the level has one, libm's
@@ -58,6 +63,14 @@ impl Real for f32 {
     #[inline(always)]
     fn sigmoid(self) -> Self {
         crate::vector_math::sigmoid(self)
+    }
+    #[inline(always)]
+    fn softplus(self) -> Self {
+        crate::vector_math::softplus(self)
+    }
+    #[inline(always)]
+    fn normal_cdf(self) -> Self {
+        crate::vector_math::normal_cdf(self)
     }
     #[inline(always)]
     fn ln(self) -> Self {
@@ -104,6 +117,15 @@ impl Real for f64 {
             let e = self.exp();
             e / (1.0 + e)
         }
+    }
+    #[inline(always)]
+    fn softplus(self) -> Self {
+        self.max(0.0) + (-self.abs()).exp().ln_1p()
+    }
+    #[inline(always)]
+    fn normal_cdf(self) -> Self {
+        // erfc, not 1 + erf: accurate in the lower tail too.
+        0.5 * libm::erfc(-self * std::f64::consts::FRAC_1_SQRT_2)
     }
     #[inline(always)]
     fn ln(self) -> Self {

@@ -10,6 +10,10 @@ pub enum KernelActivation {
     },
     Sigmoid,
     Silu,
+    /// x·Φ(x), Φ the standard normal CDF (the exact, erf-based GELU).
+    Gelu,
+    /// log(1 + e^x).
+    Softplus,
     /// min(max(x, 0), 1).
     TruncRelu,
     Identity,

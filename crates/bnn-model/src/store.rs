@@ -73,9 +73,6 @@ fn host_device() -> Device {
 /// Writes `parameters` (flat, in `config`'s layout) to `path` as a safetensors file,
 /// replacing any file there.
 ///
-/// burn-store builds the file beside `path` (`<name>.<pid>-<n>.tmp`), flushes it to disk and
-/// renames it into place, so a crash never leaves a half-written file at `path`.
-///
 /// The file is written whole or not at all (a temporary file renamed into place), and its
 /// header's keys are sorted, so the same parameters always give the same bytes (Burn's store
 /// writes its metadata in hash-map order, which changes from run to run).
@@ -90,7 +87,8 @@ pub fn save_parameters(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    // Unique per process: two processes saving the same member never share a temporary file.
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let write_error = |cause: Box<dyn std::error::Error + Send + Sync>| StoreError::Write {
         path: path.to_path_buf(),
         cause,

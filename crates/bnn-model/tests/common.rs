@@ -38,6 +38,41 @@ pub fn has_full_f64(device: &Device) -> bool {
         .all(|(x, g)| (x.tanh() + x.exp() + x.abs().ln() - g).abs() < 1e-12)
 }
 
+/// Runs `body` at this process's SIMD level and then, unless this already is such a run, the
+/// whole test `test` again in a child process at each lower level the CPU has (the level is
+/// fixed per process by `BNN_KERNEL_ISA`), so that one `cargo test` checks the host kernel's
+/// AVX-512, AVX2 and portable builds alike.
+pub fn at_every_instruction_set(test: &str, body: impl Fn()) {
+    use bnn_kernels::simd::{self, Level};
+    const CHILD: &str = "BNN_TEST_INSTRUCTION_SET_CHILD";
+    println!("{test} at {}", bnn_kernels::instruction_set());
+    body();
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    for level in [Level::Avx2Fma, Level::Portable] {
+        if level >= simd::level() {
+            continue;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env(simd::ISA_VARIABLE, level.name())
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "{test} at {}:\n{stdout}\n{stderr}",
+            level.name()
+        );
+        assert!(stdout.contains(&format!("{test} at {}", level.name())));
+    }
+}
+
 pub fn random_data(
     rows: usize,
     x_cols: usize,
@@ -102,6 +137,8 @@ fn act(a: Activation, x: f64) -> f64 {
         }
         Activation::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         Activation::Silu => x / (1.0 + (-x).exp()),
+        Activation::Gelu => x * 0.5 * libm::erfc(-x / std::f64::consts::SQRT_2),
+        Activation::Softplus => x.max(0.0) + (-x.abs()).exp().ln_1p(),
         Activation::TruncRelu => x.clamp(0.0, 1.0),
         Activation::Identity => x,
     }

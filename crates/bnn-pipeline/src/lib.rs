@@ -44,6 +44,9 @@ pub use config::run_config::{
     DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection, SamplerSection,
     SamplingIdentity, Standardize,
 };
+pub use config::run_size::{
+    available_memory, human_bytes, parameter_count, DataShape, MemoryEstimate,
+};
 pub use run::dei_mcmc::{DeiMcmc, RunOutcome, RunReport};
 pub use run::map_ensemble::{MapEnsemble, MapEnsembleConfig};
 pub use run::module_run::{ModuleRun, ModuleRunConfig};
@@ -53,4 +56,8 @@ pub use run::sampling::Sampling;
 pub use run::trained_ensemble::{TrainedEnsemble, TrainingStopped};
 pub use storage::draw_store::{cmdstan_names, ChainSampling, Checkpoint};
 pub use storage::run_dir::{write_atomic, write_json, RunDir};
-pub use storage::stored_chains::{check_draw_count, count_draw_rows, stored_checkpoint};
+pub use storage::run_journal::{JournalEntry, JournalEvent};
+pub use storage::run_lock::{read_holder, Access, LockHolder, RunLock, LOCK_FILE};
+pub use storage::stored_chains::{
+    check_draw_count, count_draw_rows, finished_sampling, stored_checkpoint, FinishedSampling,
+};

@@ -15,9 +15,12 @@
 //! - [`table3`]: Sommer et al. 2024's Tables 3 and 8, DEI-MCMC against the deep ensemble on
 //!   the UCI sets (Table 8: a deep ReLU network), beside the paper's numbers.
 //! - [`mile`]: MILE (Sommer et al. 2025's MCLMC) against DEI-NUTS from the same members.
+//! - [`defaults`]: which activation, target acceptance and warmup `bnn run` should default to,
+//!   measured on the UCI sets against goals (LPPD, calibration, divergences, cost).
 //! - [`dei_runs`]: whole DEI-MCMC runs (what `bnn run` does) as a study's steps, reused once
 //!   finished.
 
+pub mod defaults;
 pub mod dei_runs;
 pub mod dinh;
 pub mod fixed_step_chains;

@@ -25,6 +25,8 @@ pub enum Problem {
     Concrete,
     /// protein (36584 training rows), 2x16 ReLU MLP, heteroscedastic Gaussian.
     Protein,
+    /// yacht (277 training rows), 2x16 ReLU MLP, heteroscedastic Gaussian.
+    Yacht,
 }
 
 impl Problem {
@@ -33,6 +35,7 @@ impl Problem {
             Problem::Cos2xSigmoid | Problem::Cos2xRelu => "cos2x",
             Problem::Concrete => "concrete",
             Problem::Protein => "protein",
+            Problem::Yacht => "yacht",
         }
     }
 
@@ -45,7 +48,7 @@ impl Problem {
             Problem::Cos2xSigmoid => (vec![50], Activation::Sigmoid, fixed),
             Problem::Cos2xRelu => (vec![50], Activation::Relu, fixed),
             Problem::Concrete => (vec![16, 16], Activation::Tanh, hetero),
-            Problem::Protein => (vec![16, 16], Activation::Relu, hetero),
+            Problem::Protein | Problem::Yacht => (vec![16, 16], Activation::Relu, hetero),
         };
         BnnConfig::new(d_input)
             .with_hidden(hidden)
@@ -58,6 +61,10 @@ impl Problem {
 pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "concrete")]
     pub problem: Problem,
+    /// The hidden activation instead of the problem's own (tanh, relu, leaky_relu, sigmoid,
+    /// silu, gelu, softplus, trunc_relu or identity): to time one net under each.
+    #[arg(long)]
+    pub activation: Option<Activation>,
     /// Chain counts per call, comma separated.
     #[arg(long, default_value = "1,12,64")]
     pub chains: String,
@@ -150,6 +157,7 @@ fn time_calls(
 #[derive(Serialize)]
 struct BenchReport {
     problem: Problem,
+    activation: Activation,
     device: String,
     /// `host_kernel`, `device_kernel` or `tensor_ops` (the fused operation's programs,
     /// handwritten backward) or `plain` (Burn's tensor graph).
@@ -286,7 +294,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
         bail!("--chains, --evals and --repeats must be positive");
     }
     let data = prepare(args.problem.dataset(), &Preparation::default())?;
-    let config = args.problem.config(data.train.x_cols);
+    let mut config = args.problem.config(data.train.x_cols);
+    if let Some(activation) = args.activation {
+        config = config.with_activation(activation);
+    }
+    let activation = config.activation;
     let device = args.device.device()?;
     let cpu_one_chain_us = if args.versus_cpu {
         let cpu = DeviceName::Flex.device()?;
@@ -338,6 +350,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     };
     let report = BenchReport {
         problem: args.problem,
+        activation,
         device: args.device.concrete().to_string(),
         gradient,
         call: if direct { "direct" } else { "autodiff" },

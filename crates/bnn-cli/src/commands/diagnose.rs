@@ -44,6 +44,9 @@ pub fn run(args: DiagnoseArgs) -> Result<()> {
 
 /// The table (the `top` worst parameters by R-hat), the per-tensor view and the warnings.
 pub fn print(d: &RunDiagnostics, top: usize) {
+    if let Some(partial) = &d.partial {
+        println!("note: {partial}");
+    }
     if let Some(n) = d.truncated_to {
         let reason = d
             .unequal_lengths

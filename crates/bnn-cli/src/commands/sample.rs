@@ -47,7 +47,11 @@ fn copy_ensemble(from: &Path, out: &Path) -> Result<()> {
         }
         return Ok(());
     }
-    if out.exists() && std::fs::read_dir(out)?.next().is_some() {
+    // The lock file this process holds is not another run's.
+    let other_file = |e: std::io::Result<std::fs::DirEntry>| {
+        e.map_or(true, |e| e.file_name() != bnn_pipeline::LOCK_FILE)
+    };
+    if out.exists() && std::fs::read_dir(out)?.any(other_file) {
         bail!(
             "{} is not empty; --from copies the ensemble into a new --out directory",
             out.display()
@@ -89,6 +93,8 @@ pub fn run(args: SampleArgs, stop: Arc<AtomicBool>) -> Result<()> {
         .with_progress(ProgressBars::default())
         .with_stop_flag(stop);
     if let Some(from) = &args.from {
+        // Locked first: two commands copying into one directory would interleave their files.
+        run.lock(bnn_pipeline::Access::Write)?;
         copy_ensemble(from, dir)?;
     }
     let shard = args.shard.resolve()?;
@@ -97,11 +103,11 @@ pub fn run(args: SampleArgs, stop: Arc<AtomicBool>) -> Result<()> {
     }
     // A shard may be a requeued task: it continues the chains it checkpointed and starts the
     // others afresh.
-    let resume = args.resume.is_some() || shard.is_some();
-    if shard.is_some() {
-        run.claim()?;
-    }
-    let sampling = if resume { run.resume()? } else { run.sample()? };
+    let sampling = match (&args.resume, shard) {
+        (Some(_), _) => run.resume()?,
+        (None, Some(_)) => run.start_or_resume()?,
+        (None, None) => run.sample()?,
+    };
     if !sampling.finished {
         let again = match shard {
             Some(shard) => format!("the same command (shard {shard})"),

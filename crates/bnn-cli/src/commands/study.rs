@@ -6,6 +6,7 @@ use crate::run_flags::{parse_warmup_policy, RunFlags};
 use anyhow::{Context as _, Result};
 use bnn_model::{Activation, DeviceName};
 use bnn_sampler::WarmupPolicy;
+use bnn_study::defaults::{default_candidates, run_defaults, Candidate, DefaultsConfig};
 use bnn_study::dei_runs::{ExtraRunFlags, RunsProgress};
 use bnn_study::dinh::{run_dinh, DinhConfig, DinhPart, Precision};
 use bnn_study::lhnn::bnn::{BnnProblem, LhnnBnnConfig};
@@ -54,6 +55,11 @@ pub enum StudyCommand {
     /// hidden ReLU layers of eight units) on four UCI sets, tables beside the paper's numbers.
     /// Finished runs in --out are reused; a stopped one continues.
     Table8(DeiTableArgs),
+    /// The flagship's defaults from evidence: candidates (activation, target acceptance, warmup)
+    /// each run as Table 3 runs on the small UCI sets from the same seeds, side by side per
+    /// dataset, checked against the goals of `bnn run`'s defaults. Finished runs in --out are
+    /// reused; a stopped one continues.
+    Defaults(DefaultsArgs),
     /// MILE (Sommer et al. 2025, MCLMC) against DEI-NUTS from the same deep-ensemble members:
     /// predictive quality, time and gradients. Finished runs in --out are reused.
     Mile(MileArgs),
@@ -121,6 +127,73 @@ impl DeiTableArgs {
             ..Table3Config::of(table)
         })
     }
+}
+
+/// `bnn study defaults`: the candidates and the Table 3 runs each makes.
+#[derive(Args, Debug)]
+pub struct DefaultsArgs {
+    /// Output folder: `<candidate>/<dataset>-split<s>/` run directories (finished ones are
+    /// reused), defaults.md (rewritten after every run) and study.json.
+    #[arg(long, default_value = "runs/defaults")]
+    pub out: PathBuf,
+    /// Candidates as ACTIVATION[-fixed]-TARGET (`relu-fixed-0.8` is the paper's setting and must
+    /// be among them; without `-fixed` the warmup is the stationary policy) [default: relu-fixed-0.8
+    /// and relu, silu, tanh, gelu, softplus at 0.8, 0.9, 0.95].
+    #[arg(long, value_delimiter = ',')]
+    pub candidates: Option<Vec<String>>,
+    #[arg(
+        long,
+        default_value = "airfoil,concrete,energy,yacht",
+        value_delimiter = ','
+    )]
+    pub datasets: Vec<String>,
+    /// Splits (split seeds 0..N) of the small sets.
+    #[arg(long, default_value_t = 3)]
+    pub splits: u64,
+    /// Splits of the large sets (bikesharing).
+    #[arg(long, default_value_t = 1)]
+    pub large_splits: u64,
+    /// NUTS warmup iterations per chain (the stationary candidates may add checks).
+    #[arg(long, default_value_t = 100)]
+    pub warmup: usize,
+    /// NUTS draws per chain.
+    #[arg(long, default_value_t = 1000)]
+    pub draws: usize,
+    /// NUTS maximum tree depth.
+    #[arg(long, default_value_t = 10)]
+    pub max_depth: usize,
+    /// `bnn run` flags for every run, in one string (e.g. "--threads 2"); the candidate's
+    /// activation and target go over them.
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub extra: String,
+}
+
+/// `bnn study defaults`: the runs, then the tables on stdout.
+fn run_defaults_study(args: &DefaultsArgs, stop: &Arc<AtomicBool>) -> Result<()> {
+    let candidates = match &args.candidates {
+        Some(names) => names
+            .iter()
+            .map(|n| Candidate::parse(n))
+            .collect::<Result<Vec<_>>>()?,
+        None => default_candidates(),
+    };
+    let config = DefaultsConfig {
+        candidates,
+        datasets: args.datasets.clone(),
+        splits: args.splits,
+        large_splits: args.large_splits,
+        warmup: args.warmup,
+        draws: args.draws,
+        max_depth: args.max_depth,
+        extra: Arc::new(extra_run_flags(&args.extra, false)?),
+    };
+    let progress = RunLines(Arc::new(ProgressBars::default()));
+    let report = run_defaults(&config, &args.out, &progress, stop)?;
+    print!("{}", report.tables);
+    for file in &report.files {
+        println!("wrote {}", file.display());
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -923,6 +996,7 @@ pub fn run(command: StudyCommand, stop: Arc<AtomicBool>) -> Result<()> {
             Ok(())
         }
         StudyCommand::Table3(args) => run_paper_table(TABLE3, &args, &stop),
+        StudyCommand::Defaults(args) => run_defaults_study(&args, &stop),
         StudyCommand::Table8(args) => run_paper_table(TABLE8, &args, &stop),
         StudyCommand::Mile(args) => {
             let progress = RunLines(Arc::new(ProgressBars::default()));

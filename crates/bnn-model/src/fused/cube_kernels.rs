@@ -27,6 +27,8 @@ pub(crate) const LEAKY_RELU: u32 = 3;
 pub(crate) const SILU: u32 = 4;
 pub(crate) const TRUNC_RELU: u32 = 5;
 pub(crate) const IDENTITY: u32 = 6;
+pub(crate) const GELU: u32 = 7;
+pub(crate) const SOFTPLUS: u32 = 8;
 
 /// Comptime codes of the regression heads.
 pub(crate) const FIXED: u32 = 0;
@@ -64,6 +66,15 @@ pub(crate) fn activate<F: Float>(z: F, slope: F, #[comptime] activation: u32) ->
         let s = logistic::<F>(z);
         a = z * s;
         d = s + a * (one - s);
+    } else if comptime![activation == GELU] {
+        // z Φ(z) with Φ = (1 + erf(z/√2))/2, as the plain path; φ' = Φ + z e^{−z²/2}/√(2π)
+        // (0.707… = 1/√2, 0.398… = 1/√(2π)).
+        let cdf = (F::erf(z * F::new(0.707_106_77)) + one) * F::new(0.5);
+        a = z * cdf;
+        d = cdf + z * F::exp(z * z * F::new(-0.5)) * F::new(0.398_942_3);
+    } else if comptime![activation == SOFTPLUS] {
+        a = max(z, zero) + F::log1p(F::exp(-F::abs(z)));
+        d = logistic::<F>(z);
     } else if comptime![activation == TRUNC_RELU] {
         d = select(z > zero && z < one, one, zero);
         a = max(min(z, one), zero);
@@ -122,6 +133,8 @@ pub(crate) fn activation_code(activation: KernelActivation) -> (u32, f32) {
         KernelActivation::Relu => (RELU, 0.0),
         KernelActivation::LeakyRelu { slope } => (LEAKY_RELU, slope as f32),
         KernelActivation::Silu => (SILU, 0.0),
+        KernelActivation::Gelu => (GELU, 0.0),
+        KernelActivation::Softplus => (SOFTPLUS, 0.0),
         KernelActivation::TruncRelu => (TRUNC_RELU, 0.0),
         KernelActivation::Identity => (IDENTITY, 0.0),
     }

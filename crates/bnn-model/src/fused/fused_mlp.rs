@@ -146,6 +146,8 @@ impl FusedMlp {
             },
             Activation::Sigmoid => KernelActivation::Sigmoid,
             Activation::Silu => KernelActivation::Silu,
+            Activation::Gelu => KernelActivation::Gelu,
+            Activation::Softplus => KernelActivation::Softplus,
             Activation::TruncRelu => KernelActivation::TruncRelu,
             Activation::Identity => KernelActivation::Identity,
         };

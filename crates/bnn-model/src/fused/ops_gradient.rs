@@ -185,6 +185,37 @@ pub(crate) fn activate<B: Backend>(
             let d = B::float_add(s, B::float_mul(a.clone(), one_minus_s));
             (a, Some(d))
         }
+        KernelActivation::Gelu => {
+            // φ(z) = z Φ(z), Φ = (1 + erf(z/√2))/2; φ'(z) = Φ(z) + z e^{−z²/2}/√(2π).
+            let cdf = B::float_mul_scalar(
+                B::float_add_scalar(
+                    B::float_erf(B::float_mul_scalar(
+                        z.clone(),
+                        scalar(std::f64::consts::FRAC_1_SQRT_2),
+                    )),
+                    scalar(1.0),
+                ),
+                scalar(0.5),
+            );
+            let density = B::float_mul_scalar(
+                B::float_exp(B::float_mul_scalar(
+                    B::float_mul(z.clone(), z.clone()),
+                    scalar(-0.5),
+                )),
+                scalar(1.0 / (2.0 * PI).sqrt()),
+            );
+            let a = B::float_mul(z.clone(), cdf.clone());
+            let d = B::float_add(cdf, B::float_mul(z, density));
+            (a, Some(d))
+        }
+        KernelActivation::Softplus => {
+            // φ(z) = max(z, 0) + log1p(e^{−|z|}), φ'(z) = σ(z).
+            let a = B::float_add(
+                B::float_clamp_min(z.clone(), scalar(0.0)),
+                B::float_log1p(B::float_exp(B::float_neg(B::float_abs(z.clone())))),
+            );
+            (a, Some(sigmoid::<B>(z)))
+        }
         KernelActivation::TruncRelu => {
             let below_one = indicator::<B>(
                 B::float_lower_elem(z.clone(), scalar(1.0), bool_dtype),

@@ -167,6 +167,7 @@ impl DeiMcmc {
 
     /// [`DeiMcmc::evaluate`] from a pass without predictions written.
     pub fn evaluate_pass(&self, pass: &PosteriorPass) -> Result<Evaluation> {
+        self.lock(crate::storage::run_lock::Access::Read)?;
         let config = &self.config;
         let test = &self.data.test;
         let sampling: serde_json::Value = std::fs::read_to_string(self.dir.sampling())

@@ -123,11 +123,11 @@ pub fn run_pass(
             dir.root().display()
         );
     }
-    // A draws file shorter than its checkpoint was cut after sampling: refuse before any work
-    // rather than report metrics of fewer draws than the run made.
-    for c in 0..chains {
-        check_draw_count(dir, c, count_draw_rows(&dir.draws(c))?)?;
-    }
+    // A draws file longer or shorter than its record was changed after sampling: refuse before
+    // any work rather than report metrics of other draws than the run made.
+    let readable = (0..chains)
+        .map(|c| check_draw_count(dir, c, count_draw_rows(&dir.draws(c))?))
+        .collect::<Result<Vec<usize>>>()?;
     let stride = (total_draws * values)
         .div_ceil(MAX_PREDICTIVE_VALUES)
         .max(1);
@@ -190,7 +190,7 @@ pub fn run_pass(
             chunk.clear();
             Ok(())
         };
-        let count = for_each_stored_draw(&dir.draws(c), dim, |stats, position| {
+        let count = for_each_stored_draw(&dir.draws(c), dim, readable[c], |stats, position| {
             divergences += usize::from(stats.divergent);
             accept_sum += stats.accept_stat;
             leapfrog_sum += stats.n_leapfrog;

@@ -7,6 +7,8 @@ use crate::config::run_config::Init;
 use crate::run::dei_mcmc::DeiMcmc;
 use crate::run::progress::{ProgressEvent, Stage};
 use crate::storage::run_dir::write_atomic;
+use crate::storage::run_lock::Access;
+use crate::storage::stored_chains::require_finished;
 use anyhow::{anyhow, Result};
 use bnn_model::HostData;
 use std::path::PathBuf;
@@ -21,9 +23,13 @@ pub struct Predictions {
 }
 
 impl DeiMcmc {
-    /// The predictive pass over the stored draws, writing nothing.
+    /// The predictive pass over the stored draws, writing nothing. A run whose sampling has
+    /// not finished is refused: its predictions would pass for the whole run's.
     pub fn posterior_predictive(&self) -> Result<PosteriorPass> {
         let s = &self.config.sampler;
+        self.lock(Access::Read)?;
+        let chains: Vec<usize> = (0..self.config.chains()).collect();
+        require_finished(&self.dir, &chains, s.draws, "predicting from it")?;
         run_pass(
             &self.dir,
             self.posterior(),

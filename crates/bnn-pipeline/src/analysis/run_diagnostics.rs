@@ -3,7 +3,10 @@
 use crate::analysis::chain_stationarity::{chain_stationarity, ChainStationarity};
 use crate::config::run_config::RunConfig;
 use crate::storage::run_dir::{write_atomic, RunDir};
-use crate::storage::stored_chains::{check_draw_count, unequal_lengths_reason};
+use crate::storage::run_lock::{Access, RunLock};
+use crate::storage::stored_chains::{
+    check_draw_count, count_draw_rows, finished_sampling, unequal_lengths_reason,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use bnn_diagnostics::{
     read_long_draws_csv, serialize_non_finite, summarize_all, DrawsCsvError, ParameterSummary,
@@ -117,6 +120,8 @@ pub struct RunDiagnostics {
     /// Why the lengths differ, from the chains' checkpoints (early stopping, an unfinished run);
     /// `None` when they do not, or for draws without checkpoints.
     pub unequal_lengths: Option<String>,
+    /// Set when the run has not finished sampling: what was read, and how to continue.
+    pub partial: Option<String>,
     /// Chains (by number) in which every parameter kept one value: they never moved.
     pub stuck_chains: Vec<u64>,
     /// `None` for a draws CSV, which has no sampler statistics.
@@ -141,6 +146,7 @@ struct Draws {
 impl RunDiagnostics {
     /// Diagnostics of a run directory's `draws_chain_<c>.csv` files.
     pub fn of_run_dir(dir: &Path) -> Result<Self> {
+        let _reading = RunLock::acquire(dir, Access::Read)?;
         let (draws, mut sampler, truncated_to, unequal_lengths) = read_run_dir(dir)?;
         let function_space = std::fs::read_to_string(dir.join("summary.json")).ok().and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok()).map(|s| {
             json!({
@@ -155,6 +161,14 @@ impl RunDiagnostics {
             .and_then(|c| c.sampler.max_tree_depth());
         let mut diagnostics = Self::of_draws(draws, Some(sampler), truncated_to, function_space)?;
         diagnostics.unequal_lengths = unequal_lengths;
+        if is_run_dir(dir) && finished_sampling(&RunDir::new(dir))?.is_none() {
+            diagnostics.partial = Some(format!(
+                "{} has not finished sampling: these are the draws up to each chain's last checkpoint ({} per chain); continue with `bnn sample --resume {}`",
+                dir.display(),
+                diagnostics.draws,
+                dir.display()
+            ));
+        }
         diagnostics.chain_stationarity =
             chain_stationarity(&RunDir::new(dir), diagnostics.chains).unwrap_or_default();
         Ok(diagnostics)
@@ -222,6 +236,7 @@ impl RunDiagnostics {
             draws: draws_per_chain,
             truncated_to,
             unequal_lengths: None,
+            partial: None,
             stuck_chains,
             sampler,
             function_space,
@@ -252,6 +267,9 @@ impl RunDiagnostics {
         let sampler = self.sampler.clone().unwrap_or_default();
         let mut warnings = json!({ "rhat_above_1_01": self.rhat_above_1_01, "ess_below_400": self.ess_below_400, "crhat_above_1_1": self.crhat_above_1_1,
                                    "divergences": sampler.divergences, "max_tree_depth_hits": sampler.max_tree_depth_hits, "draws": sampler.draws });
+        if let Some(partial) = &self.partial {
+            warnings["partial_run"] = json!(partial);
+        }
         if let (Some(draws), Some(reason)) = (self.truncated_to, &self.unequal_lengths) {
             warnings["unequal_chain_lengths"] =
                 json!({ "draws_used_per_chain": draws, "reason": reason });
@@ -327,8 +345,14 @@ fn is_constant(chain: &[f64]) -> bool {
 }
 
 /// Reads `draws_chain_<c>.csv` (CmdStan-style: statistics columns ending in `__`, then parameters).
-/// In a run directory (with `config.toml`) every chain's file must be there and hold at least the
-/// draws its checkpoint recorded; chains of unequal length get the reason their checkpoints give.
+/// Whether `dir` is a bnn run (or module run), whose records say how many draws each chain kept.
+fn is_run_dir(dir: &Path) -> bool {
+    RunDir::new(dir).config().exists() || dir.join("module_run.json").exists()
+}
+
+/// In a run directory (with `config.toml`) every chain's file must be there and hold the draws
+/// its checkpoint (or finished record) says; of an unfinished run the draws up to each chain's
+/// last checkpoint are read. Chains of unequal length get the reason their checkpoints give.
 fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Option<String>)> {
     let run_dir = RunDir::new(dir);
     // A whole run's config says how many chains there are (a shard's directory holds only some).
@@ -364,7 +388,13 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
         ..SamplerWarnings::default()
     };
     let mut chain_transitions: Vec<Vec<(f64, bool)>> = Vec::new();
+    // A bnn run records how many draws each chain kept; a folder of draws files alone does not.
+    let recorded = is_run_dir(dir);
     for (chain, path) in files.iter().enumerate() {
+        let limit = match recorded {
+            true => check_draw_count(&run_dir, chain, count_draw_rows(path)?)?,
+            false => usize::MAX,
+        };
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let mut lines = text.lines();
@@ -387,7 +417,7 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
         } else if chain_names != names {
             bail!("{}: columns differ from chain 0's", path.display());
         }
-        for (line_no, line) in lines.enumerate() {
+        for (line_no, line) in lines.take(limit).enumerate() {
             let cells: Vec<&str> = line.split(',').collect();
             if cells.len() != header.len() {
                 bail!(
@@ -409,6 +439,16 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
                         cells[i]
                     )
                 })?;
+                if !v.is_finite() {
+                    bail!(
+                        "{} line {}, column {} ({}): {} is not finite; a chain never keeps such a draw, so the file is damaged (restore it, or sample the run again)",
+                        path.display(),
+                        line_no + 2,
+                        i + 1,
+                        header[i],
+                        cells[i]
+                    );
+                }
                 values[p][chain].push(v);
             }
             stats.draws += 1;
@@ -442,9 +482,6 @@ fn read_run_dir(dir: &Path) -> Result<(Draws, SamplerWarnings, Option<usize>, Op
     }
     let lengths: Vec<usize> = values[0].iter().map(Vec::len).collect();
     let chains: Vec<usize> = (0..files.len()).collect();
-    for (&chain, &rows) in chains.iter().zip(&lengths) {
-        check_draw_count(&run_dir, chain, rows)?;
-    }
     // Chains stopped early (LPPD convergence) or a run still in progress have unequal lengths:
     // the diagnostics use the common prefix.
     let shortest = values[0].iter().map(Vec::len).min().unwrap_or(0);

@@ -3,10 +3,11 @@
 use crate::cluster::shard::{config_hash, ShardManifest};
 use crate::config::legacy_config::legacy_config_hash;
 use crate::run::dei_mcmc::{DeiMcmc, RunReport};
-use crate::run::progress::{Progress, Silent};
+use crate::run::progress::{Progress, ProgressEvent, Silent};
 use crate::run::sampling::Sampling;
 use crate::storage::draw_store::{ChainSampling, Checkpoint};
 use crate::storage::run_dir::{write_atomic, write_json, RunDir};
+use crate::storage::run_lock::{Access, RunLock};
 use crate::storage::stored_chains::{check_draw_count, count_draw_rows};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::load_parameters;
@@ -19,6 +20,9 @@ pub struct ShardSet {
     pub shards: Vec<(PathBuf, ShardManifest)>,
     pub chains: usize,
     pub members: usize,
+    /// Read locks on the shard directories, held while the set is merged: a requeued shard
+    /// cannot write beneath the merge.
+    _reading: Vec<RunLock>,
 }
 
 impl ShardSet {
@@ -30,8 +34,10 @@ impl ShardSet {
             bail!("name the shard directories to merge");
         }
         let mut shards = Vec::with_capacity(dirs.len());
+        let mut reading = Vec::with_capacity(dirs.len());
         for dir in dirs {
             let run_dir = RunDir::new(dir);
+            reading.push(RunLock::acquire(dir, Access::Read)?);
             let path = run_dir.shard_manifest();
             if !path.exists() {
                 bail!("{} is not a shard directory (no shard.json): run `bnn run --shard i/n --out {}` first", dir.display(), dir.display());
@@ -108,6 +114,7 @@ impl ShardSet {
             shards,
             chains,
             members: config.ensemble.members,
+            _reading: reading,
         })
     }
 
@@ -129,9 +136,26 @@ impl ShardSet {
         }
         let staging = Staging::beside(out)?;
         self.write(staging.path())?;
-        let report = DeiMcmc::open(staging.path())?
-            .with_progress(progress)
+        let at_out = |path: &Path| {
+            path.strip_prefix(staging.path())
+                .map_or_else(|_| path.to_path_buf(), |rest| out.join(rest))
+        };
+        let mut report = DeiMcmc::open(staging.path())?
+            .with_progress(AtFinalPath {
+                inner: progress,
+                staging: staging.path().display().to_string(),
+                out: out.display().to_string(),
+            })
             .finish_merged()?;
+        let p = &mut report.predictions;
+        p.predictions_csv = p.predictions_csv.as_deref().map(at_out);
+        p.train_csv = p.train_csv.as_deref().map(at_out);
+        let e = &mut report.evaluation;
+        e.summary_json = at_out(&e.summary_json);
+        e.cumulative_lppd_csv = at_out(&e.cumulative_lppd_csv);
+        for file in &mut report.sampling.draws_files {
+            *file = at_out(file);
+        }
         staging.commit(out)?;
         Ok(report)
     }
@@ -158,6 +182,7 @@ impl ShardSet {
         std::fs::copy(first.layout(), target.layout()).context("copying layout.json")?;
         self.copy_ensemble(&target)?;
         let mut finished_early = vec![false; self.chains];
+        let mut chain_draws = serde_json::Map::new();
         let (mut warmup, mut sampling, mut ensemble, mut chain_warmup, mut chain_sampling) =
             (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
         for (dir, manifest) in &self.shards {
@@ -171,6 +196,8 @@ impl ShardSet {
                     std::fs::copy(&from, &to)
                         .with_context(|| format!("copying {}", from.display()))?;
                 }
+                let kept = Checkpoint::load(&shard.checkpoint(c))?.kept_draws;
+                chain_draws.insert(c.to_string(), json!(kept));
             }
             let record: Value = serde_json::from_str(
                 &std::fs::read_to_string(shard.sampling())
@@ -199,6 +226,7 @@ impl ShardSet {
                 "seconds_sampling": sampling,
                 "chain_seconds_warmup": chain_warmup,
                 "chain_seconds_sampling": chain_sampling,
+                "chain_draws": chain_draws,
                 "merged_from": self.shards.iter().map(|(d, m)| json!({ "dir": d.display().to_string(), "shard": m.shard.to_string(), "host": m.host, "chains": m.chains, "started": m.started, "finished": m.finished })).collect::<Vec<_>>(),
             }),
         )?;
@@ -219,7 +247,9 @@ impl ShardSet {
         }
         let model = DeiMcmc::open(&self.shards[0].0)?.model().clone();
         std::fs::create_dir_all(target.ensemble_dir())?;
-        let mut records: Vec<Option<Value>> = vec![None; self.members];
+        // Each member's record and the shard file it was copied from: a damaged file is
+        // named there, not by its copy in the staging directory, which is gone afterwards.
+        let mut records: Vec<Option<(Value, PathBuf)>> = vec![None; self.members];
         let mut seconds = 0.0f64;
         for (dir, manifest) in &self.shards {
             let shard = RunDir::new(dir);
@@ -243,15 +273,16 @@ impl ShardSet {
                             shard.members_json().display()
                         )
                     })?;
+                let member = shard.member(j);
+                let loaded = load_parameters(&model, &member)?;
                 match &records[j] {
                     None => {
-                        std::fs::copy(shard.member(j), target.member(j))
-                            .with_context(|| format!("copying {}", shard.member(j).display()))?;
-                        records[j] = Some(record.clone());
+                        std::fs::copy(&member, target.member(j))
+                            .with_context(|| format!("copying {}", member.display()))?;
+                        records[j] = Some((record.clone(), member));
                     }
-                    Some(_) => {
-                        let kept = load_parameters(&model, &target.member(j))?;
-                        if load_parameters(&model, &shard.member(j))? != kept {
+                    Some((_, kept)) => {
+                        if load_parameters(&model, kept)? != loaded {
                             bail!("member {j} differs between shards ({} and an earlier one, shard {}): they were not trained from the same config", dir.display(), manifest.shard);
                         }
                     }
@@ -267,6 +298,7 @@ impl ShardSet {
         if !missing.is_empty() {
             bail!("ensemble members {missing:?} are in none of the shards");
         }
+        let records: Vec<Value> = records.into_iter().flatten().map(|(r, _)| r).collect();
         write_json(
             &target.members_json(),
             &json!({ "members": records, "seconds": seconds }),
@@ -378,6 +410,36 @@ impl Drop for Staging {
             if let Some(created) = &self.created {
                 let _ = std::fs::remove_dir_all(created);
             }
+        }
+    }
+}
+
+/// Reports `inner`'s stage messages with the staging directory's path replaced by the final
+/// one: the staging directory is renamed into place at the end, so its path names nothing.
+struct AtFinalPath<P> {
+    inner: P,
+    staging: String,
+    out: String,
+}
+
+impl<P: Progress> Progress for AtFinalPath<P> {
+    fn report(&self, event: &ProgressEvent<'_>) {
+        match *event {
+            ProgressEvent::Started { stage, message } => {
+                let message = message.replace(&self.staging, &self.out);
+                self.inner.report(&ProgressEvent::Started {
+                    stage,
+                    message: &message,
+                })
+            }
+            ProgressEvent::Finished { stage, message } => {
+                let message = message.replace(&self.staging, &self.out);
+                self.inner.report(&ProgressEvent::Finished {
+                    stage,
+                    message: &message,
+                })
+            }
+            other => self.inner.report(&other),
         }
     }
 }

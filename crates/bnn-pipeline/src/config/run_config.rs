@@ -2,6 +2,7 @@
 
 use crate::config::kernel_settings::{kernel_setting_name, KernelSettings};
 use crate::config::model_spec::{parse_layer_prior, parse_likelihood};
+use crate::config::run_size;
 use anyhow::{anyhow, bail, Result};
 use bnn_model::{
     Activation, BnnConfig, DeviceName, GradientPath, Prior, PriorError, PriorSpec, UnknownName,
@@ -40,7 +41,7 @@ pub enum Standardize {
 }
 
 /// `[data]`: which rows, how they are split and scaled.
-#[derive(Config, Debug, PartialEq)]
+#[derive(Config, PartialEq)]
 pub struct DataSection {
     /// A benchmark name (concrete, ...), a generator (cos2x, robot-arm) or a CSV file; for data
     /// handed over in memory, just its name.
@@ -59,6 +60,55 @@ pub struct DataSection {
     /// several outputs); empty: the last column. Benchmarks and generators fix their own.
     #[config(default = "Vec::new()")]
     pub target_columns: Vec<String>,
+    /// For a CSV file: the SHA-256 of its bytes when the run began (`dataset` then holds its
+    /// absolute path), so a later command that finds other bytes there refuses them.
+    pub dataset_sha256: Option<String>,
+}
+
+/// The derived form, with `dataset_sha256` only where it is set: a run's config hash (shard
+/// manifests, the journal) is a digest of this text, and runs without a pinned file keep the
+/// hash they had before the field existed.
+impl std::fmt::Debug for DataSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut s = f.debug_struct("DataSection");
+        s.field("dataset", &self.dataset)
+            .field("split_seed", &self.split_seed)
+            .field("test_fraction", &self.test_fraction)
+            .field("validation_fraction", &self.validation_fraction)
+            .field("standardize", &self.standardize)
+            .field("target_columns", &self.target_columns);
+        if let Some(sha256) = &self.dataset_sha256 {
+            s.field("dataset_sha256", sha256);
+        }
+        s.finish()
+    }
+}
+
+impl DataSection {
+    /// Pins a CSV file: its absolute path (so the run reads it from any working directory) and
+    /// the SHA-256 of its bytes. A section that already records a hash is checked against the
+    /// file instead: a changed file is refused, naming both hashes. Named datasets (with their
+    /// own manifest checksums) and generators are left as they are.
+    pub fn pin_csv_file(&mut self) -> Result<()> {
+        let bnn_data::DatasetSpec::CsvFile(path) = bnn_data::DatasetSpec::parse(&self.dataset)?
+        else {
+            return Ok(());
+        };
+        let absolute = std::fs::canonicalize(&path)
+            .map_err(|e| anyhow!("--dataset {} (config key `dataset`): {e}", path.display()))?;
+        let sha256 = bnn_data::sha256_file(&absolute)?;
+        if let Some(recorded) = &self.dataset_sha256 {
+            if *recorded != sha256 {
+                bail!(
+                    "{} has changed since this run read it: its bytes now hash to sha256 {sha256}, the run recorded sha256 {recorded}; the run's results belong to the old file (restore it, or start a new run on the new one)",
+                    absolute.display()
+                );
+            }
+        }
+        self.dataset = absolute.display().to_string();
+        self.dataset_sha256 = Some(sha256);
+        Ok(())
+    }
 }
 
 /// `[model]`: the network, its likelihood head and priors, as text a config file can hold.
@@ -66,7 +116,7 @@ pub struct DataSection {
 pub struct ModelSection {
     #[config(default = "vec![16, 16]")]
     pub hidden: Vec<usize>,
-    /// tanh, relu, leaky_relu, sigmoid, silu, trunc_relu or identity.
+    /// tanh, relu, leaky_relu, sigmoid, silu, gelu, softplus, trunc_relu or identity.
     #[config(default = "String::from(\"relu\")")]
     pub activation: String,
     /// `hetero`, `hetero-softplus`, `fixed:<σ>`, `learned-sigma[:<mean>,<sd>]` or `categorical:<K>`.
@@ -120,6 +170,13 @@ impl ModelSection {
         config
             .validate()
             .map_err(|e| anyhow!("[model] settings (--hidden, --layer-prior, --targets): {e}"))?;
+        if run_size::parameter_count(&config).is_none() {
+            bail!(
+                "--hidden {} (config key `hidden`): the network's parameter count overflows ({d_input} inputs; more than {} parameters)",
+                run_size::hidden_text(&self.hidden),
+                usize::MAX
+            );
+        }
         Ok(config)
     }
 }
@@ -300,7 +357,7 @@ impl SamplerSection {
 
     /// The stationary policy's cap on a chain's warmup iterations.
     pub fn max_warmup_iterations(&self) -> usize {
-        self.max_warmup.unwrap_or(self.warmup + 500)
+        self.max_warmup.unwrap_or(self.warmup.saturating_add(500))
     }
 
     /// The sampler this section describes, with `threads` worker threads (`None`: all cores).
@@ -361,6 +418,11 @@ pub struct RuntimeSection {
     #[config(default = "GradientPath::Auto")]
     pub gradient: GradientPath,
 }
+
+/// The most iterations (warmup and draws) one chain may be asked for: 10^12 take 11 days at a
+/// microsecond each, about the cheapest models' pace, so a larger budget is a typo; the cap also
+/// keeps every iteration counter far from overflowing.
+pub const MAX_ITERATIONS_PER_CHAIN: usize = 1_000_000_000_000;
 
 /// Everything a run needs, as written to `config.toml`.
 ///
@@ -474,6 +536,40 @@ impl RunConfig {
         settings
     }
 
+    /// Every integer setting that config.toml stores, as `(flag and config key, value)`.
+    fn integer_settings(&self) -> Vec<(String, u64)> {
+        let (d, m, e, s) = (&self.data, &self.model, &self.ensemble, &self.sampler);
+        let named = |key: &str| format!("--{} (config key `{key}`)", key.replace('_', "-"));
+        let optional = [
+            ("targets", m.targets),
+            ("batch_size", e.batch_size),
+            ("patience", e.patience),
+            ("chains", s.chains),
+            ("max_warmup", s.max_warmup),
+            ("threads", self.runtime.threads),
+        ];
+        let counts = [
+            ("members", e.members),
+            ("epochs", e.epochs),
+            ("warmup", s.warmup),
+            ("draws", s.draws),
+            ("thin", s.thin),
+            ("checkpoint_every", s.checkpoint_every),
+            ("early_stop_window", s.early_stop_window),
+            ("warmup_check", s.warmup_check),
+        ];
+        let seeds = [("split_seed", d.split_seed), ("seed", s.seed)];
+        optional
+            .into_iter()
+            .filter_map(|(key, v)| v.map(|v| (key, v)))
+            .chain(counts)
+            .chain(m.hidden.iter().map(|&width| ("hidden", width)))
+            .map(|(key, v)| (key, v as u64))
+            .chain(seeds)
+            .map(|(key, v)| (named(key), v))
+            .collect()
+    }
+
     /// Rejects impossible settings before anything runs or is written: every setting of every
     /// section, the sampler's own ranges included, so that a refusal never comes after the
     /// ensemble was trained (and never leaves a run directory behind).
@@ -486,6 +582,17 @@ impl RunConfig {
             .find(|(_, v)| !v.is_finite())
         {
             bail!("{name} must be a finite number, got {value}");
+        }
+        // TOML integers are i64: a larger count or seed could not be written to config.toml.
+        if let Some((name, value)) = self
+            .integer_settings()
+            .into_iter()
+            .find(|&(_, v)| v > i64::MAX as u64)
+        {
+            bail!(
+                "{name} must be at most {} (the largest integer config.toml can hold), got {value}",
+                i64::MAX
+            );
         }
         let d = &self.data;
         if !(d.test_fraction > 0.0 && d.test_fraction < 1.0) {
@@ -523,8 +630,11 @@ impl RunConfig {
             bail!("--patience (config key `patience`): early stopping of the members needs a validation split; set --validation-fraction");
         }
         let s = &self.sampler;
-        if s.chains == Some(0) || s.draws == 0 {
-            bail!("--chains and --draws (config keys `chains`, `draws`) must be positive, got {:?} and {}", s.chains, s.draws);
+        if s.chains == Some(0) {
+            bail!("--chains (config key `chains`) must be at least 1, or left out for one chain per member");
+        }
+        if s.draws == 0 {
+            bail!("--draws (config key `draws`) must be at least 1");
         }
         if s.thin == 0 {
             bail!("--thin (config key `thin`) must be at least 1");
@@ -536,8 +646,28 @@ impl RunConfig {
             );
         }
         if let Some(cap) = s.max_warmup {
-            if cap < s.warmup + s.warmup_check {
-                bail!("--max-warmup (config key `max_warmup`) must be at least --warmup + --warmup-check = {}, got {cap}", s.warmup + s.warmup_check);
+            let least = s.warmup.saturating_add(s.warmup_check);
+            if cap < least {
+                bail!("--max-warmup (config key `max_warmup`) must be at least --warmup + --warmup-check = {least}, got {cap}");
+            }
+        }
+        let mut budgets = vec![("warmup", s.warmup)];
+        budgets.extend(
+            s.max_warmup
+                .filter(|_| s.stationary_warmup())
+                .map(|cap| ("max_warmup", cap)),
+        );
+        for (key, warmup) in budgets {
+            if warmup
+                .checked_add(s.draws)
+                .is_none_or(|n| n > MAX_ITERATIONS_PER_CHAIN)
+            {
+                bail!(
+                    "--{} {warmup} + --draws {} (config keys `{key}`, `draws`) ask for more than {MAX_ITERATIONS_PER_CHAIN} iterations per chain, \
+                     11 days at a microsecond each: give a budget the run can finish",
+                    key.replace('_', "-"),
+                    s.draws,
+                );
             }
         }
         if let Some(step_size) = s.step_size {
@@ -615,13 +745,25 @@ impl RunConfig {
         Ok(())
     }
 
-    /// The sampler crate's own checks of the sampler section (ranges of the MCLMC knobs).
+    /// The sampler crate's own checks of the sampler section (ranges of the MCLMC knobs), each
+    /// refusal led by the flag and key of the setting it names (the longest key it mentions).
     fn sampler_config_check(&self) -> Result<()> {
         self.sampler
             .sampler_config(Some(1))
             .init()
             .map(|_| ())
-            .map_err(|e| anyhow!("[sampler] settings: {e}"))
+            .map_err(|e| {
+                let text = e.to_string();
+                let keys = self.sampler.algorithm.table();
+                let named = keys
+                    .keys()
+                    .filter(|key| text.contains(key.as_str()))
+                    .max_by_key(|key| key.len());
+                match named {
+                    Some(key) => anyhow!("{}: {text}", kernel_setting_name(key)),
+                    None => anyhow!("[sampler] settings: {text}"),
+                }
+            })
     }
 
     pub fn device_name(&self) -> Result<DeviceName> {
@@ -696,6 +838,20 @@ impl RunConfig {
         Ok(config)
     }
 
+    /// Each config key whose value differs between this config (a run directory's) and `asked`
+    /// (the one a command asks for), with both values, as config.toml writes them: e.g.
+    /// `sampler.algorithm.target_accept: 0.8 in the directory, 0.9 asked`. A key written on
+    /// one side only reads `unset` on the other.
+    pub fn differences(&self, asked: &RunConfig) -> Vec<String> {
+        let table = |config: &RunConfig| {
+            let text = config.to_toml().unwrap_or_default();
+            toml::Value::Table(text.parse().unwrap_or_default())
+        };
+        let mut found = Vec::new();
+        differing_keys("", &table(self), &table(asked), &mut found);
+        found
+    }
+
     /// The settings that decide the draws: a run directory may only be resumed with these equal.
     pub fn sampling_identity(&self) -> SamplingIdentity {
         // How often state is saved does not change the draws.
@@ -711,6 +867,37 @@ impl RunConfig {
             sampler,
             device,
         )
+    }
+}
+
+/// [`RunConfig::differences`] below `path`: tables key by key, anything else by value.
+fn differing_keys(path: &str, stored: &toml::Value, asked: &toml::Value, found: &mut Vec<String>) {
+    let show = |value: Option<&toml::Value>| value.map_or("unset".to_string(), |v| v.to_string());
+    match (stored, asked) {
+        (toml::Value::Table(stored), toml::Value::Table(asked)) => {
+            let asked_only = asked.keys().filter(|key| !stored.contains_key(*key));
+            for key in stored.keys().chain(asked_only) {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match (stored.get(key), asked.get(key)) {
+                    (Some(a), Some(b)) => differing_keys(&path, a, b, found),
+                    (a, b) => found.push(format!(
+                        "{path}: {} in the directory, {} asked",
+                        show(a),
+                        show(b)
+                    )),
+                }
+            }
+        }
+        _ if stored != asked => found.push(format!(
+            "{path}: {} in the directory, {} asked",
+            show(Some(stored)),
+            show(Some(asked))
+        )),
+        _ => {}
     }
 }
 
@@ -890,6 +1077,13 @@ mod tests {
                 "--learning-rate",
             ),
             (
+                RunConfig::new().with_sampler(s.clone().with_algorithm(mclmc(|c| {
+                    c.with_energy_variance_end(-1e-4)
+                        .with_initial_trajectory_length(Some(1.0))
+                }))),
+                "--energy-variance-end (config key `energy_variance_end`",
+            ),
+            (
                 RunConfig::new().with_sampler(s.clone().with_warmup(0)),
                 "--warmup",
             ),
@@ -910,6 +1104,89 @@ mod tests {
             )
             .validate()
             .unwrap();
+    }
+
+    #[test]
+    fn differences_name_each_key_with_both_values() {
+        let stored = RunConfig::new();
+        assert!(stored.differences(&stored.clone()).is_empty());
+        let asked = RunConfig::new()
+            .with_model(ModelSection::new().with_activation("tanh".into()))
+            .with_sampler(
+                SamplerSection::new()
+                    .with_algorithm(nuts(|c| c.with_target_accept(0.9)))
+                    .with_chains(Some(3)),
+            );
+        assert_eq!(
+            stored.differences(&asked),
+            [
+                "model.activation: \"relu\" in the directory, \"tanh\" asked",
+                "sampler.algorithm.target_accept: 0.8 in the directory, 0.9 asked",
+                "sampler.chains: unset in the directory, 3 asked",
+            ]
+        );
+    }
+
+    #[test]
+    fn counts_beyond_tomls_integers_and_endless_budgets_are_refused_by_flag() {
+        let s = SamplerSection::new();
+        let huge = u64::MAX as usize;
+        for (config, flag) in [
+            (
+                RunConfig::new().with_sampler(s.clone().with_seed(u64::MAX)),
+                "--seed (config key `seed`) must be at most 9223372036854775807",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_draws(huge)),
+                "--draws (config key `draws`) must be at most",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_chains(Some(huge))),
+                "--chains (config key `chains`) must be at most",
+            ),
+            (
+                RunConfig::new().with_data(DataSection::new().with_split_seed(u64::MAX)),
+                "--split-seed",
+            ),
+            (
+                RunConfig::new().with_model(ModelSection::new().with_hidden(vec![8, huge])),
+                "--hidden (config key `hidden`) must be at most",
+            ),
+            (
+                RunConfig::new().with_sampler(
+                    s.clone()
+                        .with_warmup(i64::MAX as usize)
+                        .with_draws(i64::MAX as usize),
+                ),
+                "--warmup 9223372036854775807 + --draws 9223372036854775807",
+            ),
+            (
+                RunConfig::new()
+                    .with_sampler(s.clone().with_max_warmup(Some(MAX_ITERATIONS_PER_CHAIN))),
+                "--max-warmup 1000000000000 + --draws 1000 (config keys `max_warmup`, `draws`)",
+            ),
+            (
+                RunConfig::new().with_sampler(s.clone().with_warmup(MAX_ITERATIONS_PER_CHAIN)),
+                "--warmup 1000000000000 + --draws 1000 (config keys `warmup`, `draws`)",
+            ),
+            (
+                RunConfig::new().with_model(ModelSection::new().with_hidden(vec![1 << 40, 1 << 40])),
+                "--hidden '1099511627776,1099511627776' (config key `hidden`): the network's parameter count overflows",
+            ),
+        ] {
+            let message = config.validate().unwrap_err().to_string();
+            assert!(message.starts_with(flag), "{flag}: {message}");
+        }
+        let message = RunConfig::new()
+            .with_sampler(s.with_chains(Some(0)))
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("--chains (config key `chains`) must be at least 1")
+                && !message.contains("Some("),
+            "{message}"
+        );
     }
 
     #[test]

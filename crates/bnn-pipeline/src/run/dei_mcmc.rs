@@ -10,6 +10,7 @@ use crate::run::progress::{Progress, Silent};
 use crate::run::sampling::Sampling;
 use crate::run::trained_ensemble::TrainedEnsemble;
 use crate::storage::run_dir::{write_json, RunDir};
+use crate::storage::run_lock::{Access, RunLock};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_data::Dataset;
 use bnn_model::{AutodiffLogDensity, BnnConfig, MlpPosterior, ParameterLayout, Posterior};
@@ -18,7 +19,7 @@ use burn::tensor::{DType, Device};
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// One DEI-MCMC run of the built-in MLP (Sommer et al. 2024): its config, its prepared data,
 /// the posterior on the training rows and the run directory every stage reads and writes.
@@ -48,6 +49,9 @@ pub struct DeiMcmc {
     pub(crate) stop: Arc<AtomicBool>,
     /// The part of the chains this process runs (a cluster array task); `None`: all of them.
     pub(crate) shard: Option<Shard>,
+    /// The run directory's lock, once a step has read or written it (held until this run is
+    /// dropped).
+    lock: Mutex<Option<RunLock>>,
 }
 
 /// How [`DeiMcmc::run`] ended.
@@ -76,8 +80,9 @@ pub struct RunReport {
 impl DeiMcmc {
     /// A run of `config` in `dir`, on the dataset its `[data]` section names (a benchmark, a
     /// generator or a CSV file).
-    pub fn new(config: RunConfig, dir: impl Into<PathBuf>) -> Result<Self> {
+    pub fn new(mut config: RunConfig, dir: impl Into<PathBuf>) -> Result<Self> {
         config.validate()?;
+        config.data.pin_csv_file()?;
         let data = prepare(&config.data.dataset, &Preparation::for_run(&config))?;
         Self::with_prepared(config, data, RunDir::new(dir))
     }
@@ -99,7 +104,11 @@ impl DeiMcmc {
     /// The run in an existing run directory, with the config saved there.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self> {
         let dir = RunDir::new(dir);
-        let config = dir.load_config()?;
+        let mut config = dir.load_config()?;
+        // A CSV file recorded with its hash must still hold those bytes (older runs have none).
+        if config.data.dataset_sha256.is_some() {
+            config.data.pin_csv_file()?;
+        }
         let data = prepare(&config.data.dataset, &Preparation::for_run(&config))?;
         Self::with_prepared(config, data, dir)
     }
@@ -149,6 +158,7 @@ impl DeiMcmc {
             progress: Arc::new(Silent),
             stop: Arc::new(AtomicBool::new(false)),
             shard: None,
+            lock: Mutex::new(None),
         })
     }
 
@@ -220,9 +230,21 @@ impl DeiMcmc {
         &self.layout
     }
 
-    /// Writes the config to the run directory, refusing a directory that holds another run.
+    /// Writes the config to the run directory, refusing a directory that holds another run or
+    /// that another process is writing.
     pub fn claim(&self) -> Result<()> {
+        self.lock(Access::Write)?;
         self.dir.claim(&self.config)
+    }
+
+    /// Locks the run directory for `access` (see [`RunLock`]): once for this run, refused at once
+    /// when another process writes it (or, for writing, reads it).
+    pub fn lock(&self, access: Access) -> Result<()> {
+        let mut held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if held.as_ref().is_none_or(|lock| lock.access() < access) {
+            *held = Some(RunLock::acquire(self.dir.root(), access)?);
+        }
+        Ok(())
     }
 
     /// Everything at once: the ensemble (when the chains start from one and the directory lacks
@@ -254,7 +276,7 @@ impl DeiMcmc {
         // A shard may be a requeued task: it continues the chains it checkpointed and starts
         // the others afresh (also those killed before their first checkpoint).
         let sampling = if self.shard.is_some() {
-            self.resume()?
+            self.start_or_resume()?
         } else {
             self.sample()?
         };

@@ -12,6 +12,8 @@ use crate::run::sampling::{chain_states, run_session, Sampling};
 use crate::storage::draw_reader::for_each_stored_draw;
 use crate::storage::draw_store::{cmdstan_names, DrawStore};
 use crate::storage::run_dir::{write_json, RunDir};
+use crate::storage::run_lock::{Access, RunLock};
+use crate::storage::stored_chains::{check_draw_count, count_draw_rows};
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{AutodiffLogDensity, Likelihood, ParameterLayout, Posterior, PredictiveMetrics};
 use bnn_sampler::{ChainStart, LogDensity, SamplerSettings};
@@ -79,6 +81,8 @@ pub struct ModuleRun<D> {
     dir: RunDir,
     progress: Arc<dyn Progress>,
     stop: Arc<AtomicBool>,
+    /// The directory's write lock, taken by the first step that writes (see [`RunLock`]).
+    lock: std::sync::OnceLock<RunLock>,
 }
 
 impl<P: Posterior> ModuleRun<AutodiffLogDensity<P>> {
@@ -117,6 +121,7 @@ impl<D: LogDensity> ModuleRun<D> {
             dir: RunDir::new(dir),
             progress: Arc::new(Silent),
             stop: Arc::new(AtomicBool::new(false)),
+            lock: std::sync::OnceLock::new(),
         })
     }
 
@@ -182,6 +187,11 @@ impl<D: LogDensity> ModuleRun<D> {
     /// Writes `module_run.json` and `layout.json` unless the directory holds the same run;
     /// refuses a directory of another run.
     pub fn claim(&self) -> Result<()> {
+        if self.lock.get().is_none() {
+            let _ = self
+                .lock
+                .set(RunLock::acquire(self.dir.root(), Access::Write)?);
+        }
         if self.holds_this_run()? {
             return Ok(());
         }
@@ -372,6 +382,7 @@ impl<D: LogDensity> ModuleRun<D> {
                     "chain_seconds_sampling": busy_sampling,
                     "seconds_wall_last_session": outcome.seconds_wall,
                     "resumed": resume,
+                    "chain_draws": crate::run::sampling::chain_draws(&outcome.chains),
                 }),
             )?;
         }
@@ -393,7 +404,9 @@ impl<D: LogDensity> ModuleRun<D> {
         (0..self.config.chains())
             .map(|c| {
                 let mut chain = Vec::new();
-                for_each_stored_draw(&self.dir.draws(c), self.layout.dim(), |_, theta| {
+                let path = self.dir.draws(c);
+                let readable = check_draw_count(&self.dir, c, count_draw_rows(&path)?)?;
+                for_each_stored_draw(&path, self.layout.dim(), readable, |_, theta| {
                     chain.push(theta.to_vec());
                     Ok(())
                 })?;

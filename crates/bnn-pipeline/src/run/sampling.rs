@@ -1,5 +1,6 @@
 //! Running a run's chains from their warm starts, streaming draws and checkpoints; resuming a stopped run.
 
+use crate::cluster::shard::config_hash;
 use crate::cluster::shard::ShardManifest;
 use crate::config::run_config::Init;
 use crate::run::dei_mcmc::DeiMcmc;
@@ -8,6 +9,8 @@ use crate::run::progress::{Progress, ProgressEvent, Stage};
 use crate::storage::draw_reader::for_each_stored_draw;
 use crate::storage::draw_store::{ChainSampling, Checkpoint, DrawStore};
 use crate::storage::run_dir::{write_json, RunDir};
+use crate::storage::run_journal::{self, JournalEntry, JournalEvent};
+use crate::storage::run_lock::Access;
 use anyhow::{anyhow, bail, Context as _, Result};
 use bnn_model::{initial_parameters, load_parameters};
 use bnn_sampler::{ChainStart, ChainState, LogDensity, RunStatus, Sampler, SamplerSettings};
@@ -33,12 +36,58 @@ impl DeiMcmc {
     /// Runs the chains from their starts; refuses a directory that already holds draws.
     pub fn sample(&self) -> Result<Sampling> {
         self.claim()?;
-        self.run_chains(false)
+        self.run_chains(Session::Start)
     }
 
-    /// Continues a stopped run from its checkpoints.
+    /// Continues a stopped run from its checkpoints, with the settings sampling started with;
+    /// refuses a directory where no sampling was started ("nothing to resume").
     pub fn resume(&self) -> Result<Sampling> {
-        self.run_chains(true)
+        self.lock(Access::Write)?;
+        self.check_resumable()?;
+        self.run_chains(Session::Resume)
+    }
+
+    /// A shard's session, which may be a requeued task: it continues what it started and starts
+    /// the rest.
+    pub fn start_or_resume(&self) -> Result<Sampling> {
+        self.claim()?;
+        let started = run_journal::sampling_started(&self.dir)?.is_some() || self.dir.has_draws();
+        match started {
+            true => {
+                self.check_resumable()?;
+                self.run_chains(Session::Resume)
+            }
+            false => self.run_chains(Session::StartResumable),
+        }
+    }
+
+    /// What `resume` continues must be what was started: the journal records the settings of
+    /// the draws before the first one (directories from before the journal have their draws or
+    /// checkpoints to show that sampling started).
+    fn check_resumable(&self) -> Result<()> {
+        let root = self.dir.root().display();
+        let Some(started) = run_journal::sampling_started(&self.dir)? else {
+            if self.dir.has_draws() {
+                return Ok(());
+            }
+            let what = if self.dir.has_ensemble() {
+                "it holds a trained ensemble, and no sampling was started there"
+            } else {
+                "no sampling was started there"
+            };
+            bail!("nothing to resume in {root}: {what}; start it with `bnn sample --out {root}` (with the sampler flags you want)");
+        };
+        let now = config_hash(&self.config);
+        if started.config_sha256 != now {
+            bail!(
+                "{root}/config.toml no longer holds the settings sampling started with ({} on {}, settings sha256 {}; now {}, sha256 {now}): the directory was changed by hand or by another program, and resuming would mix two runs' draws",
+                started.sampler,
+                crate::storage::run_lock::utc_text(started.time),
+                started.config_sha256,
+                self.config.sampler.algorithm.name()
+            );
+        }
+        Ok(())
     }
 
     /// The starting points of the chains `ids` (and the ensemble's training seconds, 0 when none
@@ -90,7 +139,8 @@ impl DeiMcmc {
         })
     }
 
-    fn run_chains(&self, resume: bool) -> Result<Sampling> {
+    fn run_chains(&self, session: Session) -> Result<Sampling> {
+        let resume = session != Session::Start;
         let config = &self.config;
         let ids = self.chain_ids();
         let chains = ids.len();
@@ -103,8 +153,13 @@ impl DeiMcmc {
         if !resume
             && (self.dir.has_checkpoints(&ids) || ids.iter().any(|&c| self.dir.draws(c).exists()))
         {
-            bail!("{root} already holds draws; continue it with `bnn sample --resume {root}` (DeiMcmc::resume) or choose a new run directory");
+            bail!("{root} already holds draws; continue it with `bnn sample --resume {root}` or choose a new run directory");
         }
+        let event = match session {
+            Session::Resume => JournalEvent::SamplingResumed,
+            Session::Start | Session::StartResumable => JournalEvent::SamplingStarted,
+        };
+        run_journal::append(&self.dir, &JournalEntry::new(event, config))?;
         let (starts, seconds_ensemble) = self.chain_starts(&ids)?;
         self.write_layout()?;
         let mut manifest = self
@@ -151,9 +206,10 @@ impl DeiMcmc {
             });
             let mut early = EarlyStop::new(rule, test.rows, config.chains(), pointwise);
             for (&c, checkpoint) in ids.iter().zip(&resumed) {
-                if checkpoint.is_some() {
+                if let Some(checkpoint) = checkpoint {
                     // Rebuild the chain's LPPD history from its stored draws (what it saw before).
-                    for_each_stored_draw(&self.dir.draws(c), self.layout.dim(), |_, theta| {
+                    let (path, dim) = (self.dir.draws(c), self.layout.dim());
+                    for_each_stored_draw(&path, dim, checkpoint.kept_draws, |_, theta| {
                         early.observe(c, theta).map(|_| ())
                     })?;
                 }
@@ -193,6 +249,8 @@ impl DeiMcmc {
             self.progress.as_ref(),
         )?;
         if !outcome.finished {
+            let stopped = JournalEntry::new(JournalEvent::SamplingStopped, config);
+            run_journal::append(&self.dir, &stopped)?;
             self.progress.report(&ProgressEvent::Finished {
                 stage: Stage::Sampling,
                 message: "interrupted: every chain is checkpointed",
@@ -221,12 +279,15 @@ impl DeiMcmc {
             "chain_seconds_warmup": busy_warmup,
             "chain_seconds_sampling": busy_sampling,
             "resumed": resume,
+            "chain_draws": chain_draws(&outcome.chains),
         });
         if let Some(shard) = self.shard {
             record["shard"] = json!(shard.to_string());
             record["chain_ids"] = json!(ids);
         }
         write_json(&self.dir.sampling(), &record)?;
+        let finished = JournalEntry::new(JournalEvent::SamplingFinished, config);
+        run_journal::append(&self.dir, &finished)?;
         if let Some(manifest) = &mut manifest {
             manifest.finished = Some(crate::cluster::shard::unix_now());
             write_json(
@@ -241,6 +302,27 @@ impl DeiMcmc {
         });
         Ok(outcome)
     }
+}
+
+/// How a sampling session begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Session {
+    /// Every chain from its start, in a directory without draws.
+    Start,
+    /// From the checkpoints (chains without one start again).
+    Resume,
+    /// A shard's first session: every chain from its start, as a resume would continue it.
+    StartResumable,
+}
+
+/// `sampling.json`'s record of the draws each chain kept, which readers check the draws files
+/// against when a checkpoint is missing.
+pub(crate) fn chain_draws(chains: &[ChainSampling]) -> serde_json::Value {
+    let counts: serde_json::Map<String, serde_json::Value> = chains
+        .iter()
+        .map(|c| (c.chain.to_string(), json!(c.kept_draws)))
+        .collect();
+    serde_json::Value::Object(counts)
 }
 
 /// The chains `ids` at their starts, each replaced by its checkpoint when resuming (and the

@@ -1,5 +1,6 @@
 //! Reads a chain's draws file back row by row (streaming: memory O(D) per row), checking the
-//! header against the model's layout and naming file and line on any malformed value.
+//! header against the model's layout and naming file and line on any malformed or non-finite
+//! value.
 
 use anyhow::{bail, Context, Result};
 use bnn_sampler::DrawStats;
@@ -15,10 +16,13 @@ pub struct StoredStats {
     pub divergent: bool,
 }
 
-/// Calls `f(stats, position)` for every draw of the file; returns the number of draws.
+/// Calls `f(stats, position)` for each of the first `limit` draws of the file (the count
+/// [`crate::check_draw_count`] allows); returns the number of draws read. `lp__` and every
+/// parameter must be finite: a NaN or an infinity there is refused, naming file, line and column.
 pub fn for_each_stored_draw(
     path: &Path,
     dim: usize,
+    limit: usize,
     mut f: impl FnMut(&StoredStats, &[f64]) -> Result<()>,
 ) -> Result<usize> {
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
@@ -52,6 +56,9 @@ pub fn for_each_stored_draw(
     let mut values = Vec::with_capacity(columns);
     let mut count = 0;
     for (index, line) in lines {
+        if count == limit {
+            break;
+        }
         let line = line.with_context(|| format!("reading {}", path.display()))?;
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -66,6 +73,15 @@ pub fn for_each_stored_draw(
                     column + 1
                 )
             })?;
+            if !value.is_finite() && (column == 0 || column >= stat_columns) {
+                bail!(
+                    "{} line {}, column {} ({}): {text} is not finite; a chain never keeps such a draw, so the file is damaged (restore it, or sample the run again)",
+                    path.display(),
+                    index + 1,
+                    column + 1,
+                    names.get(column).unwrap_or(&"?")
+                );
+            }
             values.push(value);
         }
         if values.len() != columns {

@@ -4,4 +4,6 @@
 pub(crate) mod draw_reader;
 pub(crate) mod draw_store;
 pub(crate) mod run_dir;
+pub(crate) mod run_journal;
+pub(crate) mod run_lock;
 pub(crate) mod stored_chains;

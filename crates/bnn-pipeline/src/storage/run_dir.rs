@@ -87,12 +87,26 @@ impl RunDir {
     pub fn diagnostics(&self) -> PathBuf {
         self.root.join("diagnostics.json")
     }
+    /// `journal.jsonl`: what was started here and how it ended, appended only.
+    pub fn journal(&self) -> PathBuf {
+        self.root.join("journal.jsonl")
+    }
 
     /// The run's resolved config; a clear error when the directory is not a run directory.
     pub fn load_config(&self) -> Result<RunConfig> {
         let path = self.config();
-        if !path.exists() {
-            bail!("{} is not a run directory (no config.toml): run `bnn train`, `bnn sample` or `bnn run` with --out first", self.root.display());
+        match std::fs::metadata(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && self.root.is_dir() => {
+                bail!("{} is not a run directory (no config.toml): run `bnn train`, `bnn sample` or `bnn run` with --out first", self.root.display())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match std::fs::metadata(&self.root) {
+                Err(root) if root.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(root).with_context(|| format!("reading {}", self.root.display()))
+                }
+                _ => bail!("{} is not a run directory (it does not exist): run `bnn train`, `bnn sample` or `bnn run` with --out first", self.root.display()),
+            },
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         }
         let mut config = RunConfig::from_toml_file(&path)?;
         // Written before the warmup policies existed: its chains warmed up by the fixed schedule.
@@ -140,9 +154,18 @@ impl RunDir {
             if existing.sampling_identity() != config.sampling_identity()
                 && !same_ensemble_not_sampled
             {
+                // What does not change the draws is left out of the list.
+                let differences: Vec<String> = existing
+                    .differences(config)
+                    .into_iter()
+                    .filter(|d| {
+                        !d.starts_with("runtime.") && !d.starts_with("sampler.checkpoint_every")
+                    })
+                    .collect();
                 bail!(
-                    "{} already holds a run with another configuration; use a new --out directory (or --resume to continue that run)",
-                    self.root.display()
+                    "{} already holds a run with another configuration ({}); use a new --out directory (or --resume to continue that run)",
+                    self.root.display(),
+                    differences.join("; ")
                 );
             }
         }
@@ -158,7 +181,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp"));
+    // Unique per process and call: two processes (or threads) never share a temporary file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
     let written = std::fs::write(&tmp, bytes)
         .with_context(|| format!("writing {}", tmp.display()))
         .and_then(|()| {
