@@ -106,8 +106,8 @@ pub struct MemoryEstimate {
     pub parameters: usize,
     pub members: usize,
     pub chains: usize,
-    /// The networks: members × [`TRAINING_BYTES_PER_PARAMETER`] + chains ×
-    /// [`SAMPLING_BYTES_PER_PARAMETER`], per parameter.
+    /// The networks: members × `TRAINING_BYTES_PER_PARAMETER` + chains ×
+    /// `SAMPLING_BYTES_PER_PARAMETER`, per parameter.
     pub network_bytes: u64,
     /// The training data as f64, and one training pass over it (a minibatch, or every row).
     pub data_bytes: u64,
