@@ -309,9 +309,10 @@ fn resume_without_a_started_sampling_says_there_is_nothing_to_resume() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
-/// A finished small run (cos(2x), 2 chains, 30 + 40).
-fn finished_run(dir: &Path) {
-    let o = run(&strings(&[
+/// `bnn run` of a small DEI-MCMC (cos(2x), 2 members and chains, 30 + 40) into `dir`, with
+/// `extra` flags after the others.
+fn small_run(dir: &Path, extra: &[&str]) -> Output {
+    let mut args = strings(&[
         "run",
         "--dataset",
         "cos2x",
@@ -329,9 +330,15 @@ fn finished_run(dir: &Path) {
         "4",
         "--threads",
         "1",
-        "--out",
-        &path(dir),
-    ]));
+    ]);
+    args.extend(strings(extra));
+    args.extend(["--out".to_string(), path(dir)]);
+    run(&args)
+}
+
+/// A finished [`small_run`].
+fn finished_run(dir: &Path) {
+    let o = small_run(dir, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
@@ -526,29 +533,7 @@ fn a_contradicting_flag_on_a_sampled_directory_names_both_values() {
     let root = temp_dir("db-contradict");
     let dir = root.join("run");
     finished_run(&dir);
-    let o = run(&strings(&[
-        "run",
-        "--dataset",
-        "cos2x",
-        "--hidden",
-        "8",
-        "--members",
-        "2",
-        "--epochs",
-        "200",
-        "--warmup",
-        "30",
-        "--draws",
-        "40",
-        "--max-depth",
-        "4",
-        "--threads",
-        "1",
-        "--target-accept",
-        "0.9",
-        "--out",
-        &path(&dir),
-    ]));
+    let o = small_run(&dir, &["--target-accept", "0.9"]);
     assert!(!o.status.success());
     let message = stderr(&o);
     assert!(

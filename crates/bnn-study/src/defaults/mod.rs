@@ -164,7 +164,7 @@ impl DefaultsConfig {
             warmup_policy: candidate.warmup_policy,
             extra: ExtraRunFlags {
                 base: self.extra.base.clone(),
-                apply: Box::new(move |config| Ok(with_candidate((user.apply)(config)?, &chosen))),
+                apply: Box::new(move |config| with_candidate((user.apply)(config)?, &chosen)),
                 words,
             },
             ..Table3Config::of(TABLE3)
@@ -209,18 +209,21 @@ impl DefaultsConfig {
 }
 
 /// `config` with the candidate's activation and NUTS target (its warmup policy is the Table 3
-/// runs' own setting).
+/// runs' own setting). An `--extra` that switched the runs to a sampler without a target
+/// acceptance is refused by name.
 fn with_candidate(
     mut config: bnn_pipeline::RunConfig,
     candidate: &Candidate,
-) -> bnn_pipeline::RunConfig {
+) -> Result<bnn_pipeline::RunConfig> {
     config.model.activation = candidate.activation.clone();
-    config
-        .sampler
-        .algorithm
-        .set("target_accept", toml::Value::Float(candidate.target_accept))
-        .expect("the Table 3 runs are NUTS, which has a target acceptance");
-    config
+    let target = toml::Value::Float(candidate.target_accept);
+    if let Err(e) = config.sampler.algorithm.set("target_accept", target) {
+        bail!(
+            "--extra: the defaults study compares NUTS target acceptances, and {} has none: {e}",
+            config.sampler.algorithm.name()
+        );
+    }
+    Ok(config)
 }
 
 /// What the study wrote.
