@@ -2701,6 +2701,7 @@ fn study_table3_runs_at_toy_size() {
         "split_seed=0",
         "hidden=[16,16",
         "activation=\"relu\"",
+        "target_accept=0.8",
         "prior=\"normal:1\"",
         "standardize=\"full\"",
     ] {
@@ -2721,6 +2722,88 @@ fn study_table3_runs_at_toy_size() {
         stdout(&o).contains("| 6 + 6, depth 3, stationary warmup |"),
         "{}",
         stdout(&o)
+    );
+}
+
+/// `bnn study defaults` at toy size on yacht: two candidates from the same seeds, the paper's
+/// setting and `bnn run`'s default, side by side with the goals checked and a choice named;
+/// bad candidates refused by name with nothing written.
+#[test]
+fn study_defaults_runs_at_toy_size() {
+    let dir = temp_dir("study-defaults");
+    let out = dir.join("defaults");
+    let defaults = |extra: &[&str]| {
+        let mut args = vec![
+            "study",
+            "defaults",
+            "--out",
+            out.to_str().unwrap(),
+            "--datasets",
+            "yacht",
+            "--splits",
+            "1",
+            "--warmup",
+            "6",
+            "--draws",
+            "6",
+            "--max-depth",
+            "3",
+            "--extra",
+            "--epochs 40 --chains 2 --members 2",
+        ];
+        args.extend(extra);
+        bnn(&args)
+    };
+    for (candidates, message) in [
+        ("tanh-0.95", "must be among them"),
+        ("relu-fixed-0.8,swish-0.9", "swish"),
+        ("relu-fixed-0.8,tanh-1.5", "tanh-1.5"),
+    ] {
+        let o = defaults(&["--candidates", candidates]);
+        assert!(!o.status.success(), "{candidates}: {}", stderr(&o));
+        assert!(stderr(&o).contains(message), "{candidates}: {}", stderr(&o));
+        assert!(!out.exists(), "{candidates} wrote {}", out.display());
+    }
+    if bnn_data::require_data_dir("study_defaults_runs_at_toy_size").is_none() {
+        return;
+    }
+    let o = defaults(&["--candidates", "relu-fixed-0.8,tanh-0.95"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let table = std::fs::read_to_string(out.join("defaults.md")).unwrap();
+    for row in ["| relu-fixed-0.80 | 1 |", "| tanh-0.95 | 1 |"] {
+        assert!(table.contains(row), "{row} not in {table}");
+    }
+    assert!(
+        table.contains("Measured choice so far") && table.contains("of 6 goal × dataset pairs"),
+        "{table}"
+    );
+    // Each candidate's run has its own activation and target, from the same split and seed.
+    for (name, activation, target) in [
+        ("relu-fixed-0.80", "relu", "0.8"),
+        ("tanh-0.95", "tanh", "0.95"),
+    ] {
+        let config =
+            std::fs::read_to_string(out.join(name).join("yacht-split0").join("config.toml"))
+                .unwrap();
+        let compact: String = config.chars().filter(|c| !c.is_whitespace()).collect();
+        for setting in [
+            format!("activation=\"{activation}\""),
+            format!("target_accept={target}"),
+            "split_seed=0".to_string(),
+        ] {
+            assert!(
+                compact.contains(&setting),
+                "{name}: {setting} not in {config}"
+            );
+        }
+    }
+    // Asked again: every run is reused and the tables come back the same.
+    let o = defaults(&["--candidates", "relu-fixed-0.8,tanh-0.95"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("== "), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(out.join("defaults.md")).unwrap(),
+        table
     );
 }
 

@@ -538,7 +538,7 @@ fn a_contradicting_flag_on_a_sampled_directory_names_both_values() {
     let message = stderr(&o);
     assert!(
         message.contains("another configuration")
-            && message.contains("target_accept: 0.8 in the directory, 0.9 asked"),
+            && message.contains("target_accept: 0.95 in the directory, 0.9 asked"),
         "{message}"
     );
 }

@@ -7,8 +7,8 @@ use bnn_pipeline::{
     Standardize,
 };
 use bnn_sampler::{
-    AlgorithmConfig, MclmcConfig, MetricEstimate, SamplerSettings, SmileConfig, StepSizeSearch,
-    WarmupPolicy,
+    AlgorithmConfig, MclmcConfig, MetricEstimate, NutsConfig, SamplerSettings, SmileConfig,
+    StepSizeSearch, WarmupPolicy,
 };
 
 /// Whole recipes behind `--preset`.
@@ -18,6 +18,16 @@ pub enum Preset {
     Mile,
     /// SMILE: MILE's members and budget, sampled by stochastic-gradient MCLMC (`--sampler smile`).
     Smile,
+    /// Sommer et al. 2024's DEI-MCMC: ReLU, NUTS at target acceptance 0.8, the fixed warmup.
+    Sommer2024,
+}
+
+impl Preset {
+    /// Whether the recipe is MILE's: its members train on a validation split with AdamW, and
+    /// its sampler runs at MILE's budget.
+    fn is_mile(self) -> bool {
+        matches!(self, Preset::Mile | Preset::Smile)
+    }
 }
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -98,7 +108,9 @@ pub struct RunFlags {
     /// A whole recipe: `mile` = MILE (Sommer et al. 2025): the --mile ensemble, then MCLMC from
     /// every member, 50,000 tuning + 10,000 sampling steps kept every 10th (other flags still
     /// override its parts; add --batched true on a GPU); `smile` = the same with SMILE's
-    /// minibatch gradients (Sommer et al. 2026; --sampler-batch-size rows per gradient).
+    /// minibatch gradients (Sommer et al. 2026; --sampler-batch-size rows per gradient);
+    /// `sommer2024` = DEI-MCMC as Sommer et al. 2024 ran it: ReLU, NUTS at target acceptance 0.8
+    /// with the fixed 100-iteration warmup (the defaults are the defaults study's choice).
     #[arg(long, value_enum)]
     pub preset: Option<Preset>,
     /// Transition kernel: any registered sampler (config: `name` in [sampler.algorithm]).
@@ -275,7 +287,7 @@ impl RunFlags {
     fn explicit_ensemble_settings(&self) -> Result<Vec<(String, &'static str, &'static str)>> {
         let f = self;
         // The MILE recipe sets the validation split and the training settings it names.
-        let by_recipe = f.mile || f.preset.is_some();
+        let by_recipe = f.mile || f.preset.is_some_and(Preset::is_mile);
         let flags: [(&str, &str, &str, bool); 21] = [
             ("--dataset", "data", "dataset", f.dataset.is_some()),
             ("--split-seed", "data", "split_seed", f.split_seed.is_some()),
@@ -308,7 +320,7 @@ impl RunFlags {
                 "--activation",
                 "model",
                 "activation",
-                f.activation.is_some(),
+                f.activation.is_some() || f.preset == Some(Preset::Sommer2024),
             ),
             (
                 "--likelihood",
@@ -371,6 +383,8 @@ impl RunFlags {
         ];
         let recipe = if f.preset == Some(Preset::Smile) {
             " (or --preset smile)"
+        } else if f.preset == Some(Preset::Sommer2024) {
+            " (or --preset sommer2024)"
         } else if f.preset.is_some() {
             " (or --preset mile)"
         } else if f.mile {
@@ -407,6 +421,7 @@ impl RunFlags {
         self.sampler.as_deref().or(match self.preset {
             Some(Preset::Mile) => Some(MclmcConfig::NAME),
             Some(Preset::Smile) => Some(SmileConfig::NAME),
+            Some(Preset::Sommer2024) => Some(NutsConfig::NAME),
             None => None,
         })
     }
@@ -424,7 +439,7 @@ impl RunFlags {
             None => (RunConfig::new(), Vec::new()),
         };
         let mut config = self.apply(base)?;
-        if self.preset.is_none() {
+        if !self.preset.is_some_and(Preset::is_mile) {
             let budget = config
                 .sampler
                 .sampler_config(None)
@@ -473,6 +488,7 @@ impl RunFlags {
         match f.preset {
             Some(Preset::Mile) => config = config.with_mile().with_mile_sampling(),
             Some(Preset::Smile) => config = config.with_mile().with_smile_sampling(),
+            Some(Preset::Sommer2024) => config = config.with_sommer2024(),
             None => {}
         }
         let d = &mut config.data;
@@ -1106,6 +1122,73 @@ mod tests {
             MetricEstimate::DrawsAndGradients
         );
         assert!(parse_metric_estimate("gradients").is_err());
+    }
+
+    /// `bnn run`'s defaults as the command line resolves them are the defaults study's
+    /// measured choice (its committed results name it), and `--preset sommer2024` is the paper.
+    #[test]
+    fn the_defaults_are_the_studys_choice_and_the_preset_is_the_papers() {
+        use bnn_pipeline::{FLAGSHIP, SOMMER2024};
+        let target = |c: &RunConfig| c.sampler.algorithm.get("target_accept");
+        let default = RunFlags::default().resolve().unwrap();
+        assert_eq!(default.sampler.algorithm.name(), "nuts");
+        assert_eq!(
+            (
+                default.model.activation.as_str(),
+                target(&default),
+                default.sampler.warmup_policy
+            ),
+            (
+                "tanh",
+                Some(toml::Value::Float(0.95)),
+                WarmupPolicy::Stationary
+            )
+        );
+        assert_eq!(default.model.activation, FLAGSHIP.activation);
+        let results =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../bnn-study/results/defaults/defaults.md");
+        let results = std::fs::read_to_string(&results)
+            .unwrap_or_else(|e| panic!("{}: {e}", results.display()));
+        let choice = format!("Measured choice so far (every dataset finished; most goals met, then mean LPPD): **{}**", FLAGSHIP.candidate_name());
+        assert!(results.contains(&choice), "{choice}");
+
+        let paper = RunFlags {
+            preset: Some(Preset::Sommer2024),
+            ..RunFlags::default()
+        };
+        let config = paper.resolve().unwrap();
+        assert_eq!(
+            (
+                config.model.activation.as_str(),
+                target(&config),
+                config.sampler.warmup_policy
+            ),
+            (
+                SOMMER2024.activation,
+                Some(toml::Value::Float(0.8)),
+                WarmupPolicy::Fixed
+            )
+        );
+        assert_eq!((config.sampler.warmup, config.sampler.draws), (100, 1000));
+        assert_eq!(config.model.hidden, [16, 16]);
+        // Flags still win over the preset, and a stored tanh ensemble is not silently
+        // sampled as ReLU: the preset's activation counts as asked.
+        let flagged = RunFlags {
+            preset: Some(Preset::Sommer2024),
+            target_accept: Some(0.9),
+            ..RunFlags::default()
+        };
+        assert_eq!(
+            target(&flagged.resolve().unwrap()),
+            Some(toml::Value::Float(0.9))
+        );
+        let asked = paper.explicit_ensemble_settings().unwrap();
+        assert!(
+            asked
+                .iter()
+                .any(|(how, _, key)| *key == "activation" && how.contains("--preset sommer2024")),
+            "{asked:?}"
+        );
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub use config::run_config::{
     DataSection, EnsembleSection, Init, ModelSection, RunConfig, RuntimeSection, SamplerSection,
     SamplingIdentity, Standardize,
 };
+pub use config::run_defaults::{RunDefaults, BEFORE_FLAGSHIP, FLAGSHIP, SOMMER2024};
 pub use config::run_size::{
     available_memory, human_bytes, parameter_count, DataShape, MemoryEstimate,
 };

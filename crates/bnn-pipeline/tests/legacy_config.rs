@@ -2,17 +2,23 @@
 //! `config.toml` (the fixtures are real ones, written by `bnn run` at commit 72a92a6) reads as
 //! the sampler those runs built, and is written back in the current shape.
 
-use bnn_pipeline::RunConfig;
+use bnn_pipeline::{RunConfig, RunDir};
 use bnn_sampler::{
     AlgorithmConfig, HmcConfig, MamsConfig, MclmcConfig, MsdConfig, NutsConfig, RandomWalkConfig,
 };
 use std::path::Path;
 
+/// The fixture read as the run directory it came from (`RunDir::load_config`, which restores
+/// the defaults of its day for keys it does not record).
 fn fixture(name: &str) -> RunConfig {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(format!("legacy-{name}.toml"));
-    RunConfig::from_toml_file(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"))
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(&path, dir.path().join("config.toml")).unwrap();
+    RunDir::new(dir.path())
+        .load_config()
+        .unwrap_or_else(|e| panic!("{name}: {e:#}"))
 }
 
 #[test]
@@ -153,4 +159,27 @@ fn a_flat_shards_recorded_config_hash_is_recognized() {
         None
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A run directory of `bnn run`'s defaults before they became the defaults study's choice (ReLU,
+/// target 0.8, stationary warmup; `bnn study defaults`'s relu-0.80 run of yacht split 0 at
+/// 6bba735): it reads as the settings it ran, with the hash its journal recorded when sampling
+/// began, so it resumes and predicts as it would have.
+#[test]
+fn a_run_directory_from_before_the_new_defaults_keeps_its_settings_and_hash() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/run-6bba735-relu.toml");
+    std::fs::copy(&fixture, dir.path().join("config.toml")).unwrap();
+    let config = RunDir::new(dir.path()).load_config().unwrap();
+    assert_eq!(config.model.activation, "relu");
+    assert_eq!(
+        config.sampler.algorithm.get("target_accept"),
+        Some(toml::Value::Float(0.8))
+    );
+    // `config_sha256` of the run's `sampling_started` journal line.
+    assert_eq!(
+        bnn_pipeline::config_hash(&config),
+        "031f2e9ef415656c0dffd4af3f71d1c9b9791c8bbfc8263d0935bdc7d28d8673"
+    );
 }

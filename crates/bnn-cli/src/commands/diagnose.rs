@@ -174,6 +174,9 @@ pub fn print(d: &RunDiagnostics, top: usize) {
     if sampler.divergences > 0 {
         println!("warning: {} of {} draws ended in a divergence (raise --target-accept or use a smooth activation)", sampler.divergences, sampler.draws);
     }
+    if let Some(note) = sampler.activation_note() {
+        println!("note: {note}");
+    }
     if let Some(drift) = sampler.drift.filter(|d| d.warns()) {
         println!(
             "warning: the mean acceptance fell from {:.2} in the first tenth of the draws to {:.2} in the last (divergent draws {} → {} of {}): the chains moved after warmup to where the step size is too large; a longer --warmup or a higher --target-accept reduces the divergences",

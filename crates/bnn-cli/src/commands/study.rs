@@ -272,6 +272,7 @@ fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
         preset: flags.preset,
         ..RunFlags::default()
     };
+    let base_chosen = recipe.config.is_some() || recipe.mile || recipe.preset.is_some();
     let base = recipe.resolve().context("--extra")?;
     let others = RunFlags {
         config: None,
@@ -289,6 +290,7 @@ fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
             }
             .context("--extra")
         }),
+        base_chosen,
         words,
     })
 }

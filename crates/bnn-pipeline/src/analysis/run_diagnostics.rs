@@ -51,9 +51,23 @@ pub struct SamplerWarnings {
     pub max_tree_depth_hits: usize,
     /// NUTS's maximum tree depth from the run's config.
     pub max_depth: Option<usize>,
+    /// The network's activation from the run's config (for [`SamplerWarnings::activation_note`]).
+    pub activation: Option<String>,
     pub draws: usize,
     /// Acceptance and divergences early and late in the draws, when chains have 20 or more.
     pub drift: Option<AcceptanceDrift>,
+}
+
+impl SamplerWarnings {
+    /// For a run with divergent draws whose network has kinks (ReLU and its variants): what
+    /// the defaults study measured about such networks, in one line.
+    pub fn activation_note(&self) -> Option<&'static str> {
+        let kinked = matches!(
+            self.activation.as_deref(),
+            Some("relu" | "leaky_relu" | "trunc_relu")
+        );
+        (kinked && self.divergences > 0).then_some(crate::config::run_defaults::KINKED_NETWORK_NOTE)
+    }
 }
 
 /// The mean acceptance statistic and the divergent draws in the first and in the last tenth of
@@ -155,10 +169,9 @@ impl RunDiagnostics {
                 "ess_test_loglik": s["ess_test_loglik"], "pointwise_predictive_ess_median": s["pointwise_predictive_ess_median"],
             })
         });
-        sampler.max_depth = RunDir::new(dir)
-            .load_config()
-            .ok()
-            .and_then(|c| c.sampler.max_tree_depth());
+        let config = RunDir::new(dir).load_config().ok();
+        sampler.max_depth = config.as_ref().and_then(|c| c.sampler.max_tree_depth());
+        sampler.activation = config.map(|c| c.model.activation);
         let mut diagnostics = Self::of_draws(draws, Some(sampler), truncated_to, function_space)?;
         diagnostics.unequal_lengths = unequal_lengths;
         if is_run_dir(dir) && finished_sampling(&RunDir::new(dir))?.is_none() {
@@ -276,6 +289,9 @@ impl RunDiagnostics {
         }
         if !self.stuck_chains.is_empty() {
             warnings["chains_not_moving"] = json!(self.stuck_chains);
+        }
+        if let Some(note) = sampler.activation_note() {
+            warnings["activation"] = json!(note);
         }
         if let Some(drift) = sampler.drift {
             warnings["acceptance_drift"] = json!({
@@ -591,6 +607,24 @@ fn group_summaries(names: &[String], summaries: &[ParameterSummary]) -> Vec<Grou
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kinked_network_whose_chains_diverged_gets_the_defaults_studys_note() {
+        let mut warnings = SamplerWarnings {
+            divergences: 3,
+            activation: Some("relu".into()),
+            ..SamplerWarnings::default()
+        };
+        let note = warnings.activation_note().expect("a note for ReLU");
+        assert!(note.contains("bnn study defaults") && note.contains("defaults.html"));
+        warnings.activation = Some("leaky_relu".into());
+        assert!(warnings.activation_note().is_some());
+        warnings.divergences = 0;
+        assert_eq!(warnings.activation_note(), None);
+        warnings.divergences = 3;
+        warnings.activation = Some("tanh".into());
+        assert_eq!(warnings.activation_note(), None);
+    }
 
     fn long_csv(chains: &[Vec<f64>]) -> tempfile::NamedTempFile {
         let mut text = String::from("chain,draw,a,b\n");

@@ -33,9 +33,13 @@ pub const MCLMC_START_TRAJECTORY_LENGTH: f64 = 1.0;
 
 /// Where a BNN run starts from other settings than the sampler crate's defaults (which follow
 /// BlackJAX): MCLMC's first `L` (above, measured) and its preconditioner on, HMC's 32 leapfrog
-/// steps: the defaults `bnn run` has had since those samplers landed, kept so that runs repeat.
+/// steps: the defaults `bnn run` has had since those samplers landed, kept so that runs repeat;
+/// NUTS's target acceptance from the defaults study (`run_defaults::FLAGSHIP`).
 fn bnn_defaults(settings: AlgorithmConfig) -> AlgorithmConfig {
     match settings {
+        AlgorithmConfig::Nuts(c) => c
+            .with_target_accept(super::run_defaults::FLAGSHIP.target_accept)
+            .into(),
         AlgorithmConfig::Mclmc(c) => c
             .with_initial_trajectory_length(Some(MCLMC_START_TRAJECTORY_LENGTH))
             .with_diagonal_preconditioning(true)

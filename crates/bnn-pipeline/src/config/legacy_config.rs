@@ -151,12 +151,14 @@ impl LegacySamplerSection {
         }
         let algorithm: AlgorithmConfig = match self.algorithm.as_str() {
             "nuts" => {
-                let c = NutsConfig::new().with_max_tree_depth(self.max_depth as u32);
-                match target {
-                    Some(t) => c.with_target_accept(t),
-                    None => c,
-                }
-                .into()
+                // A file that names no target gets today's (a run directory's old default
+                // is restored by `RunDir::load_config`).
+                NutsConfig::new()
+                    .with_max_tree_depth(self.max_depth as u32)
+                    .with_target_accept(
+                        target.unwrap_or(super::run_defaults::FLAGSHIP.target_accept),
+                    )
+                    .into()
             }
             "hmc" => {
                 // A fixed-step run takes exactly L steps, however many (the kernel's default cap is 1024).

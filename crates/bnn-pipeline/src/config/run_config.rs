@@ -116,8 +116,9 @@ impl DataSection {
 pub struct ModelSection {
     #[config(default = "vec![16, 16]")]
     pub hidden: Vec<usize>,
-    /// tanh, relu, leaky_relu, sigmoid, silu, gelu, softplus, trunc_relu or identity.
-    #[config(default = "String::from(\"relu\")")]
+    /// tanh, relu, leaky_relu, sigmoid, silu, gelu, softplus, trunc_relu or identity (default:
+    /// the defaults study's choice, `run_defaults::FLAGSHIP`).
+    #[config(default = "String::from(super::run_defaults::FLAGSHIP.activation)")]
     pub activation: String,
     /// `hetero`, `hetero-softplus`, `fixed:<σ>`, `learned-sigma[:<mean>,<sd>]` or `categorical:<K>`.
     #[config(default = "String::from(\"hetero\")")]
@@ -303,7 +304,7 @@ pub struct SamplerSection {
     /// and no climb of log p, else the warmup adapts again, up to `max_warmup`) or `fixed` (the
     /// planned iterations: the paper's 100). Other samplers keep their own warmup. A run
     /// directory written before the policy existed reads as `fixed`, so it resumes as it began.
-    #[config(default = "WarmupPolicy::Stationary")]
+    #[config(default = "super::run_defaults::FLAGSHIP.warmup_policy")]
     pub warmup_policy: WarmupPolicy,
     /// Stationary policy: iterations of each check window.
     #[config(default = 50)]
@@ -471,6 +472,17 @@ impl RunConfig {
             self.data.validation_fraction = 0.1;
         }
         self
+    }
+
+    /// Sommer et al. 2024's DEI-MCMC settings ([`crate::SOMMER2024`]): the sampler switched to
+    /// NUTS (a file's NUTS settings stay), ReLU, target acceptance 0.8, the fixed warmup.
+    pub fn with_sommer2024(mut self) -> Self {
+        self.sampler.algorithm = self
+            .sampler
+            .algorithm
+            .switched_to(bnn_sampler::NutsConfig::NAME)
+            .expect("NUTS is registered");
+        super::run_defaults::SOMMER2024.apply(self)
     }
 
     /// MILE's sampling budget (Sommer et al. 2025): MCLMC from every member, 50,000 tuning steps
@@ -1108,7 +1120,9 @@ mod tests {
 
     #[test]
     fn differences_name_each_key_with_both_values() {
-        let stored = RunConfig::new();
+        let stored = RunConfig::new()
+            .with_model(ModelSection::new().with_activation("relu".into()))
+            .with_sampler(SamplerSection::new().with_algorithm(nuts(|c| c)));
         assert!(stored.differences(&stored.clone()).is_empty());
         let asked = RunConfig::new()
             .with_model(ModelSection::new().with_activation("tanh".into()))

@@ -117,6 +117,20 @@ impl RunDir {
         {
             config.sampler.warmup_policy = bnn_sampler::WarmupPolicy::Fixed;
         }
+        // Written without an activation or NUTS target: the defaults of its day, not today's.
+        let before = crate::BEFORE_FLAGSHIP;
+        if !keys.iter().any(|(s, k)| s == "model" && k == "activation") {
+            config.model.activation = before.activation.to_string();
+        }
+        let nuts = config.sampler.algorithm.name()
+            == <bnn_sampler::NutsConfig as bnn_sampler::SamplerSettings>::NAME;
+        if nuts && !records_target_accept(&path)? {
+            config
+                .sampler
+                .algorithm
+                .set("target_accept", toml::Value::Float(before.target_accept))
+                .expect("NUTS has a target acceptance");
+        }
         Ok(config)
     }
 
@@ -202,6 +216,22 @@ pub fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     write_atomic(path, serde_json::to_string_pretty(value)?.as_bytes())
 }
 
+/// Whether a `config.toml` records a target acceptance: in `[sampler.algorithm]`, or in the
+/// flat `[sampler]` of older directories.
+fn records_target_accept(path: &Path) -> Result<bool> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let table: toml::Table =
+        toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
+    let sampler = table.get("sampler").and_then(toml::Value::as_table);
+    let flat = sampler.is_some_and(|s| s.contains_key("target_accept"));
+    let nested = sampler
+        .and_then(|s| s.get("algorithm"))
+        .and_then(toml::Value::as_table)
+        .is_some_and(|a| a.contains_key("target_accept"));
+    Ok(flat || nested)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,8 +259,43 @@ mod tests {
         assert!(new.sampler.stationary_warmup());
         assert_eq!(
             RunConfig::new().sampler.warmup_policy,
-            bnn_sampler::WarmupPolicy::Stationary
+            crate::FLAGSHIP.warmup_policy
         );
+    }
+
+    #[test]
+    fn a_config_without_an_activation_or_target_reads_as_relu_at_0_8() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        let target = |c: &RunConfig| c.sampler.algorithm.get("target_accept");
+        for text in [
+            "[data]\ndataset = \"cos2x\"\n",
+            "[data]\ndataset = \"cos2x\"\n[sampler.algorithm]\nname = \"nuts\"\n",
+            "[data]\ndataset = \"cos2x\"\n[sampler]\nalgorithm = \"nuts\"\nmax_depth = 10\n",
+        ] {
+            std::fs::write(run.config(), text).unwrap();
+            let old = run.load_config().unwrap();
+            assert_eq!(old.model.activation, "relu", "{text}");
+            assert_eq!(target(&old), Some(toml::Value::Float(0.8)), "{text}");
+        }
+        // A recorded value stands, and a new config takes today's defaults.
+        std::fs::write(
+            run.config(),
+            "[model]\nactivation = \"silu\"\n[sampler.algorithm]\nname = \"nuts\"\ntarget_accept = 0.9\n",
+        )
+        .unwrap();
+        let recorded = run.load_config().unwrap();
+        assert_eq!(recorded.model.activation, "silu");
+        assert_eq!(target(&recorded), Some(toml::Value::Float(0.9)));
+        let today = RunConfig::new();
+        assert_eq!(today.model.activation, crate::FLAGSHIP.activation);
+        assert_eq!(
+            target(&today),
+            Some(toml::Value::Float(crate::FLAGSHIP.target_accept))
+        );
+        // MCLMC has no target to fill in.
+        std::fs::write(run.config(), "[sampler.algorithm]\nname = \"mclmc\"\n").unwrap();
+        assert_eq!(target(&run.load_config().unwrap()), None);
     }
 
     #[test]
