@@ -8,7 +8,8 @@
 #   strip + xz the `bnn` binary and the bnn-model test binaries into .gpu/<name>.xz
 #   cp -r $BNN_DATA_DIR/{concrete,yacht} .gpu/data/;  cp ../shared/bench/peers/numpyro_bnn.py .gpu/
 # and run with `.gl` and `.gpu` carried:
-#   (and the 12 concrete members trained on the CPU by `bnn run --dataset concrete --split-seed 0`
+#   (and the 12 concrete members trained on the CPU by `bnn run --dataset concrete --split-seed 0
+#   --preset sommer2024`, the paper's ReLU members
 #   copied to .gpu/ensemble-concrete: 5000 full-batch Adam steps are launch-bound on a GPU)
 #   bash bench/gpu_device_check.sh   (PART=gpu: bench, batched run, wgpu tests;
 #   PART=cpu: fused vs NumPyro on this CPU; default both, within DEADLINE seconds)
@@ -66,7 +67,8 @@ echo "== batched run, $RUNCH chains on wgpu (members trained on the CPU)"
 rm -rf /tmp/run-gpu; mkdir -p /tmp/run-gpu/ensemble; cp .gpu/ensemble-concrete/* /tmp/run-gpu/ensemble/
 start=$SECONDS
 timeout $(cap ${RUN_CAP:-240}) $BIN/bnn run --device wgpu --batched true --chains $RUNCH \
-    --dataset concrete --split-seed 0 --members 12 --epochs $EP --warmup $W --draws $D --max-depth $DEPTH \
+    --dataset concrete --split-seed 0 --activation relu --target-accept 0.8 \
+    --members 12 --epochs $EP --warmup $W --draws $D --max-depth $DEPTH \
     --checkpoint-every 0 --out /tmp/run-gpu > "$OUT/run.log" 2>&1
 echo "rc=$? wall $(( SECONDS - start )) s"; grep -v '^ \|^layer' "$OUT/run.log" | tail -25
 (cd /tmp/run-gpu 2>/dev/null && cat sampling.json summary.json; tar czf "$OLDPWD/$OUT/run_summary.tgz" --exclude='draws*' --exclude='*.safetensors' --exclude=checkpoints . 2>/dev/null)

@@ -21,7 +21,7 @@ for split in $splits; do for k in $seeds; do
   rm -rf "$out"; mkdir -p "$out/ensemble"; cp "$base"/ensemble/* "$out/ensemble/"
   echo "== $out: $flags" >&2
   # shellcheck disable=SC2086
-  "$bnn" run --dataset "$dataset" --split-seed "$split" --seed "$seed" --hidden 16,16 --activation relu \
+  "$bnn" run --dataset "$dataset" --split-seed "$split" --seed "$seed" --hidden 16,16 --activation relu --target-accept 0.8 \
     --likelihood hetero --prior normal:1 --members 12 --chains 12 --standardize full --warmup "${WARMUP:-100}" \
     --draws 1000 --max-depth 10 --learning-rate 0.01 $flags --out "$out" > "$out.log" 2>&1
 done; done

@@ -60,7 +60,8 @@ pub struct RunFlags {
     /// Hidden layer widths, comma separated ("" for a linear model).
     #[arg(long)]
     pub hidden: Option<String>,
-    /// tanh, relu, leaky_relu, sigmoid, silu, gelu, softplus, trunc_relu or identity.
+    /// tanh, relu, leaky_relu, sigmoid, silu, gelu, softplus, trunc_relu or identity [default:
+    /// tanh, the defaults study's choice; the paper's relu with --preset sommer2024].
     #[arg(long)]
     pub activation: Option<String>,
     /// hetero (σ = exp(o)), hetero-softplus, fixed:<σ>, learned-sigma[:<mean>,<sd>] or categorical:<K>.
@@ -131,7 +132,8 @@ pub struct RunFlags {
     /// Sampling iterations per chain [default: the sampler's budget: 1000; MCLMC 10000].
     #[arg(long)]
     pub draws: Option<usize>,
-    /// Target acceptance statistic (≈0.45 suits ReLU nets, whose leapfrog error is first order).
+    /// Target acceptance statistic [default: NUTS 0.95, the defaults study's choice (0.8 with
+    /// --preset sommer2024); the other samplers their own (HMC 0.8, random-walk Metropolis 0.234)].
     #[arg(long)]
     pub target_accept: Option<f64>,
     /// Warmup step-size search (NUTS, HMC): `stan` (level ½, one momentum) or `target` (NumPyro's:

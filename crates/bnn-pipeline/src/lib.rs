@@ -56,7 +56,7 @@ pub use run::progress::{ChainIteration, PrintStages, Progress, ProgressEvent, Si
 pub use run::sampling::Sampling;
 pub use run::trained_ensemble::{TrainedEnsemble, TrainingStopped};
 pub use storage::draw_store::{cmdstan_names, ChainSampling, Checkpoint};
-pub use storage::run_dir::{write_atomic, write_json, RunDir};
+pub use storage::run_dir::{records_target_accept, write_atomic, write_json, RunDir};
 pub use storage::run_journal::{JournalEntry, JournalEvent};
 pub use storage::run_lock::{read_holder, Access, LockHolder, RunLock, LOCK_FILE};
 pub use storage::stored_chains::{

@@ -39,9 +39,9 @@ impl RunsProgress for QuietRuns {
 pub struct ExtraRunFlags {
     pub base: RunConfig,
     pub apply: Box<dyn Fn(RunConfig) -> Result<RunConfig> + Send + Sync>,
-    /// Whether `base` came from a `--config` file or a recipe, whose sampler settings stand;
-    /// otherwise NUTS runs at the paper's target acceptance, not `bnn run`'s default.
-    pub base_chosen: bool,
+    /// Whether `base` came from a `--config` file that records a target acceptance, which
+    /// stands; otherwise NUTS runs at the paper's, not `bnn run`'s default.
+    pub target_chosen: bool,
     /// The flags as given, for the tables' footnotes.
     pub words: Vec<String>,
 }
@@ -51,7 +51,7 @@ impl Default for ExtraRunFlags {
         Self {
             base: RunConfig::new(),
             apply: Box::new(|config: RunConfig| -> Result<RunConfig> { Ok(config) }),
-            base_chosen: false,
+            target_chosen: false,
             words: Vec::new(),
         }
     }
@@ -87,19 +87,20 @@ pub fn paper_model_config(
     config.model.hidden = parse_hidden("16,16")?;
     let paper = bnn_pipeline::SOMMER2024;
     config.model.activation = paper.activation.into();
-    if !extra.base_chosen && config.sampler.algorithm.name() == NutsConfig::NAME {
-        config
-            .sampler
-            .algorithm
-            .set("target_accept", toml::Value::Float(paper.target_accept))
-            .expect("NUTS has a target acceptance");
-    }
     config.model.likelihood = "hetero".into();
     config.model.prior = "normal:1".into();
     config.ensemble.members = 12;
     config.sampler.chains = Some(12);
     config.sampler.seed = seed;
     sampler(&mut config);
+    // After the study chose its sampler: NUTS switched to from another keeps the paper's target.
+    if !extra.target_chosen && config.sampler.algorithm.name() == NutsConfig::NAME {
+        config
+            .sampler
+            .algorithm
+            .set("target_accept", toml::Value::Float(paper.target_accept))
+            .expect("NUTS has a target acceptance");
+    }
     let config = (extra.apply)(config)?;
     config.validate()?;
     let kept = config.sampler.kept_draws();

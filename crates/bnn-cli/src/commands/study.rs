@@ -272,7 +272,10 @@ fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
         preset: flags.preset,
         ..RunFlags::default()
     };
-    let base_chosen = recipe.config.is_some() || recipe.mile || recipe.preset.is_some();
+    let target_chosen = match &recipe.config {
+        Some(path) => bnn_pipeline::records_target_accept(path).context("--extra")?,
+        None => false,
+    };
     let base = recipe.resolve().context("--extra")?;
     let others = RunFlags {
         config: None,
@@ -290,7 +293,7 @@ fn extra_run_flags(text: &str, any_sampler: bool) -> Result<ExtraRunFlags> {
             }
             .context("--extra")
         }),
-        base_chosen,
+        target_chosen,
         words,
     })
 }

@@ -34,7 +34,11 @@ pub struct ModuleRunConfig {
     pub members: usize,
     #[config(default = "MapEnsembleConfig::new()")]
     pub ensemble: MapEnsembleConfig,
-    #[config(default = "SamplerSection::new()")]
+    /// NUTS at the kernel's own target acceptance (0.8): `bnn run`'s 0.95 was chosen for the
+    /// built-in MLP on the UCI sets (`crate::FLAGSHIP`), not for any module.
+    #[config(
+        default = "SamplerSection::new().with_algorithm(bnn_sampler::NutsConfig::new().into())"
+    )]
     pub sampler: SamplerSection,
     /// Worker threads for the chains (default: every core); never changes the draws.
     #[config(default = "None")]

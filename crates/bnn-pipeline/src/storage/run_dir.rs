@@ -216,9 +216,9 @@ pub fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     write_atomic(path, serde_json::to_string_pretty(value)?.as_bytes())
 }
 
-/// Whether a `config.toml` records a target acceptance: in `[sampler.algorithm]`, or in the
-/// flat `[sampler]` of older directories.
-fn records_target_accept(path: &Path) -> Result<bool> {
+/// Whether a config file records a target acceptance: in `[sampler.algorithm]`, or in the flat
+/// `[sampler]` of older files.
+pub fn records_target_accept(path: &Path) -> Result<bool> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let table: toml::Table =

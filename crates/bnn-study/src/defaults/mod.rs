@@ -165,7 +165,7 @@ impl DefaultsConfig {
             extra: ExtraRunFlags {
                 base: self.extra.base.clone(),
                 apply: Box::new(move |config| with_candidate((user.apply)(config)?, &chosen)),
-                base_chosen: self.extra.base_chosen,
+                target_chosen: self.extra.target_chosen,
                 words,
             },
             ..Table3Config::of(TABLE3)
